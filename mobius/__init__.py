@@ -1,0 +1,1 @@
+"""mobius: build ONNX packages for ONNX Runtime from Hugging Face checkpoints."""

@@ -1,0 +1,1 @@
+"""Reusable, EP-agnostic graph components (onnxscript.nn modules)."""

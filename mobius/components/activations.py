@@ -1,0 +1,19 @@
+"""Activation functions by their transformers names, as standard ONNX ops."""
+
+from mobius.errors import ConfigError
+
+SUPPORTED_ACTIVATIONS = ("silu", "swish", "gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+
+
+def apply_activation(op, x, name: str):
+    if name in ("silu", "swish"):
+        return op.Mul(x, op.Sigmoid(x))
+    if name == "gelu":
+        return op.Gelu(x)
+    if name in ("gelu_new", "gelu_pytorch_tanh"):
+        return op.Gelu(x, approximate="tanh")
+    if name == "relu":
+        return op.Relu(x)
+    raise ConfigError(
+        f"config.json: hidden_act {name!r} is not supported; supported: {', '.join(SUPPORTED_ACTIVATIONS)}"
+    )

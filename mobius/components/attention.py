@@ -1,0 +1,68 @@
+"""Multi-head / grouped-query self-attention with a KV cache, in standard ONNX.
+
+Emits the opset-23 ``Attention`` op with an explicit additive mask (causal +
+padding + optional sliding window, built once per model by
+:mod:`mobius.components.attention_mask`), so the generic graph runs on any
+ONNX runtime. EP-specific forms (GroupQueryAttention, packed QKV) are produced
+later by rewrite rules, never here.
+"""
+
+from __future__ import annotations
+
+from onnxscript import nn
+
+from mobius.components.linear import Linear
+from mobius.components.rms_norm import RMSNorm
+from mobius.components.rotary import apply_rotary
+
+
+class Attention(nn.Module):
+    def __init__(
+        self,
+        hidden_size: int,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        rotary_dim: int | None,
+        *,
+        qkv_bias: bool = False,
+        o_bias: bool = False,
+        qk_norm_eps: float | None = None,
+        scale: float | None = None,
+    ):
+        super().__init__()
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+        self.rotary_dim = rotary_dim
+        self.scale = scale if scale is not None else head_dim**-0.5
+        self.q_proj = Linear(hidden_size, num_heads * head_dim, qkv_bias)
+        self.k_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias)
+        self.v_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias)
+        self.o_proj = Linear(num_heads * head_dim, hidden_size, o_bias)
+        if qk_norm_eps is not None:
+            self.q_norm = RMSNorm(head_dim, qk_norm_eps)
+            self.k_norm = RMSNorm(head_dim, qk_norm_eps)
+        else:
+            self.q_norm = self.k_norm = None
+
+    def _heads(self, op, x, num_heads, norm):
+        """[batch, seq, heads*dim] -> [batch, heads, seq, dim] (+ per-head norm)."""
+        x = op.Reshape(x, op.Constant(value_ints=[0, 0, num_heads, self.head_dim]))
+        if norm is not None:
+            x = norm(op, x)
+        return op.Transpose(x, perm=[0, 2, 1, 3])
+
+    def forward(self, op, hidden, cos, sin, mask, past_key, past_value):
+        q = self._heads(op, self.q_proj(op, hidden), self.num_heads, self.q_norm)
+        k = self._heads(op, self.k_proj(op, hidden), self.num_kv_heads, self.k_norm)
+        v = self._heads(op, self.v_proj(op, hidden), self.num_kv_heads, None)
+        if self.rotary_dim:
+            q = apply_rotary(op, q, cos, sin, self.rotary_dim, self.head_dim)
+            k = apply_rotary(op, k, cos, sin, self.rotary_dim, self.head_dim)
+        attn, present_key, present_value = op.Attention(
+            q, k, v, mask, past_key, past_value, scale=self.scale, is_causal=0, _outputs=3
+        )
+        attn = op.Transpose(attn, perm=[0, 2, 1, 3])
+        attn = op.Reshape(attn, op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))
+        return self.o_proj(op, attn), present_key, present_value

@@ -1,0 +1,49 @@
+"""The additive attention mask shared by all layers of one attention kind.
+
+Built once per graph from ``attention_mask`` [batch, total_seq] (1 = real
+token, 0 = padding). Query i of the current chunk sits at cache slot
+``past + i``; it may see slot j when j <= past + i, the slot is not padding,
+and (sliding window) past + i - j < window. Blocked entries get the most
+negative finite value of the dtype rather than -inf, so rows that see nothing
+(left-padding queries) stay finite instead of turning into NaN.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from mobius.weights.dtypes import numpy_dtype
+
+
+def causal_padding_mask(op, input_ids, attention_mask, dtype: ir.DataType,
+                        sliding_window: int | None = None):
+    """Returns the additive mask [batch, 1, seq, total_seq] in ``dtype``."""
+    seq_len = op.Shape(input_ids, start=1, end=2)
+    total_len = op.Shape(attention_mask, start=1, end=2)
+    past_len = op.Sub(total_len, seq_len)
+    zero = op.Constant(value_int=0)
+    one = op.Constant(value_int=1)
+    query_slots = op.Add(op.Range(zero, op.Squeeze(seq_len), one), past_len)  # [seq]
+    key_slots = op.Range(zero, op.Squeeze(total_len), one)  # [total]
+    query_slots = op.Unsqueeze(query_slots, op.Constant(value_ints=[1]))  # [seq, 1]
+    allowed = op.LessOrEqual(key_slots, query_slots)  # [seq, total]
+    if sliding_window:
+        in_window = op.Less(op.Sub(query_slots, key_slots), op.Constant(value_int=sliding_window))
+        allowed = op.And(allowed, in_window)
+    not_padding = op.Cast(
+        op.Unsqueeze(attention_mask, op.Constant(value_ints=[1, 2])), to=ir.DataType.BOOL
+    )  # [batch, 1, 1, total]
+    allowed = op.And(allowed, not_padding)  # [batch, 1, seq, total]
+    np_dtype = numpy_dtype(dtype)
+    blocked = np.array(_most_negative(np_dtype), dtype=np_dtype)
+    return op.Where(allowed, op.Constant(value=ir.tensor(np.array(0, dtype=np_dtype))),
+                    op.Constant(value=ir.tensor(blocked)))
+
+
+def _most_negative(np_dtype) -> float:
+    import ml_dtypes
+
+    if np_dtype == np.dtype(ml_dtypes.bfloat16):
+        return float(ml_dtypes.finfo(ml_dtypes.bfloat16).min)
+    return float(np.finfo(np_dtype).min)

@@ -1,0 +1,190 @@
+"""ArchitectureConfig: config.json + generation_config.json, normalized.
+
+Accepts both transformers 4.x and 5.x spellings (``rope_theta`` vs
+``rope_parameters``, ``torch_dtype`` vs ``dtype``, ``rope_scaling`` vs
+``rope_parameters.rope_type``). Family-specific switches that are implied by
+the ``model_type`` rather than spelled in config.json (e.g. Qwen2's QKV bias)
+are supplied by the model family when it calls :meth:`ArchitectureConfig.from_dict`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Mapping
+
+from mobius.config.rope import RopeConfig
+from mobius.errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationDefaults:
+    """Search defaults from generation_config.json (and config.json fallbacks)."""
+
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int = 50
+    top_p: float = 1.0
+    repetition_penalty: float = 1.0
+    max_length: int | None = None
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "GenerationDefaults":
+        return cls(
+            do_sample=bool(raw.get("do_sample", False)),
+            temperature=float(raw.get("temperature", 1.0) or 1.0),
+            top_k=int(raw.get("top_k", 50) or 50),
+            top_p=float(raw.get("top_p", 1.0) or 1.0),
+            repetition_penalty=float(raw.get("repetition_penalty", 1.0) or 1.0),
+            max_length=raw.get("max_length"),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ArchitectureConfig:
+    """Everything the model builders need to know about a decoder checkpoint."""
+
+    model_type: str
+    architectures: tuple[str, ...]
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    max_position_embeddings: int
+    rope: RopeConfig
+    hidden_act: str = "silu"
+    rms_norm_eps: float = 1e-6
+    tie_word_embeddings: bool = False
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False
+    sliding_window: int | None = None
+    layer_types: tuple[str, ...] = ()
+    bos_token_id: int | None = None
+    eos_token_id: tuple[int, ...] = ()
+    pad_token_id: int | None = None
+    checkpoint_dtype: str | None = None
+    generation: GenerationDefaults = GenerationDefaults()
+    raw: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_dict(
+        cls,
+        raw: Mapping[str, Any],
+        generation: Mapping[str, Any] | None = None,
+        **family_overrides: Any,
+    ) -> "ArchitectureConfig":
+        """Normalizes a config.json dict; ``family_overrides`` win over the dict."""
+        raw = dict(raw)
+
+        def need(key: str) -> Any:
+            if key not in raw or raw[key] is None:
+                raise ConfigError(f"config.json: required field {key!r} is missing")
+            return raw[key]
+
+        def positive_int(key: str, value: Any) -> int:
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"config.json: {key!r} must be a positive integer, got {value!r}")
+            return value
+
+        hidden = positive_int("hidden_size", need("hidden_size"))
+        heads = positive_int("num_attention_heads", need("num_attention_heads"))
+        kv_heads = positive_int(
+            "num_key_value_heads", raw.get("num_key_value_heads") or heads
+        )
+        if heads % kv_heads:
+            raise ConfigError(
+                f"config.json: num_attention_heads ({heads}) must be a multiple of "
+                f"num_key_value_heads ({kv_heads})"
+            )
+        head_dim = raw.get("head_dim") or None
+        if head_dim is None:
+            if hidden % heads:
+                raise ConfigError(
+                    f"config.json: hidden_size ({hidden}) is not divisible by "
+                    f"num_attention_heads ({heads}) and no head_dim is given"
+                )
+            head_dim = hidden // heads
+        head_dim = positive_int("head_dim", head_dim)
+        layers = positive_int("num_hidden_layers", need("num_hidden_layers"))
+        max_pos = positive_int("max_position_embeddings", raw.get("max_position_embeddings", 2048))
+        raw.setdefault("max_position_embeddings", max_pos)
+
+        eos = raw.get("eos_token_id")
+        gen = dict(generation or {})
+        if gen.get("eos_token_id") is not None:
+            eos = gen["eos_token_id"]
+        eos_tuple = tuple(eos) if isinstance(eos, (list, tuple)) else ((eos,) if eos is not None else ())
+
+        layer_types = tuple(raw.get("layer_types") or ())
+        if layer_types and len(layer_types) != layers:
+            raise ConfigError(
+                f"config.json: layer_types has {len(layer_types)} entries for {layers} layers"
+            )
+        sliding = raw.get("sliding_window")
+        if raw.get("use_sliding_window") is False:
+            sliding = None
+
+        values = dict(
+            model_type=str(need("model_type")),
+            architectures=tuple(raw.get("architectures") or ()),
+            vocab_size=positive_int("vocab_size", need("vocab_size")),
+            hidden_size=hidden,
+            intermediate_size=positive_int("intermediate_size", need("intermediate_size")),
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=kv_heads,
+            head_dim=head_dim,
+            max_position_embeddings=max_pos,
+            rope=RopeConfig.from_hf(raw, head_dim),
+            hidden_act=str(raw.get("hidden_act") or raw.get("hidden_activation") or "silu"),
+            rms_norm_eps=float(raw.get("rms_norm_eps", raw.get("layer_norm_eps", 1e-6))),
+            tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+            qkv_bias=bool(raw.get("attention_bias", False)),
+            o_bias=bool(raw.get("attention_bias", False)),
+            mlp_bias=bool(raw.get("mlp_bias", False)),
+            sliding_window=int(sliding) if sliding else None,
+            layer_types=layer_types,
+            bos_token_id=gen.get("bos_token_id", raw.get("bos_token_id")),
+            eos_token_id=eos_tuple,
+            pad_token_id=gen.get("pad_token_id", raw.get("pad_token_id")),
+            checkpoint_dtype=raw.get("dtype") or raw.get("torch_dtype"),
+            generation=GenerationDefaults.from_dict({**raw, **gen}),
+            raw=raw,
+        )
+        values.update(family_overrides)
+        return cls(**values)
+
+    def layer_sliding_window(self, layer: int) -> int | None:
+        """The sliding window of one layer (None = full attention)."""
+        if self.layer_types:
+            kind = self.layer_types[layer]
+            return self.sliding_window if kind == "sliding_attention" else None
+        return self.sliding_window
+
+
+def read_json(path: str) -> dict[str, Any]:
+    """Reads a JSON file, turning parse errors into one-line ConfigErrors."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{os.path.basename(path)} is not valid JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise ConfigError(f"{os.path.basename(path)} must hold a JSON object")
+    return data
+
+
+def load_config(folder: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Returns (config.json, generation_config.json or {}) of a checkpoint folder."""
+    config_path = os.path.join(folder, "config.json")
+    if not os.path.isfile(config_path):
+        raise ConfigError(f"{folder}: no config.json found (is this a Hugging Face checkpoint?)")
+    generation_path = os.path.join(folder, "generation_config.json")
+    generation = read_json(generation_path) if os.path.isfile(generation_path) else {}
+    return read_json(config_path), generation

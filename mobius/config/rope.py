@@ -1,0 +1,201 @@
+"""Rotary position embedding variants, computed with numpy.
+
+Each variant is a recipe for the inverse frequencies and for the factor that
+scales cos/sin. The formulas follow the published RoPE-scaling papers (and the
+conventions transformers uses, which our parity tests check against).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from mobius.errors import ConfigError
+
+SUPPORTED_ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn", "longrope")
+
+
+@dataclasses.dataclass(frozen=True)
+class RopeConfig:
+    """A normalized RoPE description (transformers 4.x and 5.x spellings map onto it)."""
+
+    rope_type: str = "default"
+    theta: float = 10000.0
+    rotary_dim: int = 0  # number of leading head dims that rotate (partial rotary)
+    max_position_embeddings: int = 2048
+    factor: float = 1.0
+    original_max_position_embeddings: int | None = None
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    attention_factor: float | None = None
+    truncate: bool = True
+    short_factor: tuple[float, ...] | None = None
+    long_factor: tuple[float, ...] | None = None
+    interleaved: bool = False
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Whether the frequencies depend on the sequence length at run time."""
+        return self.rope_type in ("dynamic", "longrope")
+
+    @classmethod
+    def from_hf(cls, raw: Mapping[str, Any], head_dim: int) -> "RopeConfig":
+        """Reads RoPE settings from a config.json dict (4.x or 5.x spelling)."""
+        params = dict(raw.get("rope_parameters") or raw.get("rope_scaling") or {})
+        theta = params.get("rope_theta", raw.get("rope_theta", 10000.0))
+        partial = params.get("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0))
+        rope_type = params.get("rope_type", params.get("type", "default"))
+        if rope_type == "su":  # Phi-3's original name for LongRoPE
+            rope_type = "longrope"
+        if rope_type not in SUPPORTED_ROPE_TYPES:
+            raise ConfigError(
+                f"config.json: rope type {rope_type!r} is not supported; "
+                f"supported: {', '.join(SUPPORTED_ROPE_TYPES)}"
+            )
+        max_pos = int(raw.get("max_position_embeddings", 2048))
+        original = params.get(
+            "original_max_position_embeddings", raw.get("original_max_position_embeddings")
+        )
+        if original is None and rope_type in ("llama3", "yarn", "longrope"):
+            original = max_pos
+        rotary_dim = int(head_dim * float(partial))
+        if rotary_dim % 2:
+            raise ConfigError(
+                f"config.json: partial_rotary_factor={partial} gives an odd rotary dimension "
+                f"{rotary_dim} for head_dim={head_dim}"
+            )
+        factor = params.get("factor")
+        if factor is None:
+            factor = max_pos / original if rope_type in ("yarn", "longrope") and original else 1.0
+        if rope_type in ("linear", "dynamic", "llama3") and "factor" not in params:
+            raise ConfigError(f"config.json: rope type {rope_type!r} needs rope_parameters.factor")
+
+        def _tuple(key):
+            value = params.get(key)
+            return tuple(float(v) for v in value) if value is not None else None
+
+        return cls(
+            rope_type=rope_type,
+            theta=float(theta),
+            rotary_dim=rotary_dim,
+            max_position_embeddings=max_pos,
+            factor=float(factor),
+            original_max_position_embeddings=int(original) if original else None,
+            low_freq_factor=float(params.get("low_freq_factor", 1.0)),
+            high_freq_factor=float(params.get("high_freq_factor", 4.0)),
+            beta_fast=float(params.get("beta_fast") or 32.0),
+            beta_slow=float(params.get("beta_slow") or 1.0),
+            mscale=params.get("mscale"),
+            mscale_all_dim=params.get("mscale_all_dim"),
+            attention_factor=params.get("attention_factor"),
+            truncate=bool(params.get("truncate", True)),
+            short_factor=_tuple("short_factor"),
+            long_factor=_tuple("long_factor"),
+        )
+
+    # ------------------------------------------------------------------
+    # Frequencies
+    # ------------------------------------------------------------------
+
+    def base_inv_freq(self, theta: float | None = None) -> np.ndarray:
+        """Unscaled inverse frequencies, float64, length rotary_dim/2."""
+        theta = self.theta if theta is None else theta
+        exponents = np.arange(0, self.rotary_dim, 2, dtype=np.int64).astype(np.float64)
+        return 1.0 / (theta ** (exponents / self.rotary_dim))
+
+    def inv_freq(self) -> np.ndarray:
+        """Inverse frequencies for sequences within the pretraining length."""
+        kind = self.rope_type
+        if kind in ("default", "dynamic"):
+            return self.base_inv_freq()
+        if kind == "linear":
+            return self.base_inv_freq() / self.factor
+        if kind == "llama3":
+            return self._llama3_inv_freq()
+        if kind == "yarn":
+            return self._yarn_inv_freq()
+        if kind == "longrope":
+            return self.longrope_inv_freq(self.short_factor)
+        raise AssertionError(kind)
+
+    def longrope_inv_freq(self, factors) -> np.ndarray:
+        """LongRoPE: per-dimension rescaled frequencies (short or long factor list)."""
+        if factors is None or len(factors) != self.rotary_dim // 2:
+            raise ConfigError(
+                f"config.json: longrope short_factor/long_factor need {self.rotary_dim // 2} entries"
+            )
+        return self.base_inv_freq() / np.asarray(factors, dtype=np.float64)
+
+    def attention_scaling(self) -> float:
+        """The factor applied to cos and sin."""
+        if self.rope_type == "yarn":
+            if self.attention_factor is not None:
+                return float(self.attention_factor)
+            if self.mscale and self.mscale_all_dim:
+                return _yarn_mscale(self.factor, self.mscale) / _yarn_mscale(
+                    self.factor, self.mscale_all_dim
+                )
+            return _yarn_mscale(self.factor)
+        if self.rope_type == "longrope":
+            if self.attention_factor is not None:
+                return float(self.attention_factor)
+            original = self.original_max_position_embeddings
+            if self.factor <= 1.0:
+                return 1.0
+            return math.sqrt(1 + math.log(self.factor) / math.log(original))
+        return 1.0
+
+    def cos_sin_cache(self, length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """cos/sin tables [length, rotary_dim/2] (float32) for the static variants."""
+        length = length or self.max_position_embeddings
+        positions = np.arange(length, dtype=np.float64)
+        inv_freq = self.inv_freq().astype(np.float32).astype(np.float64)
+        angles = np.outer(positions, inv_freq).astype(np.float32)
+        scale = np.float32(self.attention_scaling())
+        return np.cos(angles) * scale, np.sin(angles) * scale
+
+    def _llama3_inv_freq(self) -> np.ndarray:
+        inv_freq = self.base_inv_freq()
+        old_len = self.original_max_position_embeddings
+        low_wavelen = old_len / self.low_freq_factor
+        high_wavelen = old_len / self.high_freq_factor
+        wavelen = 2 * math.pi / inv_freq
+        scaled = np.where(wavelen > low_wavelen, inv_freq / self.factor, inv_freq)
+        smooth = (old_len / wavelen - self.low_freq_factor) / (
+            self.high_freq_factor - self.low_freq_factor
+        )
+        smoothed = (1 - smooth) * scaled / self.factor + smooth * scaled
+        medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+        return np.where(medium, smoothed, scaled)
+
+    def _yarn_inv_freq(self) -> np.ndarray:
+        dim = self.rotary_dim
+        base = self.theta
+        original = self.original_max_position_embeddings
+
+        def correction_dim(rotations: float) -> float:
+            return (dim * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+        low, high = correction_dim(self.beta_fast), correction_dim(self.beta_slow)
+        if self.truncate:
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+        extrapolation_weight = 1 - ramp
+        pos_freqs = base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+        extrapolated = 1.0 / pos_freqs
+        interpolated = 1.0 / (self.factor * pos_freqs)
+        return interpolated * (1 - extrapolation_weight) + extrapolated * extrapolation_weight
+
+
+def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0

@@ -1,0 +1,1 @@
+"""Model families, one file each, and the registry keyed by HF model_type."""

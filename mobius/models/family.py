@@ -1,0 +1,31 @@
+"""ModelFamily: what the registry knows about one HF model family."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping
+
+from onnxscript import nn
+
+from mobius.config.architecture import ArchitectureConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFamily:
+    """One registry line: HF model_type(s) -> config normalization + module.
+
+    ``config_overrides`` returns the ArchitectureConfig fields a family implies
+    without spelling them in config.json (Qwen2's QKV bias, for example).
+    """
+
+    name: str
+    model_types: tuple[str, ...]
+    module: Callable[[ArchitectureConfig], nn.Module]
+    task: str = "text-generation"
+    config_overrides: Callable[[Mapping[str, Any]], dict[str, Any]] = lambda raw: {}
+    architectures: tuple[str, ...] = ()
+    tiny_preset: str | None = None
+
+    def make_config(self, raw: Mapping[str, Any],
+                    generation: Mapping[str, Any] | None = None) -> ArchitectureConfig:
+        return ArchitectureConfig.from_dict(raw, generation, **self.config_overrides(raw))

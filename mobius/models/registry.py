@@ -1,0 +1,35 @@
+"""The model registry: HF model_type (or architecture name) -> ModelFamily.
+
+Adding a family is one file under mobius/models and one line here.
+"""
+
+from __future__ import annotations
+
+from mobius.errors import UnsupportedModelError
+from mobius.models import llama, mistral, qwen
+from mobius.models.family import ModelFamily
+
+FAMILIES: tuple[ModelFamily, ...] = (
+    llama.FAMILY,
+    mistral.FAMILY,
+    qwen.QWEN2,
+    qwen.QWEN3,
+)
+
+_BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}
+
+
+def supported_model_types() -> list[str]:
+    return sorted(t for family in FAMILIES for t in family.model_types)
+
+
+def family_for(raw_config: dict) -> ModelFamily:
+    """Finds the family of a config.json dict, by model_type then architectures."""
+    keys = [raw_config.get("model_type"), *(raw_config.get("architectures") or [])]
+    for key in keys:
+        if key in _BY_KEY:
+            return _BY_KEY[key]
+    raise UnsupportedModelError(
+        f"model_type {raw_config.get('model_type')!r} is not supported; "
+        f"supported: {', '.join(supported_model_types())}"
+    )

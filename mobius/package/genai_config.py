@@ -1,0 +1,70 @@
+"""genai_config.json for onnxruntime-genai's decoder-only pipeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mobius.config.architecture import ArchitectureConfig
+
+
+def decoder_genai_config(
+    config: ArchitectureConfig,
+    *,
+    filename: str = "model.onnx",
+    provider_options: list[dict[str, Any]] | None = None,
+    past_present_share_buffer: bool = False,
+    extra_session_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    eos = list(config.eos_token_id)
+    pad = config.pad_token_id if config.pad_token_id is not None else (eos[0] if eos else 0)
+    gen = config.generation
+    session_options: dict[str, Any] = {"log_id": "onnxruntime-genai",
+                                       "provider_options": provider_options or []}
+    session_options.update(extra_session_options or {})
+    return {
+        "model": {
+            "bos_token_id": config.bos_token_id if config.bos_token_id is not None else pad,
+            "context_length": config.max_position_embeddings,
+            "decoder": {
+                "session_options": session_options,
+                "filename": filename,
+                "head_size": config.head_dim,
+                "hidden_size": config.hidden_size,
+                "inputs": {
+                    "input_ids": "input_ids",
+                    "attention_mask": "attention_mask",
+                    "position_ids": "position_ids",
+                    "past_key_names": "past_key_values.%d.key",
+                    "past_value_names": "past_key_values.%d.value",
+                },
+                "outputs": {
+                    "logits": "logits",
+                    "present_key_names": "present.%d.key",
+                    "present_value_names": "present.%d.value",
+                },
+                "num_attention_heads": config.num_attention_heads,
+                "num_hidden_layers": config.num_hidden_layers,
+                "num_key_value_heads": config.num_key_value_heads,
+            },
+            "eos_token_id": eos[0] if len(eos) == 1 else eos,
+            "pad_token_id": pad,
+            "type": config.model_type,
+            "vocab_size": config.vocab_size,
+        },
+        "search": {
+            "diversity_penalty": 0.0,
+            "do_sample": gen.do_sample,
+            "early_stopping": True,
+            "length_penalty": 1.0,
+            "max_length": config.max_position_embeddings,
+            "min_length": 0,
+            "no_repeat_ngram_size": 0,
+            "num_beams": 1,
+            "num_return_sequences": 1,
+            "past_present_share_buffer": past_present_share_buffer,
+            "repetition_penalty": gen.repetition_penalty,
+            "temperature": gen.temperature,
+            "top_k": gen.top_k if gen.do_sample else 1,
+            "top_p": gen.top_p,
+        },
+    }

@@ -1,0 +1,114 @@
+"""ModelPackage and its atomic save.
+
+Everything is written into a hidden staging folder beside the output path and
+renamed into place only when complete, so a failed or interrupted build never
+leaves a half-written package (and never destroys the previous one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from typing import Any
+
+import onnx_ir as ir
+
+from mobius.errors import OutputError
+
+
+@dataclasses.dataclass
+class ModelPackage:
+    """The result of a build: one or more ONNX models plus package metadata.
+
+    ``models`` maps a role key ("model", or "vision"/"embedding"/... for
+    multi-model packages) to its ONNX model. The "model" key is saved as
+    model.onnx, any other key as <key>.onnx; each with its <file>.data.
+    """
+
+    models: dict[str, ir.Model]
+    genai_config: dict[str, Any] | None = None
+    files_to_copy: list[str] = dataclasses.field(default_factory=list)
+    config: Any = None
+
+    @property
+    def model(self) -> ir.Model:
+        return self.models["model"]
+
+    @staticmethod
+    def filename(key: str) -> str:
+        return "model.onnx" if key == "model" else f"{key}.onnx"
+
+    def save(self, output_dir: str, *, overwrite: bool = False, progress: bool = False) -> str:
+        """Writes the package into ``output_dir`` atomically; returns its absolute path."""
+        output_dir = os.path.abspath(output_dir)
+        if os.path.exists(output_dir):
+            if not os.path.isdir(output_dir):
+                raise OutputError(f"output path {output_dir} exists and is not a folder")
+            if os.listdir(output_dir) and not overwrite:
+                raise OutputError(
+                    f"output folder {output_dir} is not empty; pass --overwrite to replace it"
+                )
+        parent = os.path.dirname(output_dir)
+        try:
+            os.makedirs(parent, exist_ok=True)
+            staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.partial-", dir=parent)
+        except OSError as e:
+            raise OutputError(f"cannot write to {parent}: {e.strerror or e}") from e
+        try:
+            self._write(staging, progress)
+            _swap_into_place(staging, output_dir)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return output_dir
+
+    def _write(self, folder: str, progress: bool) -> None:
+        for key, model in self.models.items():
+            filename = self.filename(key)
+            _save_model(model, os.path.join(folder, filename), progress)
+        if self.genai_config is not None:
+            with open(os.path.join(folder, "genai_config.json"), "w") as f:
+                json.dump(self.genai_config, f, indent=4)
+        for path in self.files_to_copy:
+            shutil.copy2(path, os.path.join(folder, os.path.basename(path)))
+
+
+def _save_model(model: ir.Model, path: str, progress: bool) -> None:
+    initializers = list(model.graph.initializers.values())
+    total = sum(v.const_value.nbytes for v in initializers if v.const_value is not None)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, unit="B", unit_scale=True, desc=f"saving {os.path.basename(path)}",
+                   leave=False)
+
+    def on_tensor(tensor, info):
+        if bar is not None:
+            bar.update(tensor.nbytes)
+
+    try:
+        ir.save(model, path, external_data=os.path.basename(path) + ".data", callback=on_tensor,
+                max_workers=1)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _swap_into_place(staging: str, output_dir: str) -> None:
+    if not os.path.exists(output_dir):
+        os.rename(staging, output_dir)
+        return
+    backup = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.old-",
+                              dir=os.path.dirname(output_dir))
+    os.rmdir(backup)
+    os.rename(output_dir, backup)
+    try:
+        os.rename(staging, output_dir)
+    except BaseException:
+        os.rename(backup, output_dir)
+        raise
+    shutil.rmtree(backup, ignore_errors=True)

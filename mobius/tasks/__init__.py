@@ -1,0 +1,1 @@
+"""Tasks: the graph I/O contract around a model module."""

@@ -1,0 +1,70 @@
+"""Writes a built-in tiny random checkpoint (config, weights, tokenizer) with numpy only."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import onnx_ir as ir
+
+from mobius.components.weight import Weight
+from mobius.context import build_context
+from mobius.errors import MobiusError
+from mobius.models.registry import family_for
+from mobius.tiny.presets import TINY_PRESETS
+from mobius.tiny.tokenizer import write_tiny_tokenizer
+from mobius.weights.safetensors_writer import write_safetensors
+
+_FORMAT_VERSION = 1  # bump when presets or generation change, to refresh caches
+
+
+def tiny_cache_dir() -> str:
+    root = os.environ.get("MOBIUS_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "mobius")
+    return os.path.join(root, "tiny")
+
+
+def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) -> str:
+    """Returns a folder holding the tiny checkpoint ``name``, creating it if needed."""
+    if name not in TINY_PRESETS:
+        raise MobiusError(f"unknown tiny model {name!r}; built-in: {', '.join(sorted(TINY_PRESETS))}")
+    folder = folder or os.path.join(tiny_cache_dir(), f"{name}-v{_FORMAT_VERSION}-seed{seed}")
+    if os.path.isfile(os.path.join(folder, "model.safetensors")):
+        return folder
+    os.makedirs(os.path.dirname(os.path.abspath(folder)), exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".tiny-", dir=os.path.dirname(os.path.abspath(folder)))
+    try:
+        raw = dict(TINY_PRESETS[name])
+        with open(os.path.join(staging, "config.json"), "w") as f:
+            json.dump(raw, f, indent=2)
+        with open(os.path.join(staging, "generation_config.json"), "w") as f:
+            json.dump({"bos_token_id": raw["bos_token_id"], "eos_token_id": raw["eos_token_id"],
+                       "do_sample": False}, f, indent=2)
+        write_safetensors(os.path.join(staging, "model.safetensors"), random_weights(raw, seed))
+        write_tiny_tokenizer(staging, raw["vocab_size"])
+        if os.path.isdir(folder):
+            shutil.rmtree(folder)
+        os.rename(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return folder
+
+
+def random_weights(raw: dict, seed: int) -> dict[str, np.ndarray]:
+    """Random float32 tensors for every checkpoint tensor the family's module reads."""
+    family = family_for(raw)
+    with build_context(None, ir.DataType.FLOAT):
+        module = family.module(family.make_config(raw))
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    for name, param in module.named_parameters():
+        if not isinstance(param, Weight) or param.checkpoint_name:
+            continue
+        if name.endswith("norm.weight"):
+            tensors[name] = (1.0 + 0.1 * rng.standard_normal(param.checkpoint_shape)).astype(np.float32)
+        else:
+            tensors[name] = (0.05 * rng.standard_normal(param.checkpoint_shape)).astype(np.float32)
+    return tensors

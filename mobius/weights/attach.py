@@ -1,0 +1,55 @@
+"""Binds a module's Weight parameters to checkpoint tensors, lazily.
+
+Every name and shape is checked up front (so a bad checkpoint fails before
+anything is written); the data itself is read, transformed and converted only
+when the saver asks for it, one tensor at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import onnx_ir as ir
+from onnxscript import nn
+
+from mobius.components.weight import Weight
+from mobius.errors import WeightsError
+from mobius.weights.dtypes import convert_array
+from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
+
+logger = logging.getLogger(__name__)
+
+
+def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint) -> None:
+    used = set()
+    for name, param in module.named_parameters():
+        if not isinstance(param, Weight):
+            continue
+        source = param.checkpoint_name or name
+        if source not in checkpoint:
+            raise WeightsError(f"checkpoint is missing tensor {source!r}")
+        info = checkpoint.info(source)
+        if tuple(info.shape) != param.checkpoint_shape:
+            raise WeightsError(
+                f"tensor {source!r} has shape {list(info.shape)} in the checkpoint "
+                f"but the model expects {list(param.checkpoint_shape)}"
+            )
+        used.add(source)
+        param.const_value = ir.LazyTensor(
+            _loader(checkpoint, source, param), param.dtype, ir.Shape(param.shape),
+            name=param.name,
+        )
+    unused = [n for n in checkpoint.names() if n not in used]
+    if unused:
+        logger.info("ignoring %d checkpoint tensors not used by the model, e.g. %s",
+                    len(unused), unused[:3])
+
+
+def _loader(checkpoint: SafetensorsCheckpoint, source: str, param: Weight):
+    def load() -> ir.Tensor:
+        array = checkpoint.read(source)
+        if param.transform is not None:
+            array = param.transform(array)
+        return ir.Tensor(convert_array(array, param.dtype), name=param.name)
+
+    return load

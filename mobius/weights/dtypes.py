@@ -1,0 +1,55 @@
+"""Build dtypes (f32/f16/bf16) and numpy conversion without torch."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import onnx_ir as ir
+
+from mobius.errors import MobiusError
+
+_BUILD_DTYPES = {
+    "f32": ir.DataType.FLOAT,
+    "fp32": ir.DataType.FLOAT,
+    "float32": ir.DataType.FLOAT,
+    "f16": ir.DataType.FLOAT16,
+    "fp16": ir.DataType.FLOAT16,
+    "float16": ir.DataType.FLOAT16,
+    "bf16": ir.DataType.BFLOAT16,
+    "bfloat16": ir.DataType.BFLOAT16,
+}
+
+SHORT_NAMES = {ir.DataType.FLOAT: "f32", ir.DataType.FLOAT16: "f16", ir.DataType.BFLOAT16: "bf16"}
+
+_NUMPY = {
+    ir.DataType.FLOAT: np.dtype(np.float32),
+    ir.DataType.FLOAT16: np.dtype(np.float16),
+    ir.DataType.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
+}
+
+
+def parse_dtype(value: str | ir.DataType) -> ir.DataType:
+    """Maps a user-facing dtype name ("f16", "bf16", ...) to an ONNX dtype."""
+    if isinstance(value, ir.DataType):
+        if value not in _NUMPY:
+            raise MobiusError(f"unsupported dtype {value.name}; choose one of f32, f16, bf16")
+        return value
+    key = str(value).lower()
+    if key not in _BUILD_DTYPES:
+        raise MobiusError(f"unknown dtype {value!r}; choose one of f32, f16, bf16")
+    return _BUILD_DTYPES[key]
+
+
+def numpy_dtype(dtype: ir.DataType) -> np.dtype:
+    """The numpy dtype that stores an ONNX float dtype."""
+    return _NUMPY[dtype]
+
+
+def convert_array(array: np.ndarray, dtype: ir.DataType) -> np.ndarray:
+    """Converts a float array to the build dtype (bf16 goes through float32)."""
+    target = _NUMPY[dtype]
+    if array.dtype == target:
+        return array
+    if array.dtype == ml_dtypes.bfloat16 or target == ml_dtypes.bfloat16:
+        return array.astype(np.float32).astype(target)
+    return array.astype(target)

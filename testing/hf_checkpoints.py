@@ -1,0 +1,55 @@
+"""Tiny random checkpoints written by transformers itself (from_config + save_pretrained).
+
+Parity tests use these rather than mobius' own numpy generator, so that the
+weight names, layouts and config spellings are exactly what transformers
+produces for the family.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from mobius.tiny.presets import TINY_PRESETS
+from mobius.tiny.tokenizer import write_tiny_tokenizer
+
+
+def make_hf_checkpoint(folder: str, preset: str, seed: int = 0, **overrides) -> str:
+    """Saves a random transformers model for ``preset`` (+ overrides) into ``folder``."""
+    import torch
+    import transformers
+
+    raw = {**TINY_PRESETS[preset], **overrides}
+    config = transformers.AutoConfig.for_model(**raw)
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    _randomize_norms(model, seed)
+    model.eval()
+    model.save_pretrained(folder, safe_serialization=True)
+    write_tiny_tokenizer(folder, raw["vocab_size"])
+    return folder
+
+
+def _randomize_norms(model, seed: int) -> None:
+    """Norm weights start at exactly 1 (or 0); perturb them so a dropped norm is caught."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.add_(0.1 * torch.randn(param.shape, generator=generator))
+
+
+def load_hf_model(folder: str):
+    import torch
+    import transformers
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    model.eval()
+    return model
+
+
+def read_config(folder: str) -> dict:
+    with open(os.path.join(folder, "config.json")) as f:
+        return json.load(f)
