@@ -77,18 +77,17 @@ class ModelPackage:
 
 
 def _save_model(model: ir.Model, path: str, progress: bool) -> None:
-    initializers = list(model.graph.initializers.values())
-    total = sum(v.const_value.nbytes for v in initializers if v.const_value is not None)
+    """Saves one model; weights are read, converted and written one tensor at a time."""
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=total, unit="B", unit_scale=True, desc=f"saving {os.path.basename(path)}",
-                   leave=False)
+        bar = tqdm(unit="tensor", desc=f"loading + writing weights of {os.path.basename(path)}")
 
     def on_tensor(tensor, info):
         if bar is not None:
-            bar.update(tensor.nbytes)
+            bar.total = info.total
+            bar.update()
 
     try:
         ir.save(model, path, external_data=os.path.basename(path) + ".data", callback=on_tensor,

@@ -1,0 +1,90 @@
+"""The ``mobius`` command line: ``mobius build``, ``mobius list``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from mobius.errors import MobiusError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mobius",
+        description="Build ONNX Runtime / onnxruntime-genai packages from Hugging Face checkpoints.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    build = commands.add_parser(
+        "build",
+        help="build an ONNX package",
+        description="Build an ONNX package from a hub id, a local checkpoint folder, "
+        "or a built-in tiny model name (tiny-llama, tiny-qwen3, ...).",
+    )
+    build.add_argument("--model", "-m", required=True, help="hub id, local folder or tiny-* name")
+    build.add_argument("output", nargs="?", help="output folder (or use --output)")
+    build.add_argument("--output", "-o", dest="output_flag", help="output folder")
+    build.add_argument("--dtype", default="f32", help="f32 (default), f16 or bf16")
+    build.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
+    build.add_argument("--quiet", "-q", action="store_true", help="no progress bars or info lines")
+    build.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+
+    listing = commands.add_parser("list", help="list supported models or tiny checkpoints")
+    listing.add_argument("what", choices=["models", "tiny"])
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    # `bazel run` executes in the runfiles tree; relative paths are the user's.
+    workdir = os.environ.get("BUILD_WORKING_DIRECTORY")
+    if workdir:
+        os.chdir(workdir)
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO,
+                        format="%(message)s")
+    try:
+        return _run(args)
+    except (MobiusError, ValueError, OSError) as e:
+        if args.debug:
+            raise
+        print(f"mobius: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("mobius: interrupted; nothing was written", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "list":
+        return _list(args.what)
+    output = args.output_flag or args.output
+    if not output:
+        raise MobiusError("no output folder given (positional OUTPUT or --output)")
+    from mobius.build import build
+
+    package = build(args.model, dtype=args.dtype, progress=not args.quiet)
+    path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
+    if not args.quiet:
+        print(f"wrote {path}")
+    return 0
+
+
+def _list(what: str) -> int:
+    if what == "tiny":
+        from mobius.tiny import TINY_PRESETS
+
+        for name, raw in sorted(TINY_PRESETS.items()):
+            print(f"{name}\t{raw['model_type']}")
+        return 0
+    from mobius.models.registry import FAMILIES
+
+    for family in FAMILIES:
+        print(f"{family.name}\tmodel_type={','.join(family.model_types)}\ttask={family.task}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
