@@ -1,0 +1,60 @@
+"""Starlark macros for mobius BUILD files.
+
+    load("//rules:defs.bzl", "mobius_py_test")
+
+Python dependencies installed by pip are referenced as //third_party:<name>
+(e.g. "//third_party:onnx"); see //third_party:BUILD.bazel.
+"""
+
+_RUNNER = "//testing:run_pytest.py"
+
+def _is_test_file(path):
+    base = path.split(":")[-1].split("/")[-1]
+    return base.endswith("_test.py") or base.startswith("test_")
+
+def mobius_py_test(
+        name,
+        srcs,
+        deps = [],
+        size = "small",
+        tags = [],
+        shard_count = None,
+        data = [],
+        **kwargs):
+    """A py_test that runs pytest on `srcs` through //testing:run_pytest.py.
+
+    Args:
+      name: target name.
+      srcs: the pytest file(s) (`*_test.py` / `test_*.py`) plus any helper
+        modules. Only the test files are handed to pytest; if none matches
+        the naming pattern, every file in srcs is.
+      deps: py_library deps, e.g. ["//mobius/ep", "//third_party:onnx"].
+        //third_party:pytest is added automatically.
+      size: Bazel test size ("small" = 60 s timeout, "medium" = 300 s, ...).
+      tags: Bazel tags; "gpu" keeps the test out of the default `bazel test`.
+      shard_count: optional number of shards; shard i runs every N-th test.
+      data: runtime files.
+      **kwargs: passed on to py_test (args are appended to pytest's argv,
+        e.g. args = ["-k", "not slow"]; env, timeout, flaky, visibility, ...).
+    """
+    if not srcs:
+        fail("mobius_py_test(%s): srcs must not be empty" % name)
+    test_srcs = [s for s in srcs if _is_test_file(s)] or srcs
+    extra_args = kwargs.pop("args", [])
+    test_deps = list(deps)
+    if "//third_party:pytest" not in test_deps:
+        test_deps.append("//third_party:pytest")
+    native.py_test(
+        name = name,
+        srcs = srcs + [_RUNNER],
+        main = _RUNNER,
+        args = ["$(rootpath %s)" % s for s in test_srcs] + extra_args,
+        deps = test_deps,
+        data = data,
+        size = size,
+        tags = tags,
+        shard_count = shard_count,
+        python_version = "PY3",
+        srcs_version = "PY3",
+        **kwargs
+    )

@@ -1,0 +1,121 @@
+"""Shared Bazel test runner: runs pytest on the test file(s) given as arguments.
+
+Used by ``mobius_py_test`` (//rules:defs.bzl); also runnable by hand from the
+repository root::
+
+    python3 testing/run_pytest.py mobius/ep/registry_test.py [-k name]
+
+It honours Bazel's test protocol:
+
+* ``TEST_TOTAL_SHARDS`` / ``TEST_SHARD_INDEX``: shard *i* runs every N-th
+  collected test (items i, i+N, i+2N, ...); ``TEST_SHARD_STATUS_FILE`` is
+  touched to tell Bazel that sharding is supported.
+* ``XML_OUTPUT_FILE``: JUnit XML report.
+* ``TESTBRIDGE_TEST_ONLY`` (``bazel test --test_filter=EXPR``): passed to
+  pytest as ``-k EXPR``.
+* ``TEST_TMPDIR``: pytest's ``--basetemp`` (``tmp_path`` lands in the sandbox).
+
+The exit code is pytest's, except that "no tests collected" (5) counts as a
+failure unless this is a shard that legitimately got no tests (fewer tests than
+shards).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _workspace_root() -> str:
+    """The directory that holds ``mobius/``: runfiles root under Bazel."""
+    srcdir = os.environ.get("TEST_SRCDIR") or os.environ.get("RUNFILES_DIR")
+    workspace = os.environ.get("TEST_WORKSPACE", "mobius")
+    if srcdir:
+        candidate = os.path.join(srcdir, workspace)
+        if os.path.isdir(candidate):
+            return os.path.abspath(candidate)
+    # Outside Bazel: this file is <root>/testing/run_pytest.py.
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+_ROOT = _workspace_root()
+# `import mobius` must resolve to <root>/mobius, ahead of anything the Python
+# stub put on sys.path (e.g. the runfiles directory itself).
+if sys.path[:1] != [_ROOT]:
+    sys.path.insert(0, _ROOT)
+
+import pytest  # noqa: E402  (after the sys.path fix-up on purpose)
+
+NO_TESTS_COLLECTED = 5
+
+
+class _ShardPlugin:
+    """Keeps items ``index, index + total, ...`` of the collected tests."""
+
+    def __init__(self, total: int, index: int) -> None:
+        self.total = total
+        self.index = index
+        self.collected = 0
+        self.selected = 0
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        self.collected = len(items)
+        if self.total <= 1:
+            self.selected = len(items)
+            return
+        keep, drop = [], []
+        for i, item in enumerate(items):
+            (keep if i % self.total == self.index else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+        self.selected = len(keep)
+
+
+def _shard_env() -> tuple[int, int]:
+    total = int(os.environ.get("TEST_TOTAL_SHARDS", "1") or "1")
+    index = int(os.environ.get("TEST_SHARD_INDEX", "0") or "0")
+    status_file = os.environ.get("TEST_SHARD_STATUS_FILE")
+    if status_file:
+        with open(status_file, "a"):
+            pass
+    if total < 1 or not 0 <= index < total:
+        raise SystemExit(f"run_pytest: bad shard {index} of {total}")
+    return total, index
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: run_pytest.py TEST_FILE.py [...] [pytest args]", file=sys.stderr)
+        return 2
+    total, index = _shard_env()
+    plugin = _ShardPlugin(total, index)
+
+    args = ["-q", "-p", "no:cacheprovider", f"--rootdir={_ROOT}"]
+    xml = os.environ.get("XML_OUTPUT_FILE")
+    if xml:
+        args.append(f"--junitxml={xml}")
+    tmp = os.environ.get("TEST_TMPDIR")
+    if tmp:
+        args.append(f"--basetemp={os.path.join(tmp, 'pytest')}")
+    test_filter = os.environ.get("TESTBRIDGE_TEST_ONLY")
+    if test_filter:
+        args += ["-k", test_filter]
+    args += argv
+
+    code = int(pytest.main(args, plugins=[plugin]))
+    if code == NO_TESTS_COLLECTED:
+        if total > 1 and plugin.collected > 0 and plugin.selected == 0:
+            print(
+                f"run_pytest: shard {index}/{total} got no tests "
+                f"({plugin.collected} collected in all); OK",
+            )
+            return 0
+        print("run_pytest: no tests collected; failing", file=sys.stderr)
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

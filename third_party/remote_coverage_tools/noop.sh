@@ -1,0 +1,3 @@
+#!/bin/sh
+# No-op stand-in for Bazel coverage tools (offline shim).
+exit 0
