@@ -1,0 +1,123 @@
+"""Build a mobius package from a local checkpoint and run it next to transformers.
+
+Shared by the L1 (families), L3 (parity) and RoPE end-to-end tests::
+
+    ckpt = make_hf_checkpoint(tmp / "ckpt", "tiny-llama")
+    built = build_package(ckpt, tmp / "onnx", dtype="f32")
+    result = f32_parity(built, load_hf_model(ckpt))
+    assert result.max_abs_diff <= 1e-4
+
+Everything runs on CPU. onnxruntime's CPU EP has no bfloat16 kernels for
+MatMul/Add/Mul/..., so bf16 graphs are executed with ``onnx.reference``
+(the ONNX reference implementation) instead; see :func:`run_reference`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import ml_dtypes
+import numpy as np
+
+from testing import parity
+
+NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+
+
+@dataclasses.dataclass
+class BuiltPackage:
+    path: str  # the package folder
+    config: object  # mobius ArchitectureConfig
+    dtype: str
+
+    @property
+    def model_path(self) -> str:
+        return os.path.join(self.path, "model.onnx")
+
+    @property
+    def np_dtype(self):
+        return NUMPY_DTYPES[self.dtype]
+
+
+def build_package(checkpoint: str | os.PathLike, out_dir: str | os.PathLike,
+                  dtype: str = "f32") -> BuiltPackage:
+    """mobius.build + save, the same path the CLI takes."""
+    from mobius.build import build
+
+    package = build(str(checkpoint), dtype=dtype)
+    path = package.save(str(out_dir), overwrite=True)
+    return BuiltPackage(path=path, config=package.config, dtype=dtype)
+
+
+def ort_session(model_path: str):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+
+
+class ReferenceSession:
+    """``onnx.reference.ReferenceEvaluator`` behind the small part of the
+    ``onnxruntime.InferenceSession`` interface that testing/parity.py uses."""
+
+    def __init__(self, model_path: str):
+        import onnx
+        from onnx.reference import ReferenceEvaluator
+
+        model = onnx.load(model_path)
+        self._inputs = [i.name for i in model.graph.input]
+        self._outputs = [o.name for o in model.graph.output]
+        self._evaluator = ReferenceEvaluator(model)
+
+    def get_inputs(self):
+        return [_Named(n) for n in self._inputs]
+
+    def get_outputs(self):
+        return [_Named(n) for n in self._outputs]
+
+    def run(self, output_names, feeds):
+        outputs = self._evaluator.run(output_names, feeds)
+        return [np.asarray(o) for o in outputs]
+
+
+@dataclasses.dataclass
+class _Named:
+    name: str
+
+
+@dataclasses.dataclass
+class ParityRun:
+    max_abs_diff: float
+    onnx_steps: list  # per step logits, float32: [prefill [b, s, v], decode [b, 1, v] ...]
+    hf_steps: list
+    attention_mask: np.ndarray  # the prefill mask
+    tokens: list  # the greedy decode tokens fed to both sides
+
+
+def f32_parity(built: BuiltPackage, hf_model, *, session=None, prompt_len: int = 10,
+               steps: int = 3, pad: int = 3, seed: int = 0) -> ParityRun:
+    """Prefill (batch 2, row 1 left-padded by ``pad``) + ``steps`` greedy decode steps.
+
+    The decode tokens are chosen by the ONNX model and fed to both sides, so a
+    difference can never come from diverging generations.
+    """
+    session = session or ort_session(built.model_path)
+    config = built.config
+    input_ids, attention_mask = parity.make_batch(config.vocab_size, prompt_len, pad, seed)
+    onnx_steps, tokens = parity.onnx_greedy_logits(
+        session, config, input_ids, attention_mask, steps, np_dtype=built.np_dtype
+    )
+    hf_steps = parity.hf_logits(hf_model, input_ids, attention_mask, tokens)
+    diff = parity.compare_logits(onnx_steps, hf_steps, attention_mask)
+    return ParityRun(diff, onnx_steps, hf_steps, attention_mask, tokens)
+
+
+def real_positions(run: ParityRun):
+    """Yields (onnx, hf) logit rows [n, vocab] of every non-padding position, all steps."""
+    mask = run.attention_mask.astype(bool)
+    yield run.onnx_steps[0][mask], run.hf_steps[0][mask]
+    for a, b in zip(run.onnx_steps[1:], run.hf_steps[1:]):
+        yield a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
