@@ -63,7 +63,7 @@ def _run(args: argparse.Namespace) -> int:
     output = args.output_flag or args.output
     if not output:
         raise MobiusError("no output folder given (positional OUTPUT or --output)")
-    from mobius.build import build
+    from mobius.builder import build
 
     package = build(args.model, dtype=args.dtype, progress=not args.quiet)
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
@@ -74,7 +74,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _list(what: str) -> int:
     if what == "tiny":
-        from mobius.tiny import TINY_PRESETS
+        from mobius.tiny.presets import TINY_PRESETS
 
         for name, raw in sorted(TINY_PRESETS.items()):
             print(f"{name}\t{raw['model_type']}")

@@ -10,7 +10,8 @@ _HUB_PATTERNS = ["*.json", "*.safetensors", "tokenizer*", "*.model", "*.txt", "*
 
 
 def resolve_checkpoint(model: str) -> str:
-    from mobius.tiny import TINY_PRESETS, make_tiny_checkpoint
+    from mobius.tiny.checkpoint import make_tiny_checkpoint
+    from mobius.tiny.presets import TINY_PRESETS
 
     expanded = os.path.expanduser(model)
     if os.path.isdir(expanded):

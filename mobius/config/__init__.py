@@ -1,6 +1,4 @@
-"""Model configuration: what a checkpoint's config.json says, normalized."""
+"""Model configuration: what a checkpoint's config.json says, normalized.
 
-from mobius.config.architecture import ArchitectureConfig, GenerationDefaults, load_config
-from mobius.config.rope import RopeConfig
-
-__all__ = ["ArchitectureConfig", "GenerationDefaults", "RopeConfig", "load_config"]
+Kept import-free so that each module is its own Bazel target with acyclic deps.
+"""

@@ -1,5 +1,4 @@
-"""ModelPackage: the ONNX model(s), genai_config.json and tokenizer, saved atomically."""
+"""ModelPackage: the ONNX model(s), genai_config.json and tokenizer, saved atomically.
 
-from mobius.package.model_package import ModelPackage
-
-__all__ = ["ModelPackage"]
+Kept import-free so that each module is its own Bazel target with acyclic deps.
+"""

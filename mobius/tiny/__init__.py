@@ -1,5 +1,4 @@
-"""Built-in tiny random checkpoints: a whole build with no download."""
+"""Built-in tiny random checkpoints: a whole build with no download.
 
-from mobius.tiny.checkpoint import TINY_PRESETS, make_tiny_checkpoint
-
-__all__ = ["TINY_PRESETS", "make_tiny_checkpoint"]
+Kept import-free so that each module is its own Bazel target with acyclic deps.
+"""

@@ -1,0 +1,72 @@
+"""com.microsoft GroupQueryAttention and its standard-ONNX body.
+
+Inputs mobius uses: query [B,S,H*D], key/value [B,S,KV*D], past_key/value
+[B,KV,P,D], seqlens_k int32 [B], total_sequence_length int32 [], cos_cache /
+sin_cache [max_pos, rotary_dim/2] (rotary only), position_ids [B,S] (rotary
+only), attention_bias [B,1,S,T] (the additive causal+padding+window mask).
+The body ignores seqlens_k/total_sequence_length: the attention_bias already
+encodes exactly which keys each query sees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import onnx_ir as ir
+
+from mobius.contrib.function_registry import MS_DOMAIN, attach_function
+
+OP_TYPE = "GroupQueryAttention"
+INPUT_NAMES = ("query", "key", "value", "past_key", "past_value", "seqlens_k",
+               "total_sequence_length", "cos_cache", "sin_cache", "position_ids",
+               "attention_bias")
+
+
+@dataclasses.dataclass(frozen=True)
+class GqaSpec:
+    num_heads: int
+    kv_num_heads: int
+    head_dim: int
+    scale: float
+    do_rotary: bool
+    packed_qkv: bool = False
+
+    @property
+    def overload(self) -> str:
+        return (f"h{self.num_heads}_kv{self.kv_num_heads}_d{self.head_dim}_s{self.scale:.6g}"
+                f"_r{int(self.do_rotary)}_p{int(self.packed_qkv)}")
+
+    def attributes(self) -> dict:
+        return {"num_heads": self.num_heads, "kv_num_heads": self.kv_num_heads,
+                "scale": self.scale, "do_rotary": int(self.do_rotary), "rotary_interleaved": 0}
+
+
+def make_gqa_node(model: ir.Model, spec: GqaSpec, inputs: list, name: str) -> ir.Node:
+    """Creates (not inserts) a GQA node that carries its function body."""
+    node = ir.Node(MS_DOMAIN, OP_TYPE, inputs, attributes=ir.convenience.convert_attributes(
+        spec.attributes()), num_outputs=3, name=name)
+    types = [v.type if v is not None else None for v in inputs]
+    attach_function(model, node, lambda op, *args: _body(op, spec, *args), types, spec.overload)
+    return node
+
+
+def _body(op, spec: GqaSpec, query, key, value, past_key, past_value, seqlens_k,
+          total_sequence_length, cos_cache=None, sin_cache=None, position_ids=None,
+          attention_bias=None):
+    h, kv, d = spec.num_heads, spec.kv_num_heads, spec.head_dim
+    if spec.packed_qkv:
+        query, key, value = op.Split(query, op.Constant(value_ints=[h * d, kv * d, kv * d]),
+                                     axis=-1, _outputs=3)
+
+    def heads(x, n):
+        return op.Transpose(op.Reshape(x, op.Constant(value_ints=[0, 0, n, d])), perm=[0, 2, 1, 3])
+
+    q, k, v = heads(query, h), heads(key, kv), heads(value, kv)
+    if spec.do_rotary:
+        q = op.RotaryEmbedding(q, cos_cache, sin_cache, position_ids, interleaved=0)
+        k = op.RotaryEmbedding(k, cos_cache, sin_cache, position_ids, interleaved=0)
+    y, present_key, present_value = op.Attention(
+        q, k, v, attention_bias, past_key, past_value, scale=spec.scale, is_causal=0, _outputs=3
+    )
+    y = op.Reshape(op.Transpose(y, perm=[0, 2, 1, 3]), op.Constant(value_ints=[0, 0, h * d]))
+    return y, present_key, present_value

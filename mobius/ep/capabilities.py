@@ -1,0 +1,117 @@
+"""EpCapabilities: everything the pipeline may know about an execution provider.
+
+Legality is declared here as data, in the style of MLIR conversion targets:
+rewrite rules ask "does the target support X for this dtype?", never
+"is the target cuda?". Adding an EP is one instance of this class.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any, Mapping
+
+import onnx_ir as ir
+
+FLOAT_DTYPES = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16})
+
+
+@dataclasses.dataclass(frozen=True)
+class EpCapabilities:
+    """A declarative description of one EP.
+
+    Attributes:
+        name: registry key (what ``--ep`` takes).
+        gqa_dtypes: dtypes for which attention is fused into GroupQueryAttention.
+        qkv_pack_dtypes: dtypes for which Q/K/V projections are packed into one MatMul.
+        supports_fused_rope: GQA may absorb RoPE (``do_rotary=1``).
+        supports_skip_layer_norm: Skip(Simplified)LayerNormalization kernels exist.
+        supports_fused_matmul: MatMulNBits / fused-bias kernels exist.
+        supports_fused_moe: a fused com.microsoft MoE kernel exists.
+        supports_packed_multi_head_attention: PackedMultiHeadAttention exists.
+        supports_if / supports_shape / supports_int64: graph-level constraints.
+        default_int4_accuracy_level: MatMulNBits accuracy_level for INT4 builds.
+        provider_options: onnxruntime-genai provider name -> option dict.
+        enable_graph_capture: genai/ORT graph capture (CUDA graphs etc.).
+        contrib_ops: com.microsoft ops the EP has kernels for; a mobius-emitted
+            custom op outside this set is inlined to its standard-op body.
+        keep_function_bodies: leave custom ops the EP lacks as local functions
+            (portable "default" target) instead of inlining them.
+        use_concrete_dims: build-time task flag (runtimes without dynamic shapes).
+        description: one line for `mobius list eps`.
+    """
+
+    name: str
+    gqa_dtypes: frozenset = frozenset()
+    qkv_pack_dtypes: frozenset = frozenset()
+    supports_fused_rope: bool = False
+    supports_skip_layer_norm: bool = False
+    supports_fused_matmul: bool = False
+    supports_fused_moe: bool = False
+    supports_packed_multi_head_attention: bool = False
+    supports_if: bool = True
+    supports_shape: bool = True
+    supports_int64: bool = True
+    default_int4_accuracy_level: int = 0
+    provider_options: Mapping[str, Mapping[str, Any]] = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({})
+    )
+    enable_graph_capture: bool = False
+    contrib_ops: frozenset = frozenset()
+    keep_function_bodies: bool = False
+    use_concrete_dims: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise ValueError("EpCapabilities.name must be a non-empty string")
+        for field in ("gqa_dtypes", "qkv_pack_dtypes", "contrib_ops"):
+            object.__setattr__(self, field, frozenset(getattr(self, field)))
+        object.__setattr__(
+            self, "provider_options",
+            types.MappingProxyType({k: types.MappingProxyType(dict(v))
+                                    for k, v in dict(self.provider_options).items()}),
+        )
+        bad = (self.gqa_dtypes | self.qkv_pack_dtypes) - FLOAT_DTYPES
+        if bad:
+            raise ValueError(f"EP {self.name!r}: GQA/QKV dtypes must be float types, got {bad}")
+        if self.gqa_dtypes and "GroupQueryAttention" not in self.contrib_ops:
+            raise ValueError(
+                f"EP {self.name!r}: gqa_dtypes is set but GroupQueryAttention is not in contrib_ops"
+            )
+        if self.supports_skip_layer_norm and not {
+            "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"
+        } <= self.contrib_ops:
+            raise ValueError(
+                f"EP {self.name!r}: supports_skip_layer_norm needs the Skip*LayerNormalization contrib ops"
+            )
+        if self.qkv_pack_dtypes - self.gqa_dtypes:
+            raise ValueError(
+                f"EP {self.name!r}: QKV packing is only defined for dtypes where GQA is fused"
+            )
+        if not 0 <= self.default_int4_accuracy_level <= 4:
+            raise ValueError(f"EP {self.name!r}: default_int4_accuracy_level must be in 0..4")
+        if self.enable_graph_capture and not self.provider_options:
+            raise ValueError(f"EP {self.name!r}: graph capture needs a named ORT provider")
+
+    def fuses_gqa(self, dtype: ir.DataType) -> bool:
+        return dtype in self.gqa_dtypes
+
+    def packs_qkv(self, dtype: ir.DataType) -> bool:
+        return dtype in self.qkv_pack_dtypes
+
+    def has_kernel(self, op_type: str) -> bool:
+        """Whether a com.microsoft op runs natively (else its function body is used)."""
+        return op_type in self.contrib_ops
+
+    def summary(self) -> dict[str, Any]:
+        """A plain dict for `mobius list eps` and docs."""
+        out = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, frozenset):
+                value = sorted(v.name if isinstance(v, ir.DataType) else str(v) for v in value)
+            elif isinstance(value, Mapping):
+                value = {k: dict(v) for k, v in value.items()}
+            out[field.name] = value
+        return out

@@ -1,0 +1,14 @@
+"""Names of the com.microsoft ops mobius emits or fuses (kernel sets per EP use these)."""
+
+GQA = "GroupQueryAttention"
+SKIP_SIMPLIFIED_LAYER_NORM = "SkipSimplifiedLayerNormalization"
+SKIP_LAYER_NORM = "SkipLayerNormalization"
+ROTARY = "RotaryEmbedding"
+BIAS_GELU = "BiasGelu"
+FAST_GELU = "FastGelu"
+MATMUL_NBITS = "MatMulNBits"
+MOE = "MoE"
+PACKED_MHA = "PackedMultiHeadAttention"
+
+ORT_COMMON = frozenset({GQA, SKIP_SIMPLIFIED_LAYER_NORM, SKIP_LAYER_NORM, ROTARY, BIAS_GELU,
+                        FAST_GELU, MATMUL_NBITS})

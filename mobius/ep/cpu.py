@@ -1,0 +1,22 @@
+"""cpu: onnxruntime's CPU EP.
+
+QKV packing is enabled (unlike the EP table's minimum) because the CPU GQA
+kernel accepts packed QKV and one [hidden, q+2kv] MatMul is faster than three.
+"""
+
+import onnx_ir as ir
+
+from mobius.ep import contrib_ops
+from mobius.ep.capabilities import EpCapabilities
+
+CAPABILITIES = EpCapabilities(
+    name="cpu",
+    gqa_dtypes={ir.DataType.FLOAT},
+    qkv_pack_dtypes={ir.DataType.FLOAT},
+    supports_fused_rope=True,
+    supports_skip_layer_norm=True,
+    supports_fused_matmul=True,
+    contrib_ops=contrib_ops.ORT_COMMON,
+    default_int4_accuracy_level=4,
+    description="onnxruntime CPU EP",
+)

@@ -1,0 +1,22 @@
+"""cuda: onnxruntime's CUDA EP."""
+
+import onnx_ir as ir
+
+from mobius.ep import contrib_ops
+from mobius.ep.capabilities import EpCapabilities
+
+_HALF = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
+
+CAPABILITIES = EpCapabilities(
+    name="cuda",
+    gqa_dtypes=_HALF,
+    qkv_pack_dtypes=_HALF,
+    supports_fused_rope=True,
+    supports_skip_layer_norm=True,
+    supports_fused_matmul=True,
+    supports_fused_moe=True,
+    supports_packed_multi_head_attention=True,
+    contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.MOE, contrib_ops.PACKED_MHA},
+    provider_options={"cuda": {}},
+    description="onnxruntime CUDA EP",
+)

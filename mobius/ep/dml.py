@@ -1,0 +1,18 @@
+"""dml: DirectML. No fused RoPE inside GQA, no packed QKV, no If."""
+
+import onnx_ir as ir
+
+from mobius.ep import contrib_ops
+from mobius.ep.capabilities import EpCapabilities
+
+CAPABILITIES = EpCapabilities(
+    name="dml",
+    gqa_dtypes={ir.DataType.FLOAT16},
+    supports_fused_rope=False,
+    supports_skip_layer_norm=True,
+    supports_fused_matmul=True,
+    supports_if=False,
+    contrib_ops=contrib_ops.ORT_COMMON,
+    provider_options={"dml": {}},
+    description="DirectML EP (Windows)",
+)

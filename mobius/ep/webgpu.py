@@ -1,0 +1,23 @@
+"""webgpu: no Shape ops, no int64 graph I/O, no If; concrete dims."""
+
+import onnx_ir as ir
+
+from mobius.ep import contrib_ops
+from mobius.ep.capabilities import EpCapabilities
+
+CAPABILITIES = EpCapabilities(
+    name="webgpu",
+    gqa_dtypes={ir.DataType.FLOAT, ir.DataType.FLOAT16},
+    qkv_pack_dtypes={ir.DataType.FLOAT, ir.DataType.FLOAT16},
+    supports_fused_rope=True,
+    supports_skip_layer_norm=True,
+    supports_fused_matmul=True,
+    supports_if=False,
+    supports_shape=False,
+    supports_int64=False,
+    use_concrete_dims=True,
+    default_int4_accuracy_level=4,
+    contrib_ops=contrib_ops.ORT_COMMON,
+    provider_options={"webgpu": {}},
+    description="WebGPU EP (browsers via onnxruntime-web, native via Dawn)",
+)

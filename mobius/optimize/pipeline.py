@@ -1,0 +1,96 @@
+"""optimize_model: adapts a generic graph to one EP, in place, in fixed stages.
+
+Ordering is architectural: cleanup -> fuse -> inline -> lower -> fold. Fusions
+run only where the EP has the fused kernel (never fuse what the EP would
+decompose); inlining expands the function bodies of custom ops the EP lacks;
+lowering enforces hard graph constraints (no If, no Shape, int32 I/O ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import onnx_ir as ir
+
+from mobius.ep.capabilities import EpCapabilities
+from mobius.ep.registry import get_ep
+from mobius.optimize.histogram import describe, diff, op_histogram
+from mobius.optimize.trace import RuleRecord, Tracer
+from mobius.rewrite import library_passes as lib
+from mobius.rewrite.rule import ROLES, Rule, RuleContext
+from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
+
+
+def _stages() -> list[tuple[str, list[Rule]]]:
+    from mobius.rewrite.group_query_attention import GroupQueryAttentionFusion
+    from mobius.rewrite.inline_functions import InlineUnsupportedFunctions
+
+    return [
+        ("cleanup", [lib.IdentityElimination(), lib.CommonSubexpressionElimination(),
+                     lib.DeduplicateInitializers(), lib.ConstantFolding(), lib.RemoveUnused()]),
+        ("fuse", [GroupQueryAttentionFusion()]),
+        ("inline", [InlineUnsupportedFunctions()]),
+        ("lower", []),
+        ("fold", [lib.RemoveUnused(), lib.ConstantFolding()]),
+    ]
+
+
+@dataclasses.dataclass
+class OptimizationReport:
+    ep: str
+    dtype: ir.DataType
+    role: str
+    records: list[RuleRecord]
+    histogram: dict
+
+    def matched(self, rule: str) -> int:
+        return sum(r.matched for r in self.records if r.rule == rule)
+
+
+def optimize_model(
+    model: ir.Model,
+    ep: str | EpCapabilities = "default",
+    dtype: str | ir.DataType = ir.DataType.FLOAT,
+    model_role: str = "decoder",
+    trace: bool = False,
+) -> OptimizationReport:
+    """Optimizes ``model`` in place for ``ep``; returns what each rule did."""
+    caps = get_ep(ep)
+    dtype = parse_dtype(dtype)
+    if model_role not in ROLES:
+        raise ValueError(f"unknown model role {model_role!r}; expected one of {', '.join(ROLES)}")
+    ctx = RuleContext(caps, dtype, model_role)
+    tracer = Tracer(trace)
+    tracer.line(f"target={caps.name} dtype={SHORT_NAMES.get(dtype, dtype.name)} role={model_role}")
+    for stage, rules in _stages():
+        stage_before = model.graph.num_nodes()
+        for rule in rules:
+            if not rule.applies(ctx):
+                continue
+            before = op_histogram(model)
+            matched = rule.apply(model, ctx)
+            added, removed = diff(before, op_histogram(model))
+            tracer.records.append(RuleRecord(stage, rule.name, matched, added, removed))
+            change = describe(added, removed)
+            tracer.line(f"  {stage}/{rule.name}: {change if matched or change else 'no matches'}")
+        tracer.line(f"stage {stage}: {stage_before} -> {model.graph.num_nodes()} nodes")
+    if trace:
+        for row in tracer.summary().splitlines():
+            tracer.line(row)
+    histogram = dict(op_histogram(model))
+    _warn_if_gqa_missing(caps, dtype, model_role, histogram)
+    return OptimizationReport(caps.name, dtype, model_role, tracer.records, histogram)
+
+
+def _warn_if_gqa_missing(caps, dtype, role, histogram) -> None:
+    expected = role == "decoder" and caps.fuses_gqa(dtype)
+    attention = histogram.get("Attention", 0)
+    if expected and attention and not histogram.get("com.microsoft::GroupQueryAttention", 0):
+        warnings.warn(
+            f"GroupQueryAttention was expected for EP {caps.name!r} / "
+            f"{SHORT_NAMES.get(dtype, dtype.name)} but none was produced; "
+            f"{attention} Attention node(s) remain",
+            UserWarning,
+            stacklevel=3,
+        )

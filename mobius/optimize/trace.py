@@ -1,0 +1,40 @@
+"""The optimization trace: ``[EP Trace]`` log lines and the closing summary table."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+logger = logging.getLogger("mobius.optimize")
+PREFIX = "[EP Trace]"
+
+
+@dataclasses.dataclass
+class RuleRecord:
+    stage: str
+    rule: str
+    matched: int
+    added: dict
+    removed: dict
+
+
+class Tracer:
+    """Collects what happened; logs it at INFO when enabled."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.records: list[RuleRecord] = []
+
+    def line(self, text: str) -> None:
+        if self.enabled:
+            logger.info("%s %s", PREFIX, text)
+
+    def summary(self) -> str:
+        rows = [("Rule", "Matched", "+Nodes", "-Nodes")]
+        for r in self.records:
+            rows.append((f"{r.stage}/{r.rule}", str(r.matched), str(sum(r.added.values())),
+                         str(sum(r.removed.values()))))
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        lines = [" | ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows]
+        lines.insert(1, "-+-".join("-" * w for w in widths))
+        return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Rewrite rules, one per file; each is pattern + check + rewrite, tested in isolation."""

@@ -1,0 +1,222 @@
+"""Fuse: standard Attention (+ its RotaryEmbedding) -> com.microsoft GroupQueryAttention.
+
+Pattern (per layer, as emitted by mobius.components.attention):
+    q4 = Transpose[0,2,1,3](Q [B,S,H,D]);  k4, v4 likewise
+    q4 = RotaryEmbedding(q4, Gather(cos_cache, pos), Gather(sin_cache, pos))   (optional)
+    Y, present_k, present_v = Attention(q4, k4, v4, mask, past_k, past_v)
+    out = Reshape(Transpose[0,2,1,3](Y), [0, 0, H*D])
+Rewrite:
+    out, present_k, present_v = GroupQueryAttention(Q', K', V', past_k, past_v,
+        seqlens_k, total_sequence_length, [cos_cache, sin_cache, pos], attention_bias=mask)
+with RoPE absorbed (``do_rotary=1``) when the EP fuses RoPE and the kernel's
+head-size constraint holds, else applied to the 3-D tensors beforehand.
+``seqlens_k`` / ``total_sequence_length`` are computed once per graph.
+Legal only for the decoder role and dtypes in ``caps.gqa_dtypes``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from mobius.contrib.group_query_attention import GqaSpec, make_gqa_node
+from mobius.rewrite.graph_inputs import attention_mask_input
+from mobius.rewrite.rule import DECODER, NodeRule, RuleContext, attr, producer, sole_consumer
+
+#: CPU GQA kernels rotate in blocks: do_rotary needs head_size % 16 == 0 there.
+ROTARY_HEAD_SIZE_MULTIPLE = 16
+
+
+@dataclasses.dataclass
+class _Side:
+    """One of Q/K/V: its [B,S,N,D] tensor, optional rotary node, head count."""
+
+    heads_4d: ir.Value
+    rotary: ir.Node | None
+    num_heads: int
+
+
+@dataclasses.dataclass
+class _Match:
+    attention: ir.Node
+    q: _Side
+    k: _Side
+    v: _Side
+    out_reshape: ir.Node
+    head_dim: int
+
+
+class GroupQueryAttentionFusion(NodeRule):
+    name = "GroupQueryAttentionFusion"
+
+    def applies(self, ctx: RuleContext) -> bool:
+        return ctx.role == DECODER and ctx.caps.fuses_gqa(ctx.dtype)
+
+    def match(self, node: ir.Node) -> _Match | None:
+        if node.op_type != "Attention" or node.domain != "" or len(node.inputs) < 6:
+            return None
+        q_in, k_in, v_in, mask, past_k, past_v = node.inputs[:6]
+        if mask is None or past_k is None or past_v is None or len(node.outputs) < 3:
+            return None
+        sides = [_side(q_in, True), _side(k_in, True), _side(v_in, False)]
+        if any(s is None for s in sides):
+            return None
+        out_transpose = sole_consumer(node.outputs[0])
+        if out_transpose is None or out_transpose.op_type != "Transpose" or list(
+            attr(out_transpose, "perm", [])
+        ) != [0, 2, 1, 3]:
+            return None
+        out_reshape = sole_consumer(out_transpose.outputs[0])
+        if out_reshape is None or out_reshape.op_type != "Reshape":
+            return None
+        head_dim = sides[0].heads_4d.shape[3] if sides[0].heads_4d.shape else None
+        if not isinstance(head_dim, int):
+            return None
+        return _Match(node, *sides, out_reshape, head_dim)
+
+    def check(self, match: _Match, ctx: RuleContext) -> bool:
+        node = match.attention
+        if attr(node, "is_causal", 0) or attr(node, "softcap", 0.0) or len(node.inputs) > 6:
+            return False
+        if any(o.uses() for o in node.outputs[3:]):
+            return False
+        if match.q.num_heads % match.k.num_heads or match.k.num_heads != match.v.num_heads:
+            return False
+        if (match.q.rotary is None) != (match.k.rotary is None):
+            return False
+        if match.q.rotary is not None:
+            if _rope_tables(match.q.rotary) is None or _rope_tables(match.k.rotary) is None:
+                return False
+            if match.q.rotary.inputs[1] is not match.k.rotary.inputs[1]:
+                return False
+        return attention_mask_input(match.attention.graph) is not None
+
+    def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
+        graph = model.graph
+        node = match.attention
+        d = match.head_dim
+        scale = attr(node, "scale", None) or d**-0.5
+        rotary = match.q.rotary
+        absorb = (rotary is not None and ctx.caps.supports_fused_rope
+                  and d % ROTARY_HEAD_SIZE_MULTIPLE == 0
+                  and _rope_tables(rotary)[0].shape[1] * 2 == d)
+        new_nodes: list[ir.Node] = []
+
+        def flat(side: _Side) -> ir.Value:
+            src = producer(side.heads_4d, "Reshape")
+            if src is not None and src.inputs[0].shape is not None and len(src.inputs[0].shape) == 3:
+                value = src.inputs[0]
+            else:
+                value = _emit(new_nodes, "Reshape", [side.heads_4d, _const(graph, [0, 0, side.num_heads * d])])
+            if side.rotary is not None and not absorb:
+                cos, sin = side.rotary.inputs[1], side.rotary.inputs[2]
+                value = _emit(new_nodes, "RotaryEmbedding", [value, cos, sin],
+                              interleaved=0, num_heads=side.num_heads,
+                              rotary_embedding_dim=attr(side.rotary, "rotary_embedding_dim", 0))
+            return value
+
+        q, k, v = flat(match.q), flat(match.k), flat(match.v)
+        seqlens_k, total_len = _sequence_lengths(graph, new_nodes)
+        inputs = [q, k, v, node.inputs[4], node.inputs[5], seqlens_k, total_len]
+        if absorb:
+            cos_cache, positions = _rope_tables_values(rotary)
+            inputs += [cos_cache[0], cos_cache[1], positions]
+        else:
+            inputs += [None, None, None]
+        inputs.append(node.inputs[3])
+        spec = GqaSpec(match.q.num_heads, match.k.num_heads, d, float(scale), absorb)
+        gqa = make_gqa_node(model, spec, inputs, name=node.name + "/GroupQueryAttention")
+        new_nodes.append(gqa)
+        graph.insert_before(node, new_nodes)
+        olds = [match.out_reshape.outputs[0], node.outputs[1], node.outputs[2]]
+        for old, new in zip(olds, gqa.outputs):
+            new.type, new.shape = old.type, old.shape
+            name = old.name
+            old.replace_all_uses_with(new, replace_graph_outputs=True)
+            if new.is_graph_output():
+                old.name = None
+                new.name = name
+
+
+def _side(value: ir.Value, may_rotate: bool) -> _Side | None:
+    rotary = producer(value, "RotaryEmbedding") if may_rotate else None
+    if rotary is not None:
+        if len(rotary.inputs) > 3 and rotary.inputs[3] is not None:
+            return None  # already position-indexed tables: not our pattern
+        if attr(rotary, "interleaved", 0):
+            return None
+        value = rotary.inputs[0]
+    transpose = producer(value, "Transpose")
+    if transpose is None or list(attr(transpose, "perm", [])) != [0, 2, 1, 3]:
+        return None
+    heads_4d = transpose.inputs[0]
+    if heads_4d.shape is None or len(heads_4d.shape) != 4 or not isinstance(heads_4d.shape[2], int):
+        return None
+    return _Side(heads_4d, rotary, heads_4d.shape[2])
+
+
+def _rope_tables(rotary: ir.Node):
+    """(cos_table, sin_table) arrays if cos/sin are Gathers of constant tables."""
+    values = _rope_tables_values(rotary)
+    if values is None:
+        return None
+    (cos, sin), _ = values
+    return cos.const_value.numpy(), sin.const_value.numpy()
+
+
+def _rope_tables_values(rotary: ir.Node):
+    gathers = [producer(rotary.inputs[1], "Gather"), producer(rotary.inputs[2], "Gather")]
+    if any(g is None or attr(g, "axis", 0) != 0 for g in gathers):
+        return None
+    tables = [g.inputs[0] for g in gathers]
+    if any(t.const_value is None or not t.is_initializer() for t in tables):
+        return None
+    if gathers[0].inputs[1] is not gathers[1].inputs[1]:
+        return None
+    return (tables[0], tables[1]), gathers[0].inputs[1]
+
+
+_LENGTHS_KEY = "mobius.gqa_sequence_lengths"
+
+
+def _sequence_lengths(graph: ir.Graph, new_nodes: list[ir.Node]) -> tuple[ir.Value, ir.Value]:
+    """seqlens_k (int32 [B], = total - 1) and total_sequence_length (int32 scalar), once per graph.
+
+    Keys are indexed by cache slot, and padding is masked by attention_bias,
+    so every row's last valid key slot is total - 1.
+    """
+    cached = graph.meta.get(_LENGTHS_KEY)
+    if cached is not None and all(v.producer() is not None and v.producer().graph is graph
+                                  for v in cached):
+        return cached
+    mask = attention_mask_input(graph)
+    shape = _emit(new_nodes, "Shape", [mask])
+    total = _emit(new_nodes, "Cast", [_emit(new_nodes, "Gather", [shape, _const(graph, 1)], axis=0)],
+                  to=ir.DataType.INT32)
+    batch = _emit(new_nodes, "Gather", [shape, _const(graph, [0])], axis=0)
+    last = _emit(new_nodes, "Sub", [total, _const(graph, np.array(1, dtype=np.int32))])
+    seqlens = _emit(new_nodes, "Expand", [last, batch])
+    graph.meta[_LENGTHS_KEY] = (seqlens, total)
+    return seqlens, total
+
+
+def _emit(nodes: list[ir.Node], op_type: str, inputs, **attributes) -> ir.Value:
+    node = ir.Node("", op_type, inputs, attributes=ir.convenience.convert_attributes(attributes))
+    nodes.append(node)
+    return node.outputs[0]
+
+
+def _const(graph: ir.Graph, value) -> ir.Value:
+    array = np.asarray(value, dtype=np.int64) if not isinstance(value, np.ndarray) else value
+    tensor = ir.tensor(array)
+    values = "_".join(str(x) for x in array.reshape(-1))
+    name = f"mobius_const_{array.dtype}_r{array.ndim}_{values}".replace("-", "m")
+    existing = graph.initializers.get(name)
+    if existing is not None:
+        return existing
+    init = ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=ir.Shape(array.shape),
+                    const_value=tensor)
+    graph.register_initializer(init)
+    return init

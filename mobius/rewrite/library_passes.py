@@ -1,0 +1,71 @@
+"""Generic cleanups borrowed from onnx_ir / onnxscript, wrapped as pipeline rules.
+
+They are EP-independent, so each is legal everywhere. Constant folding never
+materializes large initializers (the weights stay lazy until saving).
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+import onnx_ir.passes.common as common_passes
+from onnxscript import optimizer
+
+from mobius.rewrite.rule import Rule, RuleContext
+
+_FOLD_INPUT_LIMIT = 8192  # elements; larger constants (weights, RoPE tables) are never read
+
+
+class _PassRule(Rule):
+    def make_pass(self) -> ir.passes.PassBase:
+        raise NotImplementedError
+
+    def apply(self, model: ir.Model, ctx: RuleContext) -> int:
+        before = model.graph.num_nodes()
+        result = self.make_pass()(model)
+        return abs(before - model.graph.num_nodes()) if result.modified else 0
+
+
+class IdentityElimination(_PassRule):
+    name = "IdentityElimination"
+
+    def make_pass(self):
+        return common_passes.IdentityEliminationPass()
+
+
+class CommonSubexpressionElimination(_PassRule):
+    name = "CommonSubexpressionElimination"
+
+    def make_pass(self):
+        return common_passes.CommonSubexpressionEliminationPass()
+
+
+class RemoveUnused(_PassRule):
+    name = "RemoveUnused"
+
+    def apply(self, model: ir.Model, ctx: RuleContext) -> int:
+        before = model.graph.num_nodes() + len(model.graph.initializers)
+        common_passes.RemoveUnusedNodesPass()(model)
+        common_passes.RemoveUnusedFunctionsPass()(model)
+        common_passes.RemoveUnusedOpsetsPass()(model)
+        return before - model.graph.num_nodes() - len(model.graph.initializers)
+
+
+class DeduplicateInitializers(Rule):
+    name = "DeduplicateInitializers"
+
+    def apply(self, model: ir.Model, ctx: RuleContext) -> int:
+        before = len(model.graph.initializers)
+        common_passes.DeduplicateInitializersPass(size_limit=_FOLD_INPUT_LIMIT)(model)
+        return before - len(model.graph.initializers)
+
+
+class ConstantFolding(Rule):
+    name = "ConstantFolding"
+
+    def apply(self, model: ir.Model, ctx: RuleContext) -> int:
+        before = model.graph.num_nodes()
+        optimizer.fold_constants(model, onnx_shape_inference=False,
+                                 input_size_limit=_FOLD_INPUT_LIMIT,
+                                 output_size_limit=_FOLD_INPUT_LIMIT)
+        common_passes.RemoveUnusedNodesPass()(model)
+        return max(0, before - model.graph.num_nodes())
