@@ -27,14 +27,24 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--model", "-m", required=True, help="hub id, local folder or tiny-* name")
     build.add_argument("output", nargs="?", help="output folder (or use --output)")
     build.add_argument("--output", "-o", dest="output_flag", help="output folder")
+    build.add_argument("--ep", "--execution-provider", dest="ep", default="default",
+                       choices=_ep_names(), help="target execution provider (default: default)")
     build.add_argument("--dtype", default="f32", help="f32 (default), f16 or bf16")
+    build.add_argument("--trace", action="store_true",
+                       help="log what each optimization stage and rule did ([EP Trace] lines)")
     build.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
     build.add_argument("--quiet", "-q", action="store_true", help="no progress bars or info lines")
     build.add_argument("--debug", action="store_true", help="show tracebacks on errors")
 
-    listing = commands.add_parser("list", help="list supported models or tiny checkpoints")
-    listing.add_argument("what", choices=["models", "tiny"])
+    listing = commands.add_parser("list", help="list supported models, EPs or tiny checkpoints")
+    listing.add_argument("what", choices=["models", "eps", "tiny"])
     return parser
+
+
+def _ep_names() -> list[str]:
+    from mobius.ep.registry import ep_registry
+
+    return ep_registry.names()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,8 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     if workdir:
         os.chdir(workdir)
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO,
-                        format="%(message)s")
+    quiet = getattr(args, "quiet", False) and not getattr(args, "trace", False)
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(message)s")
+    logging.getLogger("onnxscript").setLevel(logging.WARNING)
+    logging.getLogger("onnx_ir").setLevel(logging.WARNING)
     try:
         return _run(args)
     except (MobiusError, ValueError, OSError) as e:
@@ -65,7 +77,8 @@ def _run(args: argparse.Namespace) -> int:
         raise MobiusError("no output folder given (positional OUTPUT or --output)")
     from mobius.builder import build
 
-    package = build(args.model, dtype=args.dtype, progress=not args.quiet)
+    package = build(args.model, execution_provider=args.ep, dtype=args.dtype,
+                    trace_optimization=args.trace, progress=not args.quiet)
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         print(f"wrote {path}")
@@ -73,6 +86,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _list(what: str) -> int:
+    if what == "eps":
+        from mobius.ep.registry import ep_registry
+
+        for caps in ep_registry:
+            print(f"{caps.name}: {caps.description}")
+            for key, value in caps.summary().items():
+                if key not in ("name", "description"):
+                    print(f"    {key}: {value}")
+        return 0
     if what == "tiny":
         from mobius.tiny.presets import TINY_PRESETS
 
