@@ -43,7 +43,7 @@ class BuiltPackage:
 def build_package(checkpoint: str | os.PathLike, out_dir: str | os.PathLike,
                   dtype: str = "f32") -> BuiltPackage:
     """mobius.build + save, the same path the CLI takes."""
-    from mobius.build import build
+    from mobius.builder import build
 
     package = build(str(checkpoint), dtype=dtype)
     path = package.save(str(out_dir), overwrite=True)

@@ -67,6 +67,12 @@ class SafetensorsCheckpoint:
                     weight_map = json.load(f)["weight_map"]
             except (json.JSONDecodeError, KeyError, TypeError) as e:
                 raise WeightsError(f"{INDEX_FILE} is malformed: {e}") from e
+            if not isinstance(weight_map, dict) or not all(
+                isinstance(shard, str) for shard in weight_map.values()
+            ):
+                raise WeightsError(
+                    f"{INDEX_FILE} is malformed: weight_map must map tensor names to file names"
+                )
             paths = []
             for shard in sorted(set(weight_map.values())):
                 path = os.path.realpath(os.path.join(self.folder, shard))
@@ -125,6 +131,8 @@ def _read_header(path: str) -> list[TensorInfo]:
             header = json.loads(f.read(header_len))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise WeightsError(f"{name} is corrupt: its header is not valid JSON") from e
+    if not isinstance(header, dict):
+        raise WeightsError(f"{name} is corrupt: its header is not a JSON object")
     data_start = 8 + header_len
     infos = []
     for tensor_name, entry in header.items():

@@ -1,0 +1,130 @@
+"""Build dtype names and numpy float conversion (f32 <-> f16 <-> bf16) without torch."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import onnx_ir as ir
+import pytest
+
+from mobius.errors import MobiusError
+from mobius.weights.dtypes import SHORT_NAMES, convert_array, numpy_dtype, parse_dtype
+
+F32, F16, BF16 = ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [("f32", F32), ("fp32", F32), ("float32", F32), ("F32", F32),
+     ("f16", F16), ("fp16", F16), ("float16", F16), ("FP16", F16),
+     ("bf16", BF16), ("bfloat16", BF16), ("BF16", BF16)],
+)
+def test_parse_dtype_names(name, expected):
+    assert parse_dtype(name) is expected
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, BF16])
+def test_parse_dtype_accepts_onnx_dtypes(dtype):
+    assert parse_dtype(dtype) is dtype
+    assert parse_dtype(SHORT_NAMES[dtype]) is dtype
+
+
+@pytest.mark.parametrize("name", ["int8", "f64", "fp8", "", "f 16", "half"])
+def test_parse_dtype_unknown_names(name):
+    with pytest.raises(MobiusError, match=r"unknown dtype .*choose one of f32, f16, bf16"):
+        parse_dtype(name)
+
+
+@pytest.mark.parametrize("dtype", [ir.DataType.DOUBLE, ir.DataType.INT8, ir.DataType.INT64])
+def test_parse_dtype_unsupported_onnx_dtype(dtype):
+    with pytest.raises(MobiusError, match=f"unsupported dtype {dtype.name}"):
+        parse_dtype(dtype)
+
+
+def test_numpy_dtype():
+    assert numpy_dtype(F32) == np.float32
+    assert numpy_dtype(F16) == np.float16
+    assert numpy_dtype(BF16) == np.dtype(ml_dtypes.bfloat16)
+
+
+def _samples() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal(1000).astype(np.float32) * 10
+    specials = np.array([0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, 65504.0, 1e-3], np.float32)
+    return np.concatenate([values, specials])
+
+
+@pytest.mark.parametrize("target", [F32, F16, BF16])
+def test_convert_from_f32(target):
+    source = _samples()
+    out = convert_array(source, target)
+    assert out.dtype == numpy_dtype(target)
+    assert out.shape == source.shape
+    # Round to nearest even, exactly as numpy/ml_dtypes cast.
+    np.testing.assert_array_equal(out.view(np.uint8), source.astype(numpy_dtype(target)).view(np.uint8))
+
+
+def test_convert_bf16_rounds_to_nearest_even():
+    # 1 + 2^-8 lies exactly halfway between two bf16 values (1 and 1 + 2^-7): ties go to even (1).
+    # 1 + 3 * 2^-8 lies halfway between 1 + 2^-7 and 1 + 2^-6: ties go to even (1 + 2^-6).
+    source = np.array([1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-8 + 2**-20], np.float32)
+    out = convert_array(source, BF16).astype(np.float32)
+    np.testing.assert_array_equal(out, [1.0, 1 + 2**-6, 1 + 2**-7])
+
+
+@pytest.mark.parametrize("source_dtype", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("target", [F32, F16, BF16])
+def test_convert_between_half_types(source_dtype, target):
+    source = _samples().astype(source_dtype)
+    out = convert_array(source, target)
+    assert out.dtype == numpy_dtype(target)
+    expected = source.astype(np.float32).astype(numpy_dtype(target))
+    np.testing.assert_array_equal(out.view(np.uint8), expected.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_half_to_f32_is_exact(dtype):
+    source = _samples().astype(dtype)
+    back = convert_array(convert_array(source, F32), parse_dtype(
+        "f16" if dtype == np.float16 else "bf16"))
+    np.testing.assert_array_equal(back.view(np.uint16), source.view(np.uint16))
+
+
+def test_f16_overflow_becomes_inf():
+    out = convert_array(np.array([1e6, -1e6], np.float32), F16)
+    assert np.isposinf(out[0]) and np.isneginf(out[1])
+    # bf16 has float32's range: no overflow.
+    assert np.isfinite(convert_array(np.array([1e30], np.float32), BF16).astype(np.float32)).all()
+
+
+def test_same_dtype_is_returned_unchanged():
+    source = _samples()
+    assert convert_array(source, F32) is source
+
+
+def test_float64_source():
+    source = np.array([0.1, 1e-8, 3.0], np.float64)
+    np.testing.assert_array_equal(convert_array(source, F32), source.astype(np.float32))
+    np.testing.assert_array_equal(
+        convert_array(source, BF16).view(np.uint16),
+        source.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16),
+    )
+
+
+def test_no_torch_needed():
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "sys.modules['torch'] = None  # any 'import torch' now raises ImportError\n"
+        "from mobius.weights.dtypes import convert_array, parse_dtype\n"
+        "out = convert_array(np.ones(4, np.float32), parse_dtype('bf16'))\n"
+        "assert str(out.dtype) == 'bfloat16'\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": root}
+    result = subprocess.run([sys.executable, "-c", code], cwd=root, env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
