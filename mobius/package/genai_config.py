@@ -6,6 +6,21 @@ from typing import Any
 
 from mobius.config.architecture import ArchitectureConfig
 
+# model.type values onnxruntime-genai runs through its generic decoder-only
+# pipeline (its ModelType::IsLLM list, as of 0.18). genai refuses any other
+# value ("Unsupported model_type in config.json"); "decoder" is its generic
+# spelling, used here for every family it does not name.
+GENAI_DECODER_TYPES = frozenset({
+    "chatglm", "decoder", "ernie4_5", "gemma", "gemma2", "gemma3_text", "gpt2", "gptoss",
+    "granite", "internlm2", "llama", "mistral", "nemotron", "olmo", "phi", "phimoe", "phi3",
+    "phi3small", "qwen2", "qwen3", "smollm3",
+})
+
+
+def genai_model_type(model_type: str) -> str:
+    """The genai_config ``model.type`` for a decoder-only HF ``model_type``."""
+    return model_type if model_type in GENAI_DECODER_TYPES else "decoder"
+
 
 def decoder_genai_config(
     config: ArchitectureConfig,
@@ -48,7 +63,7 @@ def decoder_genai_config(
             },
             "eos_token_id": eos[0] if len(eos) == 1 else eos,
             "pad_token_id": pad,
-            "type": config.model_type,
+            "type": genai_model_type(config.model_type),
             "vocab_size": config.vocab_size,
         },
         "search": {
