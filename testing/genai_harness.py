@@ -81,17 +81,23 @@ def genai_generate(
     *,
     suppress_eos: bool = True,
     config_overlay: dict | None = None,
+    intra_op_num_threads: int | None = None,
 ) -> list[list[int]]:
     """Greedy-generates ``max_new_tokens`` per prompt with onnxruntime-genai.
 
     ``config_overlay`` is merged into genai_config.json at load time
     (``og.Config.overlay``), e.g. ``{"model": {"eos_token_id": 7}}``.
+    ``intra_op_num_threads`` overrides the session's thread count (1 is
+    several times faster for tiny models, and immune to busy machines).
     """
     import onnxruntime_genai as og
 
     config = og.Config(package_dir)
     if config_overlay:
         config.overlay(json.dumps(config_overlay))
+    if intra_op_num_threads is not None:
+        config.overlay(json.dumps({"model": {"decoder": {"session_options": {
+            "intra_op_num_threads": intra_op_num_threads}}}}))
     model = og.Model(config)
 
     effective = genai_config(package_dir)

@@ -1,7 +1,8 @@
 """L4: onnxruntime-genai runs the saved package and greedy-generates what transformers does.
 
 For tiny Llama and tiny Qwen3 checkpoints written by transformers itself,
-``mobius.build(folder).save(out)`` makes a package; onnxruntime-genai loads it
+``mobius.build(folder, execution_provider=ep).save(out)`` makes a package (ep
+"default" and "cpu", the EPs onnxruntime on CPU runs); onnxruntime-genai loads it
 (og.Model, og.Tokenizer, og.Generator with do_sample=False) and its greedy
 tokens must equal transformers' ``generate(do_sample=False)`` token for token.
 
@@ -43,29 +44,50 @@ NEW_TOKENS = 20
 # continuations with gaps >= ~3e-3, far above ORT-vs-torch float32 noise.
 CHECKPOINT_OVERRIDES = {"initializer_range": 0.2}
 
+# Tiny models run fastest single-threaded, and so do not slow to a crawl
+# when the machine is busy with other tests.
+THREADS = 1
+
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
     "Once upon a time there was",
 ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    yield
+    torch.set_num_threads(previous)
+
+
 @pytest.fixture(scope="module", params=["tiny-llama", "tiny-qwen3"])
-def built(request, tmp_path_factory):
-    root = tmp_path_factory.mktemp(request.param)
-    checkpoint = make_hf_checkpoint(str(root / "checkpoint"), request.param,
-                                    **CHECKPOINT_OVERRIDES)
-    package = mobius.build(checkpoint).save(str(root / "package"))
-    model = og.Model(package)
-    tokenizer = og.Tokenizer(model)
+def checkpoint(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(request.param) / "checkpoint"
+    make_hf_checkpoint(str(folder), request.param, **CHECKPOINT_OVERRIDES)
+    return str(folder), harness.load_hf_model(str(folder))
+
+
+# "default": the portable graph (standard ONNX Attention, separate KV
+# buffers: past_present_share_buffer false). "cpu": GroupQueryAttention, for
+# which genai_config turns past_present_share_buffer on.
+@pytest.fixture(scope="module", params=["default", "cpu"])
+def built(request, checkpoint, tmp_path_factory):
+    folder, hf_model = checkpoint
+    out = tmp_path_factory.mktemp(f"package-{request.param}")
+    package = mobius.build(folder, execution_provider=request.param).save(str(out))
+    tokenizer = og.Tokenizer(og.Model(package))
     prompts = [[int(t) for t in tokenizer.encode(text)] for text in TEXTS]
     assert len(prompts[0]) != len(prompts[1])
-    return {
-        "preset": request.param,
-        "checkpoint": checkpoint,
-        "package": package,
-        "hf_model": harness.load_hf_model(checkpoint),
-        "prompts": prompts,
-    }
+    return {"package": package, "hf_model": hf_model, "prompts": prompts}
+
+
+def _genai(built, prompts, **kwargs):
+    return harness.genai_generate(built["package"], prompts, NEW_TOKENS,
+                                  intra_op_num_threads=THREADS, **kwargs)
 
 
 def _describe_mismatch(genai_rows, hf_rows, margins):
@@ -81,7 +103,7 @@ def _describe_mismatch(genai_rows, hf_rows, margins):
 
 
 def _assert_same_tokens(built, prompts, **kwargs):
-    genai_rows = harness.genai_generate(built["package"], prompts, NEW_TOKENS, **kwargs)
+    genai_rows = _genai(built, prompts, **kwargs)
     hf_kwargs = {k: v for k, v in kwargs.items() if k == "suppress_eos"}
     if "config_overlay" in kwargs:
         hf_kwargs["eos_token_id"] = kwargs["config_overlay"]["model"]["eos_token_id"]
@@ -104,13 +126,13 @@ def test_greedy_20_tokens_batch_2_different_lengths(built):
     prompts = built["prompts"]
     rows = _assert_same_tokens(built, prompts)
     assert [len(r) for r in rows] == [NEW_TOKENS, NEW_TOKENS]
-    alone = [harness.genai_generate(built["package"], [p], NEW_TOKENS)[0] for p in prompts]
+    alone = [_genai(built, [p])[0] for p in prompts]
     assert rows == alone
 
 
 def test_eos_is_suppressed_and_honoured_the_same_way(built):
     prompts = built["prompts"]
-    (free,) = harness.genai_generate(built["package"], prompts[:1], NEW_TOKENS)
+    (free,) = _genai(built, prompts[:1])
     # An EOS id that greedy decoding reaches at step k (and not before).
     k = next(k for k in range(2, NEW_TOKENS) if free[k] not in free[:k])
     overlay = {"model": {"eos_token_id": free[k]}}

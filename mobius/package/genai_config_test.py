@@ -1,0 +1,53 @@
+"""genai_config.json contents (no onnxruntime-genai needed; genai_e2e_test.py runs them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mobius.config.architecture import ArchitectureConfig
+from mobius.package.genai_config import GENAI_DECODER_TYPES, decoder_genai_config, genai_model_type
+from mobius.tiny.presets import TINY_PRESETS
+
+
+def _config(preset="tiny-llama", generation=None, **overrides) -> ArchitectureConfig:
+    return ArchitectureConfig.from_dict({**TINY_PRESETS[preset], **overrides}, generation)
+
+
+@pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen2", "qwen3"])
+def test_known_families_keep_their_type(model_type):
+    assert genai_model_type(model_type) == model_type
+
+
+def test_types_genai_does_not_name_use_its_generic_decoder():
+    assert genai_model_type("some_new_family") == "decoder"
+    assert "decoder" in GENAI_DECODER_TYPES
+
+
+@pytest.mark.parametrize("preset", sorted(TINY_PRESETS))
+def test_decoder_section_describes_the_graph(preset):
+    config = _config(preset)
+    genai = decoder_genai_config(config)
+    model, decoder = genai["model"], genai["model"]["decoder"]
+    assert model["type"] == config.model_type
+    assert model["vocab_size"] == config.vocab_size
+    assert (model["bos_token_id"], model["eos_token_id"], model["pad_token_id"]) == (1, 2, 0)
+    assert decoder["head_size"] == config.head_dim  # qwen3: 32, not hidden / heads
+    assert decoder["num_key_value_heads"] == config.num_key_value_heads
+    assert decoder["inputs"]["past_key_names"] % 3 == "past_key_values.3.key"
+    assert decoder["outputs"]["present_value_names"] % 3 == "present.3.value"
+    assert genai["search"]["past_present_share_buffer"] is False
+    assert genai["search"]["do_sample"] is False
+
+
+def test_share_buffer_and_provider_options_are_passed_through():
+    genai = decoder_genai_config(_config(), provider_options=[{"cuda": {}}],
+                                 past_present_share_buffer=True)
+    assert genai["search"]["past_present_share_buffer"] is True
+    assert genai["model"]["decoder"]["session_options"]["provider_options"] == [{"cuda": {}}]
+
+
+def test_several_eos_ids_and_missing_pad():
+    config = _config(generation={"eos_token_id": [2, 7]}, pad_token_id=None)
+    model = decoder_genai_config(config)["model"]
+    assert model["eos_token_id"] == [2, 7]
+    assert model["pad_token_id"] == 2
