@@ -12,7 +12,6 @@ from __future__ import annotations
 from onnxscript import nn
 
 from mobius.components.linear import Linear
-from mobius.components.rms_norm import RMSNorm
 from mobius.components.rotary import apply_rotary
 
 
@@ -27,29 +26,36 @@ class Attention(nn.Module):
         *,
         qkv_bias: bool = False,
         o_bias: bool = False,
-        qk_norm_eps: float | None = None,
+        q_norm: nn.Module | None = None,
+        k_norm: nn.Module | None = None,
+        qk_norm_per_head: bool = True,
         scale: float | None = None,
+        softcap: float | None = None,
     ):
+        """q_norm/k_norm: optional norms of the projected queries/keys, applied
+        per head ([.., head_dim], Qwen3/Gemma3) or over the whole projection
+        (OLMo2) per ``qk_norm_per_head``. softcap: tanh-capping of the logits."""
         super().__init__()
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
         self.rotary_dim = rotary_dim
         self.scale = scale if scale is not None else head_dim**-0.5
+        self.softcap = softcap
+        self.qk_norm_per_head = qk_norm_per_head
         self.q_proj = Linear(hidden_size, num_heads * head_dim, qkv_bias)
         self.k_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias)
         self.v_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias)
         self.o_proj = Linear(num_heads * head_dim, hidden_size, o_bias)
-        if qk_norm_eps is not None:
-            self.q_norm = RMSNorm(head_dim, qk_norm_eps)
-            self.k_norm = RMSNorm(head_dim, qk_norm_eps)
-        else:
-            self.q_norm = self.k_norm = None
+        self.q_norm = q_norm
+        self.k_norm = k_norm
 
     def _heads(self, op, x, num_heads, norm):
-        """[batch, seq, heads*dim] -> [batch, heads, seq, dim] (+ per-head norm)."""
+        """[batch, seq, heads*dim] -> [batch, heads, seq, dim] (+ optional QK norm)."""
+        if norm is not None and not self.qk_norm_per_head:
+            x = norm(op, x)
         x = op.Reshape(x, op.Constant(value_ints=[0, 0, num_heads, self.head_dim]))
-        if norm is not None:
+        if norm is not None and self.qk_norm_per_head:
             x = norm(op, x)
         return op.Transpose(x, perm=[0, 2, 1, 3])
 
@@ -60,8 +66,9 @@ class Attention(nn.Module):
         if self.rotary_dim:
             q = apply_rotary(op, q, cos, sin, self.rotary_dim, self.head_dim)
             k = apply_rotary(op, k, cos, sin, self.rotary_dim, self.head_dim)
+        extra = {"softcap": float(self.softcap)} if self.softcap else {}
         attn, present_key, present_value = op.Attention(
-            q, k, v, mask, past_key, past_value, scale=self.scale, is_causal=0, _outputs=3
+            q, k, v, mask, past_key, past_value, scale=self.scale, is_causal=0, _outputs=3, **extra
         )
         attn = op.Transpose(attn, perm=[0, 2, 1, 3])
         attn = op.Reshape(attn, op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))

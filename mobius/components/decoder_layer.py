@@ -1,21 +1,79 @@
-"""Pre-norm transformer decoder layer: x + attn(norm(x)), then x + mlp(norm(x))."""
+"""Decoder layer arrangements: where the norms sit around attention and MLP.
+
+- ``PreNormDecoderLayer`` (Llama): x + attn(norm(x)), then x + mlp(norm(x));
+  ``residual_scale`` scales each branch before the residual add (Granite).
+- ``SandwichNormDecoderLayer`` (Gemma 2/3): norms before and after each branch.
+- ``PostNormDecoderLayer`` (OLMo 2): x + norm(attn(x)), then x + norm(mlp(x)).
+
+Attribute names follow the transformers modules of the families using them,
+so checkpoint tensors bind by name.
+"""
 
 from onnxscript import nn
+
+from mobius.components.causal_transformer import scalar
 
 
 class PreNormDecoderLayer(nn.Module):
     def __init__(self, self_attn: nn.Module, mlp: nn.Module, input_layernorm: nn.Module,
-                 post_attention_layernorm: nn.Module):
+                 post_attention_layernorm: nn.Module, residual_scale: float | None = None):
         super().__init__()
         self.self_attn = self_attn
         self.mlp = mlp
         self.input_layernorm = input_layernorm
         self.post_attention_layernorm = post_attention_layernorm
+        self.residual_scale = residual_scale
+
+    def _scaled(self, op, x):
+        if self.residual_scale is None or self.residual_scale == 1.0:
+            return x
+        return op.Mul(x, scalar(op, self.residual_scale))
 
     def forward(self, op, hidden, cos, sin, mask, past_key, past_value):
         attn, present_key, present_value = self.self_attn(
             op, self.input_layernorm(op, hidden), cos, sin, mask, past_key, past_value
         )
-        hidden = op.Add(hidden, attn)
-        hidden = op.Add(hidden, self.mlp(op, self.post_attention_layernorm(op, hidden)))
+        hidden = op.Add(hidden, self._scaled(op, attn))
+        mlp = self.mlp(op, self.post_attention_layernorm(op, hidden))
+        hidden = op.Add(hidden, self._scaled(op, mlp))
+        return hidden, present_key, present_value
+
+
+class SandwichNormDecoderLayer(nn.Module):
+    def __init__(self, self_attn: nn.Module, mlp: nn.Module, input_layernorm: nn.Module,
+                 post_attention_layernorm: nn.Module, pre_feedforward_layernorm: nn.Module,
+                 post_feedforward_layernorm: nn.Module):
+        super().__init__()
+        self.self_attn = self_attn
+        self.mlp = mlp
+        self.input_layernorm = input_layernorm
+        self.post_attention_layernorm = post_attention_layernorm
+        self.pre_feedforward_layernorm = pre_feedforward_layernorm
+        self.post_feedforward_layernorm = post_feedforward_layernorm
+
+    def forward(self, op, hidden, cos, sin, mask, past_key, past_value):
+        attn, present_key, present_value = self.self_attn(
+            op, self.input_layernorm(op, hidden), cos, sin, mask, past_key, past_value
+        )
+        hidden = op.Add(hidden, self.post_attention_layernorm(op, attn))
+        mlp = self.mlp(op, self.pre_feedforward_layernorm(op, hidden))
+        hidden = op.Add(hidden, self.post_feedforward_layernorm(op, mlp))
+        return hidden, present_key, present_value
+
+
+class PostNormDecoderLayer(nn.Module):
+    def __init__(self, self_attn: nn.Module, mlp: nn.Module, post_attention_layernorm: nn.Module,
+                 post_feedforward_layernorm: nn.Module):
+        super().__init__()
+        self.self_attn = self_attn
+        self.mlp = mlp
+        self.post_attention_layernorm = post_attention_layernorm
+        self.post_feedforward_layernorm = post_feedforward_layernorm
+
+    def forward(self, op, hidden, cos, sin, mask, past_key, past_value):
+        attn, present_key, present_value = self.self_attn(
+            op, hidden, cos, sin, mask, past_key, past_value
+        )
+        hidden = op.Add(hidden, self.post_attention_layernorm(op, attn))
+        hidden = op.Add(hidden, self.post_feedforward_layernorm(op, self.mlp(op, hidden)))
         return hidden, present_key, present_value

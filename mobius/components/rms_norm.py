@@ -1,15 +1,26 @@
 """RMSNorm as the standard ONNX RMSNormalization op (opset 23), computed in float32."""
 
+import numpy as np
 from onnxscript import nn
 
 from mobius.components.weight import Weight
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, size: int, eps: float = 1e-6):
+    """y = x / rms(x) * w.
+
+    ``weight_offset`` supports families that store the scale as ``w - 1``
+    (Gemma's ``x * (1 + w)``): the offset is folded into the initializer at
+    load time, so the graph is the plain standard op.
+    """
+
+    def __init__(self, size: int, eps: float = 1e-6, weight_offset: float = 0.0):
         super().__init__()
         self.eps = eps
-        self.weight = Weight([size])
+        transform = None
+        if weight_offset:
+            transform = lambda w: w.astype(np.float32) + np.float32(weight_offset)  # noqa: E731
+        self.weight = Weight([size], transform=transform)
 
     def forward(self, op, x):
         return op.RMSNormalization(x, self.weight, axis=-1, epsilon=self.eps, stash_type=1)

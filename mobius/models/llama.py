@@ -1,40 +1,39 @@
-"""Llama and its close relatives (Mistral, Qwen2, Qwen3).
+"""Llama: pre-norm decoder, RMSNorm, SiLU-gated MLP, RoPE, grouped-query attention.
 
-The relatives differ only in switches already on ArchitectureConfig: sliding
-window (Mistral), QKV bias (Qwen2), per-head QK RMSNorm and an explicit
-head_dim (Qwen3). Parameter names mirror the transformers checkpoints, so
-weights load without a rename table.
+Mistral and Qwen2/Qwen3 reuse these classes: they differ only in switches
+already on ArchitectureConfig (sliding window, QKV bias, per-head QK norm).
+Parameter names mirror the transformers checkpoints, so weights load without
+a rename table.
 """
 
 from __future__ import annotations
 
-from onnxscript import nn
-
 from mobius.components.attention import Attention
-from mobius.components.attention_mask import causal_padding_mask
+from mobius.components.causal_transformer import CausalLM, CausalTransformer
 from mobius.components.decoder_layer import PreNormDecoderLayer
-from mobius.components.embedding import Embedding
-from mobius.components.linear import Linear
 from mobius.components.mlp import GatedMLP
 from mobius.components.rms_norm import RMSNorm
-from mobius.components.rotary import RotaryEmbedding
 from mobius.config.architecture import ArchitectureConfig
-from mobius.context import get_build_dtype
 from mobius.models.family import ModelFamily
 
 
-def llama_decoder_layer(config: ArchitectureConfig) -> PreNormDecoderLayer:
+def llama_attention(config: ArchitectureConfig, **overrides) -> Attention:
+    qk_norm = config.qk_norm
+    kwargs = dict(
+        qkv_bias=config.qkv_bias,
+        o_bias=config.o_bias,
+        q_norm=RMSNorm(config.head_dim, config.rms_norm_eps) if qk_norm else None,
+        k_norm=RMSNorm(config.head_dim, config.rms_norm_eps) if qk_norm else None,
+    )
+    kwargs.update(overrides)
+    rotary_dim = kwargs.pop("rotary_dim", config.rope.rotary_dim)
+    return Attention(config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
+                     config.head_dim, rotary_dim, **kwargs)
+
+
+def llama_decoder_layer(config: ArchitectureConfig, **attention_overrides) -> PreNormDecoderLayer:
     return PreNormDecoderLayer(
-        self_attn=Attention(
-            config.hidden_size,
-            config.num_attention_heads,
-            config.num_key_value_heads,
-            config.head_dim,
-            config.rope.rotary_dim,
-            qkv_bias=config.qkv_bias,
-            o_bias=config.o_bias,
-            qk_norm_eps=config.rms_norm_eps if config.qk_norm else None,
-        ),
+        self_attn=llama_attention(config, **attention_overrides),
         mlp=GatedMLP(config.hidden_size, config.intermediate_size, config.hidden_act,
                      config.mlp_bias),
         input_layernorm=RMSNorm(config.hidden_size, config.rms_norm_eps),
@@ -42,49 +41,14 @@ def llama_decoder_layer(config: ArchitectureConfig) -> PreNormDecoderLayer:
     )
 
 
-class LlamaModel(nn.Module):
+class LlamaForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        super().__init__()
-        self.config = config
-        self.embed_tokens = Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(
-            [llama_decoder_layer(config) for _ in range(config.num_hidden_layers)]
+        model = CausalTransformer(
+            config,
+            [llama_decoder_layer(config) for _ in range(config.num_hidden_layers)],
+            RMSNorm(config.hidden_size, config.rms_norm_eps),
         )
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.rotary_emb = RotaryEmbedding(config.rope)
-
-    def forward(self, op, input_ids, attention_mask, position_ids, past_key_values):
-        config = self.config
-        hidden = self.embed_tokens(op, input_ids)
-        cos, sin = self.rotary_emb(op, position_ids)
-        masks = {}
-        presents = []
-        for i, layer in enumerate(self.layers):
-            window = config.layer_sliding_window(i)
-            if window not in masks:
-                masks[window] = causal_padding_mask(
-                    op, input_ids, attention_mask, get_build_dtype(), window
-                )
-            hidden, present_key, present_value = layer(
-                op, hidden, cos, sin, masks[window], *past_key_values[i]
-            )
-            presents.append((present_key, present_value))
-        return self.norm(op, hidden), presents
-
-
-class LlamaForCausalLM(nn.Module):
-    def __init__(self, config: ArchitectureConfig):
-        super().__init__()
-        self.model = LlamaModel(config)
-        self.lm_head = Linear(
-            config.hidden_size,
-            config.vocab_size,
-            checkpoint_name="model.embed_tokens.weight" if config.tie_word_embeddings else None,
-        )
-
-    def forward(self, op, input_ids, attention_mask, position_ids, past_key_values):
-        hidden, presents = self.model(op, input_ids, attention_mask, position_ids, past_key_values)
-        return self.lm_head(op, hidden), presents
+        super().__init__(config, model)
 
 
 FAMILY = ModelFamily(

@@ -6,7 +6,7 @@ Adding a family is one file under mobius/models and one line here.
 from __future__ import annotations
 
 from mobius.errors import UnsupportedModelError
-from mobius.models import llama, mistral, qwen
+from mobius.models import gemma, granite, llama, mistral, olmo2, phi3, qwen, smollm3
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -14,6 +14,13 @@ FAMILIES: tuple[ModelFamily, ...] = (
     mistral.FAMILY,
     qwen.QWEN2,
     qwen.QWEN3,
+    gemma.GEMMA,
+    gemma.GEMMA2,
+    gemma.GEMMA3,
+    granite.FAMILY,
+    olmo2.FAMILY,
+    smollm3.FAMILY,
+    phi3.FAMILY,
 )
 
 _BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}

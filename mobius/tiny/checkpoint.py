@@ -61,10 +61,12 @@ def random_weights(raw: dict, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     tensors = {}
     for name, param in module.named_parameters():
-        if not isinstance(param, Weight) or param.checkpoint_name:
+        source = param.checkpoint_name or name if isinstance(param, Weight) else None
+        if source is None or source in tensors:
             continue
-        if name.endswith("norm.weight"):
-            tensors[name] = (1.0 + 0.1 * rng.standard_normal(param.checkpoint_shape)).astype(np.float32)
+        shape = param.checkpoint_shape
+        if source.endswith("norm.weight"):
+            tensors[source] = (1.0 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
         else:
-            tensors[name] = (0.05 * rng.standard_normal(param.checkpoint_shape)).astype(np.float32)
+            tensors[source] = (0.05 * rng.standard_normal(shape)).astype(np.float32)
     return tensors

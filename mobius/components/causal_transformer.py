@@ -1,0 +1,110 @@
+"""The body and head shared by decoder-only LMs.
+
+``CausalTransformer``: embed -> layers -> final norm. It computes, once per
+graph, cos/sin for each RoPE kind (e.g. Gemma 3's local and global bases) and
+one attention mask per sliding-window size; layer i receives the cos/sin of its
+RoPE kind (None for NoPE layers) and the mask of its window.
+
+``CausalLM``: the LM head on top, with optional final-logit softcapping and
+logit scaling.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import onnx_ir as ir
+from onnxscript import nn
+
+from mobius.components.attention_mask import causal_padding_mask
+from mobius.components.embedding import Embedding
+from mobius.components.linear import Linear
+from mobius.components.rotary import RotaryEmbedding
+from mobius.config.architecture import ArchitectureConfig
+from mobius.config.rope import RopeConfig
+from mobius.context import get_build_dtype
+from mobius.weights.dtypes import numpy_dtype
+
+
+def scalar(op, value: float):
+    """A scalar constant in the build dtype."""
+    return op.Constant(value=ir.tensor(np.array(value, dtype=numpy_dtype(get_build_dtype()))))
+
+
+class CausalTransformer(nn.Module):
+    def __init__(
+        self,
+        config: ArchitectureConfig,
+        layers: Sequence[nn.Module],
+        norm: nn.Module,
+        *,
+        ropes: dict[str, RopeConfig] | None = None,
+        layer_rope_kinds: Sequence[str | None] | None = None,
+        embed_scale: float | None = None,
+    ):
+        """ropes: RoPE kind -> config (default: {"default": config.rope});
+        layer_rope_kinds: each layer's RoPE kind, None for a layer without RoPE."""
+        super().__init__()
+        self.config = config
+        self.embed_tokens = Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(list(layers))
+        self.norm = norm
+        ropes = ropes if ropes is not None else {"default": config.rope}
+        self.rope_kinds = list(ropes)
+        for kind, rope in ropes.items():
+            setattr(self, f"rotary_emb_{kind}", RotaryEmbedding(rope))
+        self.layer_rope_kinds = (list(layer_rope_kinds) if layer_rope_kinds is not None
+                                 else [self.rope_kinds[0]] * len(self.layers))
+        self.embed_scale = embed_scale
+
+    def forward(self, op, input_ids, attention_mask, position_ids, past_key_values):
+        config = self.config
+        hidden = self.embed_tokens(op, input_ids)
+        if self.embed_scale is not None:
+            hidden = op.Mul(hidden, scalar(op, self.embed_scale))
+        rotary = {kind: getattr(self, f"rotary_emb_{kind}")(op, position_ids)
+                  for kind in self.rope_kinds if kind in self.layer_rope_kinds}
+        masks = {}
+        presents = []
+        for i, layer in enumerate(self.layers):
+            window = config.layer_sliding_window(i)
+            if window not in masks:
+                masks[window] = causal_padding_mask(
+                    op, input_ids, attention_mask, get_build_dtype(), window
+                )
+            kind = self.layer_rope_kinds[i]
+            cos, sin = rotary[kind] if kind is not None else (None, None)
+            hidden, present_key, present_value = layer(
+                op, hidden, cos, sin, masks[window], *past_key_values[i]
+            )
+            presents.append((present_key, present_value))
+        return self.norm(op, hidden), presents
+
+
+class CausalLM(nn.Module):
+    """``model`` (a CausalTransformer) + ``lm_head`` (+ softcap / logit scaling)."""
+
+    def __init__(self, config: ArchitectureConfig, model: nn.Module, *,
+                 lm_head_bias: bool = False, final_logit_softcap: float | None = None,
+                 logits_divisor: float | None = None):
+        super().__init__()
+        self.model = model
+        self.lm_head = Linear(
+            config.hidden_size,
+            config.vocab_size,
+            bias=lm_head_bias,
+            checkpoint_name="model.embed_tokens.weight" if config.tie_word_embeddings else None,
+        )
+        self.final_logit_softcap = final_logit_softcap
+        self.logits_divisor = logits_divisor
+
+    def forward(self, op, input_ids, attention_mask, position_ids, past_key_values):
+        hidden, presents = self.model(op, input_ids, attention_mask, position_ids, past_key_values)
+        logits = self.lm_head(op, hidden)
+        if self.logits_divisor is not None and self.logits_divisor != 1.0:
+            logits = op.Div(logits, scalar(op, self.logits_divisor))
+        if self.final_logit_softcap:
+            cap = scalar(op, self.final_logit_softcap)
+            logits = op.Mul(op.Tanh(op.Div(logits, cap)), cap)
+        return logits, presents
