@@ -4,6 +4,11 @@ The header of every shard is parsed up front (names, dtypes, shapes, byte
 ranges) and checked against the file size, so a truncated file is reported
 before any graph is built. Tensor data is read on demand through a memory map,
 one tensor at a time: the whole model is never resident.
+
+Each tensor gets its own mapping of just its byte range, released (unmapped)
+when the last array viewing it is dropped. A single mapping per shard would
+keep every page ever touched resident in the process (file-backed RSS), so
+streaming a checkpoint would end with all of it counted against the build.
 """
 
 from __future__ import annotations
@@ -54,7 +59,6 @@ class SafetensorsCheckpoint:
     def __init__(self, folder: str):
         self.folder = os.path.abspath(folder)
         self._tensors: dict[str, TensorInfo] = {}
-        self._maps: dict[str, np.memmap] = {}
         for path in self._shard_paths():
             for info in _read_header(path):
                 self._tensors[info.name] = info
@@ -107,14 +111,15 @@ class SafetensorsCheckpoint:
             raise WeightsError(f"checkpoint has no tensor named {name!r}") from None
 
     def read(self, name: str) -> np.ndarray:
-        """The tensor's data as a read-only view of the memory-mapped file."""
+        """The tensor's data as a read-only view of the memory-mapped file.
+
+        The mapping covers this tensor only and is unmapped once the returned
+        array (and every view of it) is garbage collected.
+        """
         info = self.info(name)
-        mapped = self._maps.get(info.path)
-        if mapped is None:
-            mapped = np.memmap(info.path, dtype=np.uint8, mode="r")
-            self._maps[info.path] = mapped
-        raw = mapped[info.begin : info.end]
-        return raw.view(info.dtype).reshape(info.shape)
+        if info.end == info.begin:  # nothing to map (mmap would map the whole file)
+            return np.empty(info.shape, info.dtype)
+        return np.memmap(info.path, dtype=info.dtype, mode="r", offset=info.begin, shape=info.shape)
 
 
 def _read_header(path: str) -> list[TensorInfo]:
