@@ -42,32 +42,43 @@ class CausalTransformer(nn.Module):
         ropes: dict[str, RopeConfig] | None = None,
         layer_rope_kinds: Sequence[str | None] | None = None,
         embed_scale: float | None = None,
+        norm_attribute: str = "norm",
+        embedding_attribute: str = "embed_tokens",
+        layers_attribute: str = "layers",
+        position_embedding: nn.Module | None = None,
     ):
         """ropes: RoPE kind -> config (default: {"default": config.rope});
-        layer_rope_kinds: each layer's RoPE kind, None for a layer without RoPE."""
+        layer_rope_kinds: each layer's RoPE kind, None for a layer without RoPE;
+        *_attribute: checkpoint names of the parts (Phi: final_layernorm; GPT-2:
+        wte, h, ln_f); position_embedding: learned absolute positions (GPT-2's wpe)."""
         super().__init__()
         self.config = config
-        self.embed_tokens = Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(list(layers))
-        self.norm = norm
+        self.attributes = (embedding_attribute, layers_attribute, norm_attribute)
+        setattr(self, embedding_attribute, Embedding(config.vocab_size, config.hidden_size))
+        setattr(self, layers_attribute, nn.ModuleList(list(layers)))
+        self.wpe = position_embedding
+        setattr(self, norm_attribute, norm)
         ropes = ropes if ropes is not None else {"default": config.rope}
         self.rope_kinds = list(ropes)
         for kind, rope in ropes.items():
             setattr(self, f"rotary_emb_{kind}", RotaryEmbedding(rope))
         self.layer_rope_kinds = (list(layer_rope_kinds) if layer_rope_kinds is not None
-                                 else [self.rope_kinds[0]] * len(self.layers))
+                                 else [self.rope_kinds[0]] * len(layers))
         self.embed_scale = embed_scale
 
     def forward(self, op, input_ids, attention_mask, position_ids, past_key_values):
         config = self.config
-        hidden = self.embed_tokens(op, input_ids)
+        embedding, layers, norm = (getattr(self, name) for name in self.attributes)
+        hidden = embedding(op, input_ids)
+        if self.wpe is not None:
+            hidden = op.Add(hidden, self.wpe(op, position_ids))
         if self.embed_scale is not None:
             hidden = op.Mul(hidden, scalar(op, self.embed_scale))
         rotary = {kind: getattr(self, f"rotary_emb_{kind}")(op, position_ids)
                   for kind in self.rope_kinds if kind in self.layer_rope_kinds}
         masks = {}
         presents = []
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(layers):
             window = config.layer_sliding_window(i)
             if window not in masks:
                 masks[window] = causal_padding_mask(
@@ -79,7 +90,7 @@ class CausalTransformer(nn.Module):
                 op, hidden, cos, sin, masks[window], *past_key_values[i]
             )
             presents.append((present_key, present_value))
-        return self.norm(op, hidden), presents
+        return norm(op, hidden), presents
 
 
 class CausalLM(nn.Module):
@@ -87,20 +98,25 @@ class CausalLM(nn.Module):
 
     def __init__(self, config: ArchitectureConfig, model: nn.Module, *,
                  lm_head_bias: bool = False, final_logit_softcap: float | None = None,
-                 logits_divisor: float | None = None):
+                 logits_divisor: float | None = None,
+                 embedding_name: str = "model.embed_tokens.weight", body_attribute: str = "model"):
+        """embedding_name: the input embedding's checkpoint name, which a tied
+        lm_head reads; body_attribute: the body's checkpoint prefix (GPT-2: transformer)."""
         super().__init__()
-        self.model = model
+        self.body_attribute = body_attribute
+        setattr(self, body_attribute, model)
         self.lm_head = Linear(
             config.hidden_size,
             config.vocab_size,
             bias=lm_head_bias,
-            checkpoint_name="model.embed_tokens.weight" if config.tie_word_embeddings else None,
+            checkpoint_name=embedding_name if config.tie_word_embeddings else None,
         )
         self.final_logit_softcap = final_logit_softcap
         self.logits_divisor = logits_divisor
 
     def forward(self, op, input_ids, attention_mask, position_ids, past_key_values):
-        hidden, presents = self.model(op, input_ids, attention_mask, position_ids, past_key_values)
+        body = getattr(self, self.body_attribute)
+        hidden, presents = body(op, input_ids, attention_mask, position_ids, past_key_values)
         logits = self.lm_head(op, hidden)
         if self.logits_divisor is not None and self.logits_divisor != 1.0:
             logits = op.Div(logits, scalar(op, self.logits_divisor))

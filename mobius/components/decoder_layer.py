@@ -4,6 +4,7 @@
   ``residual_scale`` scales each branch before the residual add (Granite).
 - ``SandwichNormDecoderLayer`` (Gemma 2/3): norms before and after each branch.
 - ``PostNormDecoderLayer`` (OLMo 2): x + norm(attn(x)), then x + norm(mlp(x)).
+- ``ParallelDecoderLayer`` (Phi-1.5/2): x + attn(norm(x)) + mlp(norm(x)).
 
 Attribute names follow the transformers modules of the families using them,
 so checkpoint tensors bind by name.
@@ -76,4 +77,20 @@ class PostNormDecoderLayer(nn.Module):
         )
         hidden = op.Add(hidden, self.post_attention_layernorm(op, attn))
         hidden = op.Add(hidden, self.post_feedforward_layernorm(op, self.mlp(op, hidden)))
+        return hidden, present_key, present_value
+
+
+class ParallelDecoderLayer(nn.Module):
+    def __init__(self, self_attn: nn.Module, mlp: nn.Module, input_layernorm: nn.Module):
+        super().__init__()
+        self.self_attn = self_attn
+        self.mlp = mlp
+        self.input_layernorm = input_layernorm
+
+    def forward(self, op, hidden, cos, sin, mask, past_key, past_value):
+        normed = self.input_layernorm(op, hidden)
+        attn, present_key, present_value = self.self_attn(
+            op, normed, cos, sin, mask, past_key, past_value
+        )
+        hidden = op.Add(op.Add(hidden, attn), self.mlp(op, normed))
         return hidden, present_key, present_value

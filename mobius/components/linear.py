@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 from onnxscript import nn
 
 from mobius.components.weight import Weight, transpose
@@ -11,10 +12,11 @@ from mobius.components.weight import Weight, transpose
 
 @dataclasses.dataclass(frozen=True)
 class FusedRows:
-    """Rows [start, stop) of a fused checkpoint tensor (e.g. Phi-3's qkv_proj).
+    """Output features [start, stop) of a fused checkpoint projection
+    (Phi-3's qkv_proj, GPT-2's c_attn).
 
     ``prefix`` is the fused module's checkpoint name without ``.weight``/``.bias``;
-    ``total`` its number of rows (output features).
+    ``total`` its number of output features.
     """
 
     prefix: str
@@ -27,27 +29,36 @@ class Linear(nn.Module):
     """y = x @ W^T + b, with W kept pre-transposed so no Transpose runs at inference."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False,
-                 checkpoint_name: str | None = None, fused: FusedRows | None = None):
+                 checkpoint_name: str | None = None, fused: FusedRows | None = None,
+                 conv1d: bool = False, prefix: str | None = None):
+        """checkpoint_name: the weight's source tensor (e.g. tied embeddings);
+        prefix: source name of weight and bias without the suffix;
+        fused: read a slice of a fused projection;
+        conv1d: the checkpoint stores [in, out] (GPT-2's Conv1D) instead of [out, in]."""
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
         if fused is not None:
-            rows = slice(fused.start, fused.stop)
-            self.weight = Weight([in_features, out_features],
-                                 checkpoint_shape=[fused.total, in_features],
-                                 transform=lambda a: transpose(a[rows]),
-                                 checkpoint_name=f"{fused.prefix}.weight")
-            self.bias = Weight([out_features], checkpoint_shape=[fused.total],
-                               transform=lambda a: a[rows],
-                               checkpoint_name=f"{fused.prefix}.bias") if bias else None
-            return
-        self.weight = Weight(
-            [in_features, out_features],
-            checkpoint_shape=[out_features, in_features],
-            transform=transpose,
-            checkpoint_name=checkpoint_name,
-        )
-        self.bias = Weight([out_features]) if bias else None
+            prefix = fused.prefix
+            cols = slice(fused.start, fused.stop)
+            total = fused.total
+        else:
+            cols, total = slice(None), out_features
+        if conv1d:
+            weight_shape = [in_features, total]
+            weight_transform = (lambda a: np.ascontiguousarray(a[:, cols])) if fused else None
+        else:
+            weight_shape = [total, in_features]
+            weight_transform = (lambda a: transpose(a[cols])) if fused else transpose
+        if prefix is not None:
+            checkpoint_name = f"{prefix}.weight"
+        self.weight = Weight([in_features, out_features], checkpoint_shape=weight_shape,
+                             transform=weight_transform, checkpoint_name=checkpoint_name)
+        self.bias = None
+        if bias:
+            self.bias = Weight([out_features], checkpoint_shape=[total],
+                               transform=(lambda a: a[cols]) if fused else None,
+                               checkpoint_name=f"{prefix}.bias" if prefix else None)
 
     def forward(self, op, x):
         y = op.MatMul(x, self.weight)
@@ -56,11 +67,13 @@ class Linear(nn.Module):
         return y
 
 
-def split_fused(in_features: int, sizes: list[int], prefix: str, bias: bool = False) -> list[Linear]:
-    """Linears reading consecutive row blocks of one fused checkpoint projection."""
+def split_fused(in_features: int, sizes: list[int], prefix: str, bias: bool = False,
+                conv1d: bool = False) -> list[Linear]:
+    """Linears reading consecutive output blocks of one fused checkpoint projection."""
     total = sum(sizes)
     out, start = [], 0
     for size in sizes:
-        out.append(Linear(in_features, size, bias, fused=FusedRows(prefix, start, start + size, total)))
+        out.append(Linear(in_features, size, bias, fused=FusedRows(prefix, start, start + size, total),
+                          conv1d=conv1d))
         start += size
     return out

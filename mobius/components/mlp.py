@@ -1,4 +1,4 @@
-"""Gated MLP: down(act(gate(x)) * up(x))."""
+"""MLPs: gated (down(act(gate(x)) * up(x))) and plain (fc2(act(fc1(x))))."""
 
 from onnxscript import nn
 
@@ -18,3 +18,17 @@ class GatedMLP(nn.Module):
     def forward(self, op, x):
         gate = apply_activation(op, self.gate_proj(op, x), self.activation)
         return self.down_proj(op, op.Mul(gate, self.up_proj(op, x)))
+
+
+class MLP(nn.Module):
+    """fc2(act(fc1(x))); attribute names as in Phi; GPT-2 passes its own Linears."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, activation: str,
+                 bias: bool = True, fc1: Linear | None = None, fc2: Linear | None = None):
+        super().__init__()
+        self.activation = activation
+        self.fc1 = fc1 or Linear(hidden_size, intermediate_size, bias)
+        self.fc2 = fc2 or Linear(intermediate_size, hidden_size, bias)
+
+    def forward(self, op, x):
+        return self.fc2(op, apply_activation(op, self.fc1(op, x), self.activation))

@@ -15,7 +15,9 @@ class ModelFamily:
     """One registry line: HF model_type(s) -> config normalization + module.
 
     ``config_overrides`` returns the ArchitectureConfig fields a family implies
-    without spelling them in config.json (Qwen2's QKV bias, for example).
+    without spelling them in config.json (Qwen2's QKV bias, for example);
+    ``normalize_raw`` first renames family-specific config.json keys to the
+    standard ones (GPT-2's n_embd -> hidden_size, ...).
     """
 
     name: str
@@ -25,7 +27,10 @@ class ModelFamily:
     config_overrides: Callable[[Mapping[str, Any]], dict[str, Any]] = lambda raw: {}
     architectures: tuple[str, ...] = ()
     tiny_preset: str | None = None
+    normalize_raw: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
 
     def make_config(self, raw: Mapping[str, Any],
                     generation: Mapping[str, Any] | None = None) -> ArchitectureConfig:
+        if self.normalize_raw is not None:
+            raw = self.normalize_raw(raw)
         return ArchitectureConfig.from_dict(raw, generation, **self.config_overrides(raw))

@@ -6,7 +6,7 @@ Adding a family is one file under mobius/models and one line here.
 from __future__ import annotations
 
 from mobius.errors import UnsupportedModelError
-from mobius.models import gemma, granite, llama, mistral, olmo2, phi3, qwen, smollm3
+from mobius.models import gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -21,6 +21,8 @@ FAMILIES: tuple[ModelFamily, ...] = (
     olmo2.FAMILY,
     smollm3.FAMILY,
     phi3.FAMILY,
+    phi.FAMILY,
+    gpt2.FAMILY,
 )
 
 _BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}

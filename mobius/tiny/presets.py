@@ -82,4 +82,15 @@ TINY_PRESETS: dict[str, dict] = {
                          "long_factor": [1.5 + 0.25 * i for i in range(8)]},
         "partial_rotary_factor": 1.0,
     },
+    "tiny-phi": {
+        **_COMMON, "model_type": "phi", "architectures": ["PhiForCausalLM"],
+        "num_key_value_heads": 4, "hidden_act": "gelu_new", "layer_norm_eps": 1e-5,
+        "partial_rotary_factor": 0.5,
+    },
+    "tiny-gpt2": {
+        "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": VOCAB_SIZE,
+        "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 256, "n_inner": 172,
+        "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+        "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "tie_word_embeddings": True,
+    },
 }
