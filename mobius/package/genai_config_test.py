@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 from mobius.config.architecture import ArchitectureConfig
+from mobius.models.registry import family_for
 from mobius.package.genai_config import GENAI_DECODER_TYPES, decoder_genai_config, genai_model_type
 from mobius.tiny.presets import TINY_PRESETS
 
 
 def _config(preset="tiny-llama", generation=None, **overrides) -> ArchitectureConfig:
-    return ArchitectureConfig.from_dict({**TINY_PRESETS[preset], **overrides}, generation)
+    raw = {**TINY_PRESETS[preset], **overrides}
+    return family_for(raw).make_config(raw, generation or {})
 
 
 @pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen2", "qwen3"])
@@ -28,10 +30,10 @@ def test_decoder_section_describes_the_graph(preset):
     config = _config(preset)
     genai = decoder_genai_config(config)
     model, decoder = genai["model"], genai["model"]["decoder"]
-    assert model["type"] == config.model_type
+    assert model["type"] == genai_model_type(config.model_type)
     assert model["vocab_size"] == config.vocab_size
     assert (model["bos_token_id"], model["eos_token_id"], model["pad_token_id"]) == (1, 2, 0)
-    assert decoder["head_size"] == config.head_dim  # qwen3: 32, not hidden / heads
+    assert decoder["head_size"] == config.head_dim  # tiny-qwen3: 32, not hidden / heads
     assert decoder["num_key_value_heads"] == config.num_key_value_heads
     assert decoder["inputs"]["past_key_names"] % 3 == "past_key_values.3.key"
     assert decoder["outputs"]["present_value_names"] % 3 == "present.3.value"
