@@ -118,7 +118,9 @@ class SafetensorsCheckpoint:
         """
         info = self.info(name)
         if info.end == info.begin:  # nothing to map (mmap would map the whole file)
-            return np.empty(info.shape, info.dtype)
+            empty = np.empty(info.shape, info.dtype)
+            empty.flags.writeable = False
+            return empty
         return np.memmap(info.path, dtype=info.dtype, mode="r", offset=info.begin, shape=info.shape)
 
 

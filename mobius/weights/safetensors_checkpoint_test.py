@@ -140,6 +140,38 @@ def test_reading_is_lazy_and_memory_mapped(tmp_path):
     assert not got.flags.writeable
 
 
+def test_each_mapping_is_released_with_its_array(tmp_path):
+    # Streaming must not keep what was already written resident: once the
+    # array of a tensor is dropped, its memory map goes too (a mapping cached
+    # per shard would keep every page it ever touched in the process's RSS).
+    import gc
+    import weakref
+
+    arrays = {f"t{i}": np.full(4096, i, np.float32) for i in range(3)}
+    path = _write_single(tmp_path, arrays)
+    checkpoint = SafetensorsCheckpoint(str(tmp_path))
+    for name, expected in arrays.items():
+        got = checkpoint.read(name)
+        np.testing.assert_array_equal(got, expected)
+        base = got
+        while not isinstance(base, np.memmap):
+            base = base.base
+        mapping = base._mmap  # the mmap.mmap behind the array (numpy internal)
+        # The mapping spans this tensor (plus page alignment), not the whole file.
+        assert len(mapping) < os.path.getsize(path)
+        ref = weakref.ref(mapping)
+        del got, base, mapping
+        gc.collect()
+        assert ref() is None, f"the mapping of {name} outlived its array"
+
+
+def test_empty_tensor_is_read_only(tmp_path):
+    _write_single(tmp_path, {"e": np.zeros((0, 3), np.float32), "x": np.ones(2, np.float32)})
+    got = SafetensorsCheckpoint(str(tmp_path)).read("e")
+    assert got.shape == (0, 3) and got.dtype == np.float32
+    assert not got.flags.writeable
+
+
 # ---------------------------------------------------------------------------
 # Index files that are wrong
 # ---------------------------------------------------------------------------
