@@ -61,7 +61,8 @@ def test_convert_from_f32(target):
     assert out.dtype == numpy_dtype(target)
     assert out.shape == source.shape
     # Round to nearest even, exactly as numpy/ml_dtypes cast.
-    np.testing.assert_array_equal(out.view(np.uint8), source.astype(numpy_dtype(target)).view(np.uint8))
+    expected = source.astype(numpy_dtype(target))
+    np.testing.assert_array_equal(out.view(np.uint8), expected.view(np.uint8))
 
 
 def test_convert_bf16_rounds_to_nearest_even():

@@ -22,7 +22,7 @@ def _arrays(seed: int = 0) -> dict[str, np.ndarray]:
     return {
         "model.embed_tokens.weight": rng.standard_normal((11, 6)).astype(np.float32),
         "model.norm.weight": rng.standard_normal(6).astype(np.float16),
-        "lm_head.weight": rng.standard_normal((11, 6)).astype(np.float32).astype(ml_dtypes.bfloat16),
+        "lm_head.weight": rng.standard_normal((11, 6)).astype(ml_dtypes.bfloat16),
         "model.layers.0.mlp.up_proj.weight": rng.standard_normal((13, 6)).astype(np.float32),
     }
 

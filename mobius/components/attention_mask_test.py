@@ -1,0 +1,85 @@
+"""causal_padding_mask: causal + left padding + sliding window, with and without a KV cache."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import onnx_ir as ir
+import pytest
+
+from mobius.components.attention_mask import causal_padding_mask
+from testing.onnx_graphs import component_model, run_model, run_reference
+from testing.references import additive_mask
+
+DTYPES = {
+    ir.DataType.FLOAT: np.float32,
+    ir.DataType.FLOAT16: np.float16,
+    ir.DataType.BFLOAT16: ml_dtypes.bfloat16,
+}
+
+
+def _mask_model(dtype: ir.DataType, window: int | None):
+    return component_model(
+        inputs=[("input_ids", ir.DataType.INT64, ["batch", "seq"]),
+                ("attention_mask", ir.DataType.INT64, ["batch", "total"])],
+        forward=lambda op, ids, mask: causal_padding_mask(op, ids, mask, dtype, window),
+        outputs=["mask"],
+    )
+
+
+def _run(dtype, window, attention_mask, seq_len):
+    model = _mask_model(dtype, window)
+    feeds = {"input_ids": np.zeros((attention_mask.shape[0], seq_len), np.int64),
+             "attention_mask": attention_mask.astype(np.int64)}
+    runner = run_reference if dtype == ir.DataType.BFLOAT16 else run_model
+    (mask,) = runner(model, feeds)
+    return mask
+
+
+def _blocked(np_dtype) -> float:
+    return float(ml_dtypes.finfo(np_dtype).min)
+
+
+CASES = {
+    # name: (attention_mask rows, seq_len, window)
+    "prefill": ([[1, 1, 1, 1, 1, 1]], 6, None),
+    "prefill_left_padded": ([[1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1]], 6, None),
+    "decode_with_past": ([[1, 1, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1, 1]], 1, None),
+    "chunk_with_past": ([[1, 1, 1, 1, 1, 1, 1], [0, 1, 1, 1, 1, 1, 1]], 3, None),
+    "sliding_prefill": ([[1] * 9, [0, 0] + [1] * 7], 9, 3),
+    "sliding_decode": ([[1] * 9, [0, 0, 0] + [1] * 6], 1, 4),
+    "sliding_chunk": ([[1] * 10, [0] + [1] * 9], 4, 3),
+    "window_larger_than_sequence": ([[0, 1, 1, 1, 1]], 5, 64),
+}
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES), ids=lambda d: d.name)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_mask_matches_reference(case, dtype):
+    rows, seq_len, window = CASES[case]
+    attention_mask = np.array(rows, np.int64)
+    np_dtype = DTYPES[dtype]
+    got = _run(dtype, window, attention_mask, seq_len)
+    assert got.dtype == np.dtype(np_dtype)
+    assert got.shape == (attention_mask.shape[0], 1, seq_len, attention_mask.shape[1])
+    expected = additive_mask(attention_mask, seq_len, window, _blocked(np_dtype))
+    np.testing.assert_array_equal(got.astype(np.float64), expected)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES), ids=lambda d: d.name)
+def test_blocked_value_is_finite_so_padding_rows_do_not_become_nan(dtype):
+    # Row 1's first query is padding and sees nothing at all.
+    attention_mask = np.array([[1, 1, 1, 1], [0, 0, 1, 1]], np.int64)
+    got = _run(dtype, None, attention_mask, 4).astype(np.float32)
+    assert np.isfinite(got).all()
+    assert (got[1, 0, 0] < -1e4).all()  # fully blocked row...
+    # ... and softmax over it stays finite (uniform), unlike with -inf.
+    row = got[1, 0, 0].astype(np.float64)
+    weights = np.exp(row - row.max())
+    assert np.isfinite(weights / weights.sum()).all()
+
+
+def test_window_one_sees_only_itself():
+    attention_mask = np.ones((1, 5), np.int64)
+    got = _run(ir.DataType.FLOAT, 1, attention_mask, 5)
+    np.testing.assert_array_equal(got[0, 0] == 0, np.eye(5, dtype=bool))

@@ -1,0 +1,86 @@
+"""RMSNorm (ONNX RMSNormalization, statistics in float32) vs transformers' LlamaRMSNorm."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import onnx_ir as ir
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from transformers.models.llama.modeling_llama import LlamaRMSNorm  # noqa: E402
+
+from mobius.components.rms_norm import RMSNorm  # noqa: E402
+from mobius.context import build_context  # noqa: E402
+from testing.onnx_graphs import (  # noqa: E402
+    attach_arrays,
+    component_model,
+    run_model,
+    run_reference,
+)
+
+SIZE = 40
+
+
+def _run(tmp_path, dtype, weight, x, eps):
+    with build_context(None, dtype):
+        norm = RMSNorm(SIZE, eps)
+    attach_arrays(norm, {"weight": weight}, tmp_path)
+    model = component_model([("x", dtype, ["batch", "seq", SIZE])],
+                            lambda op, x_: norm(op, x_), ["y"])
+    runner = run_reference if dtype == ir.DataType.BFLOAT16 else run_model
+    (y,) = runner(model, {"x": x})
+    return y
+
+
+def _transformers(weight, x, eps):
+    module = LlamaRMSNorm(SIZE, eps=eps)
+    with torch.no_grad():
+        module.weight.copy_(torch.from_numpy(weight))
+        return module(torch.from_numpy(x.astype(np.float32))).numpy()
+
+
+@pytest.mark.parametrize("eps", [1e-6, 1e-5])
+def test_f32_matches_transformers(tmp_path, eps):
+    rng = np.random.default_rng(0)
+    weight = (1 + 0.2 * rng.standard_normal(SIZE)).astype(np.float32)
+    x = rng.standard_normal((2, 5, SIZE)).astype(np.float32) * 3
+    np.testing.assert_allclose(_run(tmp_path, ir.DataType.FLOAT, weight, x, eps),
+                               _transformers(weight, x, eps), rtol=1e-5, atol=1e-6)
+
+
+def test_epsilon_is_used(tmp_path):
+    # With inputs ~1e-3, eps=1e-2 dominates the mean square: a dropped eps changes y ~25x.
+    rng = np.random.default_rng(1)
+    weight = np.ones(SIZE, np.float32)
+    x = (rng.standard_normal((1, 2, SIZE)) * 1e-3).astype(np.float32)
+    got = _run(tmp_path, ir.DataType.FLOAT, weight, x, 1e-2)
+    np.testing.assert_allclose(got, _transformers(weight, x, 1e-2), rtol=1e-5)
+    assert np.abs(got).max() < 0.1
+
+
+@pytest.mark.parametrize("dtype, np_dtype, rtol", [
+    (ir.DataType.FLOAT16, np.float16, 2 * 2**-10),
+    (ir.DataType.BFLOAT16, ml_dtypes.bfloat16, 2 * 2**-7),
+], ids=["f16", "bf16"])
+def test_half_precision(tmp_path, dtype, np_dtype, rtol):
+    rng = np.random.default_rng(2)
+    weight = (1 + 0.2 * rng.standard_normal(SIZE)).astype(np.float32)
+    x = rng.standard_normal((2, 3, SIZE)).astype(np_dtype)
+    got = _run(tmp_path, dtype, weight, x, 1e-6)
+    assert got.dtype == np.dtype(np_dtype)
+    # Reference in f32 from the same rounded inputs/weights: one final rounding + a little.
+    expected = _transformers(weight.astype(np_dtype).astype(np.float32), x, 1e-6)
+    np.testing.assert_allclose(got.astype(np.float32), expected, rtol=rtol, atol=rtol)
+
+
+def test_f16_statistics_do_not_overflow(tmp_path):
+    # 300^2 = 90000 overflows float16 (max 65504): the mean square must be taken in float32.
+    x = np.full((1, 1, SIZE), 300.0, np.float16)
+    x[0, 0, ::2] = -300.0
+    weight = np.ones(SIZE, np.float32)
+    got = _run(tmp_path, ir.DataType.FLOAT16, weight, x, 1e-6)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got.astype(np.float32), np.sign(x.astype(np.float32)), atol=2e-3)

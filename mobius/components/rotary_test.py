@@ -1,0 +1,151 @@
+"""RotaryEmbedding (position_ids -> cos/sin) and apply_rotary (incl. partial rotary).
+
+cos/sin are compared with transformers' LlamaRotaryEmbedding for every RoPE
+variant, including dynamic NTK past the base length (computed in the graph)
+and LongRoPE on both sides of its switch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
+
+from mobius.components.rotary import RotaryEmbedding, apply_rotary  # noqa: E402
+from mobius.config.architecture import ArchitectureConfig  # noqa: E402
+from mobius.context import build_context  # noqa: E402
+from testing.onnx_graphs import component_model, run_model  # noqa: E402
+from testing.references import apply_rotary as reference_rotary  # noqa: E402
+
+_DIMS = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=172,
+             num_hidden_layers=1, vocab_size=1031)
+_SHORT = [float(x) for x in np.linspace(1.0, 2.0, 8)]
+_LONG = [float(x) for x in np.linspace(1.0, 8.0, 8)]
+
+# name: (max_position_embeddings, rope_parameters, largest position used)
+VARIANTS = {
+    "default": (64, {"rope_type": "default", "rope_theta": 10000.0}, 40),
+    "linear": (64, {"rope_type": "linear", "factor": 4.0, "rope_theta": 10000.0}, 40),
+    "llama3": (64, {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0, "original_max_position_embeddings": 16,
+                    "rope_theta": 500000.0}, 40),
+    "yarn": (64, {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+                  "rope_theta": 10000.0}, 40),
+    "dynamic_within_base": (64, {"rope_type": "dynamic", "factor": 2.0,
+                                 "rope_theta": 10000.0}, 40),
+    "dynamic_past_base": (16, {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}, 40),
+    "longrope_short": (64, {"rope_type": "longrope", "original_max_position_embeddings": 48,
+                            "rope_theta": 10000.0, "short_factor": _SHORT,
+                            "long_factor": _LONG}, 40),
+    "longrope_long": (64, {"rope_type": "longrope", "original_max_position_embeddings": 16,
+                           "rope_theta": 10000.0, "short_factor": _SHORT,
+                           "long_factor": _LONG}, 40),
+}
+
+
+def _rotary_model(rope, dtype=ir.DataType.FLOAT):
+    with build_context(None, dtype):
+        module = RotaryEmbedding(rope)
+        model = component_model(
+            inputs=[("position_ids", ir.DataType.INT64, ["batch", "seq"])],
+            forward=lambda op, pos: module(op, pos),
+            outputs=["cos", "sin"],
+        )
+    return model
+
+
+def _positions(largest: int) -> np.ndarray:
+    # Row 0: 0..largest; row 1 left-padded (padding positions are 1, as in generation).
+    row0 = np.arange(largest - 9, largest + 1)
+    row1 = np.concatenate([[1, 1, 1], np.arange(0, 7)])
+    return np.stack([row0, row1]).astype(np.int64)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_cos_sin_match_transformers(variant):
+    max_pos, params, largest = VARIANTS[variant]
+    hf_config = transformers.LlamaConfig(**_DIMS, max_position_embeddings=max_pos,
+                                         rope_parameters=dict(params))
+    rope = ArchitectureConfig.from_dict(hf_config.to_dict()).rope
+    positions = _positions(largest)
+    cos, sin = run_model(_rotary_model(rope), {"position_ids": positions})
+    with torch.no_grad():
+        hf_rotary = LlamaRotaryEmbedding(hf_config)
+        hf_cos, hf_sin = hf_rotary(torch.zeros(1), torch.from_numpy(positions))
+    half = rope.rotary_dim // 2
+    assert cos.shape == sin.shape == (2, 10, half)
+    # Angles up to 40 rad: float32 ulp there is 3.8e-6; allow a few.
+    np.testing.assert_allclose(cos, hf_cos[..., :half].numpy(), rtol=0, atol=2e-5)
+    np.testing.assert_allclose(sin, hf_sin[..., :half].numpy(), rtol=0, atol=2e-5)
+
+
+def test_dynamic_past_base_really_differs_from_plain_rope():
+    """Guards test_cos_sin_match_transformers[dynamic_past_base] against a vacuous pass."""
+    max_pos, params, largest = VARIANTS["dynamic_past_base"]
+    dynamic = ArchitectureConfig.from_dict(
+        {**_DIMS, "model_type": "llama", "max_position_embeddings": max_pos,
+         "rope_parameters": params}).rope
+    plain = ArchitectureConfig.from_dict(
+        {**_DIMS, "model_type": "llama", "max_position_embeddings": 64,
+         "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}).rope
+    positions = _positions(largest)
+    dyn_cos, _ = run_model(_rotary_model(dynamic), {"position_ids": positions})
+    plain_cos, _ = run_model(_rotary_model(plain), {"position_ids": positions})
+    assert np.abs(dyn_cos - plain_cos).max() > 1e-2
+
+
+def test_dynamic_ntk_follows_the_longest_position_at_run_time():
+    """One graph, two lengths: within the base length it is plain RoPE; past it, NTK-scaled."""
+    rope = ArchitectureConfig.from_dict(
+        {**_DIMS, "model_type": "llama", "max_position_embeddings": 16,
+         "rope_parameters": {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}}).rope
+    model = _rotary_model(rope)
+    short = np.arange(8, dtype=np.int64)[None]
+    cos_short, _ = run_model(model, {"position_ids": short})
+    expected = np.cos(np.outer(np.arange(8), rope.base_inv_freq()))
+    np.testing.assert_allclose(cos_short[0], expected, atol=1e-6)
+    long = np.arange(32, dtype=np.int64)[None]
+    cos_long, _ = run_model(model, {"position_ids": long})
+    assert np.abs(cos_long[0, :8] - cos_short[0]).max() > 1e-3
+
+
+@pytest.mark.parametrize("dtype, np_dtype", [(ir.DataType.FLOAT16, np.float16)])
+def test_tables_follow_the_build_dtype(dtype, np_dtype):
+    rope = ArchitectureConfig.from_dict(
+        {**_DIMS, "model_type": "llama", "max_position_embeddings": 64}).rope
+    cos, sin = run_model(_rotary_model(rope, dtype), {"position_ids": _positions(40)})
+    assert cos.dtype == sin.dtype == np_dtype
+    ref_cos, ref_sin = run_model(_rotary_model(rope), {"position_ids": _positions(40)})
+    np.testing.assert_allclose(cos.astype(np.float32), ref_cos, atol=1e-3)
+
+
+# ---------------------------------------------------------------------------
+# apply_rotary: the ONNX RotaryEmbedding op, full and partial
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("head_dim, rotary_dim", [(16, 16), (16, 8), (32, 16), (16, 4)])
+def test_apply_rotary_matches_rotate_half_reference(head_dim, rotary_dim):
+    rng = np.random.default_rng(0)
+    batch, heads, seq = 2, 3, 5
+    x = rng.standard_normal((batch, heads, seq, head_dim)).astype(np.float32)
+    angles = rng.uniform(-3, 3, (batch, seq, rotary_dim // 2)).astype(np.float32)
+    cos, sin = np.cos(angles), np.sin(angles)
+    model = component_model(
+        inputs=[("x", ir.DataType.FLOAT, [batch, heads, seq, head_dim]),
+                ("cos", ir.DataType.FLOAT, [batch, seq, rotary_dim // 2]),
+                ("sin", ir.DataType.FLOAT, [batch, seq, rotary_dim // 2])],
+        forward=lambda op, x_, c, s: apply_rotary(op, x_, c, s, rotary_dim, head_dim),
+        outputs=["y"],
+    )
+    (y,) = run_model(model, {"x": x, "cos": cos, "sin": sin})
+    expected = reference_rotary(torch.from_numpy(x), torch.from_numpy(cos),
+                                torch.from_numpy(sin), rotary_dim).numpy()
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+    if rotary_dim < head_dim:
+        np.testing.assert_array_equal(y[..., rotary_dim:], x[..., rotary_dim:])
