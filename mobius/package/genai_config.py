@@ -7,13 +7,16 @@ from typing import Any
 from mobius.config.architecture import ArchitectureConfig
 
 # model.type values onnxruntime-genai runs through its generic decoder-only
-# pipeline (its ModelType::IsLLM list, as of 0.18). genai refuses any other
-# value ("Unsupported model_type in config.json"); "decoder" is its generic
-# spelling, used here for every family it does not name.
+# pipeline (DecoderOnly_Model; its ModelType::IsLLM list as of 0.18, minus
+# "gpt2"). genai refuses any other value ("Unsupported model_type in
+# config.json"); "decoder" is its generic spelling, used for every family it
+# does not name. "gpt2" is deliberately absent: genai maps it to its legacy
+# Gpt_Model, which expects one stacked past/present tensor per layer
+# ("past_%d"), not the separate key/value tensors mobius emits.
 GENAI_DECODER_TYPES = frozenset({
-    "chatglm", "decoder", "ernie4_5", "gemma", "gemma2", "gemma3_text", "gpt2", "gptoss",
-    "granite", "internlm2", "llama", "mistral", "nemotron", "olmo", "phi", "phimoe", "phi3",
-    "phi3small", "qwen2", "qwen3", "smollm3",
+    "chatglm", "decoder", "ernie4_5", "gemma", "gemma2", "gemma3_text", "gptoss", "granite",
+    "internlm2", "llama", "mistral", "nemotron", "olmo", "phi", "phimoe", "phi3", "phi3small",
+    "qwen2", "qwen3", "smollm3",
 })
 
 

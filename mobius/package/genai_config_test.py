@@ -25,7 +25,16 @@ def test_types_genai_does_not_name_use_its_generic_decoder():
     assert "decoder" in GENAI_DECODER_TYPES
 
 
-@pytest.mark.parametrize("preset", sorted(TINY_PRESETS))
+def test_gpt2_is_not_genai_legacy_gpt_model():
+    # genai's "gpt2" type expects stacked past_%d tensors; mobius emits key/value pairs.
+    assert genai_model_type("gpt2") == "decoder"
+
+
+DECODER_PRESETS = sorted(name for name, raw in TINY_PRESETS.items()
+                         if family_for(raw).task == "text-generation")
+
+
+@pytest.mark.parametrize("preset", DECODER_PRESETS)
 def test_decoder_section_describes_the_graph(preset):
     config = _config(preset)
     genai = decoder_genai_config(config)
