@@ -22,6 +22,8 @@ def transpose(array: np.ndarray) -> np.ndarray:
     """
     if array.ndim != 2:
         return np.ascontiguousarray(array.T)
+    # Slice a plain ndarray: slicing an np.memmap runs Python code per slice.
+    array = np.asarray(array)
     rows, cols = array.shape
     out = np.empty((cols, rows), dtype=array.dtype)
     block = max(1, 32 // array.dtype.itemsize)
