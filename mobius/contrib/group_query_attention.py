@@ -11,6 +11,7 @@ encodes exactly which keys each query sees.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import onnx_ir as ir
 
@@ -48,6 +49,55 @@ def make_gqa_node(model: ir.Model, spec: GqaSpec, inputs: list, name: str) -> ir
     types = [v.type if v is not None else None for v in inputs]
     attach_function(model, node, lambda op, *args: _body(op, spec, *args), types, spec.overload)
     return node
+
+
+def spec_from_node(node: ir.Node) -> GqaSpec | None:
+    """The GqaSpec of an existing GQA node, or None if it has attributes a spec cannot express.
+
+    head_dim comes from the function overload mobius attached, else from
+    past_key's static shape [B, KV, P, D]; packed_qkv means key/value are empty.
+    """
+    if node.domain != MS_DOMAIN or node.op_type != OP_TYPE:
+        return None
+    attrs = {name: a.value for name, a in node.attributes.items()}
+    if attrs.get("rotary_interleaved", 0) or attrs.get("softcap", 0.0) or attrs.get(
+            "smooth_softmax", 0) or attrs.get("local_window_size", -1) != -1 or attrs.get(
+            "qk_output", 0):
+        return None
+    known = {"num_heads", "kv_num_heads", "scale", "do_rotary", "rotary_interleaved", "softcap",
+             "smooth_softmax", "local_window_size", "qk_output"}
+    if set(attrs) - known or "num_heads" not in attrs or "kv_num_heads" not in attrs:
+        return None
+    head_dim = None
+    match = re.search(r"_d(\d+)_", node.overload or "")
+    if match:
+        head_dim = int(match.group(1))
+    else:
+        past_key = node.inputs[3] if len(node.inputs) > 3 else None
+        if past_key is not None and past_key.shape is not None and len(past_key.shape) == 4:
+            head_dim = past_key.shape[3] if isinstance(past_key.shape[3], int) else None
+    if head_dim is None:
+        return None
+    scale = float(attrs.get("scale", 0.0)) or head_dim**-0.5
+    packed = len(node.inputs) < 3 or (node.inputs[1] is None and node.inputs[2] is None)
+    return GqaSpec(int(attrs["num_heads"]), int(attrs["kv_num_heads"]), head_dim, scale,
+                   bool(attrs.get("do_rotary", 0)), packed)
+
+
+def retarget_gqa_node(model: ir.Model, node: ir.Node, spec: GqaSpec, inputs: list) -> None:
+    """Gives an existing GQA node new inputs and ``spec`` in place (its outputs keep their uses).
+
+    The node gets the attributes and the function overload of ``spec``.
+    """
+    if len(node.inputs) != len(inputs):
+        node.resize_inputs(len(inputs))
+    for index, value in enumerate(inputs):
+        if node.inputs[index] is not value:
+            node.replace_input_with(index, value)
+    for attribute in ir.convenience.convert_attributes(spec.attributes()):
+        node.attributes[attribute.name] = attribute
+    types = [v.type if v is not None else None for v in inputs]
+    attach_function(model, node, lambda op, *args: _body(op, spec, *args), types, spec.overload)
 
 
 def _body(op, spec: GqaSpec, query, key, value, past_key, past_value, seqlens_k,

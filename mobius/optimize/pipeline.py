@@ -25,13 +25,16 @@ from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.group_query_attention import GroupQueryAttentionFusion
     from mobius.rewrite.inline_functions import InlineUnsupportedFunctions
+    from mobius.rewrite.pack_qkv import PackQKV
+    from mobius.rewrite.separate_rope import SeparateRoPE
+    from mobius.rewrite.unpack_qkv import UnpackQKV
 
     return [
         ("cleanup", [lib.IdentityElimination(), lib.CommonSubexpressionElimination(),
                      lib.DeduplicateInitializers(), lib.ConstantFolding(), lib.RemoveUnused()]),
-        ("fuse", [GroupQueryAttentionFusion()]),
+        ("fuse", [GroupQueryAttentionFusion(), PackQKV()]),
         ("inline", [InlineUnsupportedFunctions()]),
-        ("lower", []),
+        ("lower", [UnpackQKV(), SeparateRoPE()]),
         ("fold", [lib.RemoveUnused(), lib.ConstantFolding()]),
     ]
 

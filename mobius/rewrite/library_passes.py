@@ -51,12 +51,27 @@ class RemoveUnused(_PassRule):
 
 
 class DeduplicateInitializers(Rule):
+    """Merges identical small in-memory constants; lazy weights are never read to compare them."""
+
     name = "DeduplicateInitializers"
 
     def apply(self, model: ir.Model, ctx: RuleContext) -> int:
-        before = len(model.graph.initializers)
-        common_passes.DeduplicateInitializersPass(size_limit=_FOLD_INPUT_LIMIT)(model)
-        return before - len(model.graph.initializers)
+        removed = 0
+        for graph in model.graphs():
+            seen: dict[tuple, ir.Value] = {}
+            for value in tuple(graph.initializers.values()):
+                tensor = value.const_value
+                if (not isinstance(tensor, ir.Tensor) or tensor.size > _FOLD_INPUT_LIMIT
+                        or value.is_graph_input() or value.is_graph_output()):
+                    continue  # LazyTensor / external data: reading it would load a weight
+                key = (tensor.dtype, tuple(tensor.shape), tensor.tobytes())
+                if key in seen:
+                    value.replace_all_uses_with(seen[key])
+                    graph.initializers.pop(value.name)
+                    removed += 1
+                else:
+                    seen[key] = value
+        return removed
 
 
 class ConstantFolding(Rule):
