@@ -11,20 +11,28 @@ from mobius.config.architecture import ArchitectureConfig, load_config
 from mobius.context import build_context
 from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import get_ep
+from mobius.errors import MobiusError
 from mobius.models.registry import family_for
 from mobius.optimize.pipeline import optimize_model
 from mobius.package.genai_config import decoder_genai_config
 from mobius.package.model_package import ModelPackage
 from mobius.package.tokenizer_files import find_tokenizer_files
 from mobius.source import resolve_checkpoint
-from mobius.tasks.causal_lm import TaskFlags, build_causal_lm
+from mobius.rewrite.rule import DECODER, ENCODER
+from mobius.tasks.causal_lm import NAMED_DIMS, TaskFlags, build_causal_lm
+from mobius.tasks.concrete_dims import apply_concrete_dims
+from mobius.tasks.encoder import build_encoder
 from mobius.weights.attach import attach_weights
-from mobius.weights.dtypes import parse_dtype
+from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 
 logger = logging.getLogger(__name__)
 
-TASKS = ("text-generation",)
+#: task -> (graph builder, model role for the optimizer)
+TASKS = {
+    "text-generation": (build_causal_lm, DECODER),
+    "feature-extraction": (build_encoder, ENCODER),
+}
 
 
 def build(
@@ -41,20 +49,35 @@ def build(
     """
     caps = get_ep(execution_provider)
     build_dtype = parse_dtype(dtype)
+    check_supported(caps, build_dtype)
     folder = resolve_checkpoint(model)
     raw, generation = load_config(folder)
     family = family_for(raw)
+    check_supported(caps, build_dtype, family.task, family.name)
     config = family.make_config(raw, generation)
     checkpoint = SafetensorsCheckpoint(folder)
     with build_context(caps, build_dtype):
         module = family.module(config)
-    attach_weights(module, checkpoint)
+    attach_weights(module, checkpoint, family.checkpoint_prefixes)
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
                                 dtype=build_dtype, trace_optimization=trace_optimization)
     package.files_to_copy = find_tokenizer_files(folder)
     if not package.files_to_copy:
         logger.warning("%s has no tokenizer files; the package will have none", folder)
     return package
+
+
+def check_supported(caps: EpCapabilities, dtype: ir.DataType, task: str | None = None,
+                    family: str | None = None) -> None:
+    """Rejects (EP, dtype) and (EP, task) pairs the EP cannot run, before any work."""
+    if dtype not in caps.dtypes:
+        names = ", ".join(sorted(SHORT_NAMES[d] for d in caps.dtypes))
+        raise MobiusError(f"EP {caps.name!r} does not support {SHORT_NAMES[dtype]}; "
+                          f"build with --dtype {names.replace(', ', ' or ')}")
+    if task is not None and caps.tasks is not None and task not in caps.tasks:
+        what = f"{family} is a {task} model" if family else f"task {task!r}"
+        raise MobiusError(f"EP {caps.name!r} only runs {', '.join(sorted(caps.tasks))} models "
+                          f"and {what}; use --ep default or cpu")
 
 
 def build_from_module(
@@ -75,10 +98,16 @@ def build_from_module(
         raise ValueError(f"unknown task {task!r}; supported: {', '.join(TASKS)}")
     caps = get_ep(execution_provider)
     build_dtype = parse_dtype(dtype)
-    flags = TaskFlags(use_concrete_dims=caps.use_concrete_dims, int32_inputs=not caps.supports_int64)
+    check_supported(caps, build_dtype, task)
+    flags = TaskFlags(use_concrete_dims=caps.use_concrete_dims)
+    build_graph, role = TASKS[task]
     with build_context(caps, build_dtype):
-        model = build_causal_lm(module, config, flags)
-        report = optimize_model(model, caps, build_dtype, "decoder", trace=trace_optimization)
+        model = build_graph(module, config, flags)
+        report = optimize_model(model, caps, build_dtype, role, trace=trace_optimization)
+        if flags.use_concrete_dims:  # the rules added values after the task: re-establish
+            apply_concrete_dims(model, NAMED_DIMS)
+    if task != "text-generation":  # onnxruntime-genai runs generative models only
+        return ModelPackage(models={"model": model}, config=config)
     uses_gqa = report.histogram.get("com.microsoft::GroupQueryAttention", 0) > 0
     genai = decoder_genai_config(
         config,

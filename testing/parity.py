@@ -54,11 +54,45 @@ def run_onnx_decoder(session, input_ids, attention_mask, past, num_layers, kv_he
         else:
             feeds[f"past_key_values.{i}.key"] = past[i][0]
             feeds[f"past_key_values.{i}.value"] = past[i][1]
-    outputs = session.run(None, feeds)
+    outputs = run_session(session, feeds)
     names = [o.name for o in session.get_outputs()]
     result = dict(zip(names, outputs))
     presents = [(result[f"present.{i}.key"], result[f"present.{i}.value"]) for i in range(num_layers)]
     return result["logits"], presents
+
+
+def run_session(session, feeds: dict) -> list[np.ndarray]:
+    """session.run that also takes and returns bfloat16 arrays (ml_dtypes).
+
+    onnxruntime's Python binding has no numpy type for bfloat16: such tensors
+    travel as OrtValues over their raw 16-bit payload.
+    """
+    import ctypes
+
+    import ml_dtypes
+    import onnx
+    import onnxruntime as ort
+
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    if not any(v.dtype == bf16 for v in feeds.values()) and not any(
+            o.type == "tensor(bfloat16)" for o in session.get_outputs()):
+        return session.run(None, feeds)
+    values = {
+        k: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+            np.ascontiguousarray(v).view(np.uint16), onnx.TensorProto.BFLOAT16)
+        if v.dtype == bf16 else ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(v))
+        for k, v in feeds.items()
+    }
+    results = []
+    for value in session.run_with_ort_values(None, values):
+        if value.data_type() == "tensor(bfloat16)":
+            shape = value.shape()
+            count = int(np.prod(shape))
+            raw = (ctypes.c_uint16 * count).from_address(value.data_ptr()) if count else []
+            results.append(np.array(raw, dtype=np.uint16).view(bf16).reshape(shape))
+        else:
+            results.append(value.numpy())
+    return results
 
 
 def onnx_greedy_logits(session, config, input_ids, attention_mask, steps: int, np_dtype=np.float32):

@@ -66,10 +66,23 @@ class Attention(nn.Module):
         if self.rotary_dim:
             q = apply_rotary(op, q, cos, sin, self.rotary_dim, self.head_dim)
             k = apply_rotary(op, k, cos, sin, self.rotary_dim, self.head_dim)
-        extra = {"softcap": float(self.softcap)} if self.softcap else {}
-        attn, present_key, present_value = op.Attention(
-            q, k, v, mask, past_key, past_value, scale=self.scale, is_causal=0, _outputs=3, **extra
-        )
+        attn, present_key, present_value = scaled_dot_product_attention(
+            op, q, k, v, mask, past_key, past_value, self.scale, self.softcap)
         attn = op.Transpose(attn, perm=[0, 2, 1, 3])
         attn = op.Reshape(attn, op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))
         return self.o_proj(op, attn), present_key, present_value
+
+
+def scaled_dot_product_attention(op, q, k, v, mask, past_key=None, past_value=None,
+                                 scale=None, softcap=None):
+    """The standard opset-23 Attention op on [batch, heads, seq, dim] tensors.
+
+    With a cache (past_key/past_value) it also returns the presents; without
+    one (encoders) the presents are None.
+    """
+    extra = {"softcap": float(softcap)} if softcap else {}
+    if scale is not None:
+        extra["scale"] = float(scale)
+    if past_key is None:
+        return op.Attention(q, k, v, mask, is_causal=0, **extra), None, None
+    return op.Attention(q, k, v, mask, past_key, past_value, is_causal=0, _outputs=3, **extra)

@@ -14,6 +14,8 @@ from typing import Any, Mapping
 import onnx_ir as ir
 
 FLOAT_DTYPES = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16})
+#: what the EPs whose kernels compute every float type natively (GPU runtimes) declare
+F32_F16 = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,6 +24,10 @@ class EpCapabilities:
 
     Attributes:
         name: registry key (what ``--ep`` takes).
+        dtypes: build dtypes the EP accepts (others are rejected before building).
+        compute_dtypes: dtypes its kernels compute in; a build dtype outside
+            this set (bf16 on CPU) is stored in that dtype but computed in f32.
+        tasks: tasks the EP's runtime serves (None: every task).
         gqa_dtypes: dtypes for which attention is fused into GroupQueryAttention.
         qkv_pack_dtypes: dtypes for which Q/K/V projections are packed into one MatMul.
         supports_fused_rope: GQA may absorb RoPE (``do_rotary=1``).
@@ -42,6 +48,9 @@ class EpCapabilities:
     """
 
     name: str
+    dtypes: frozenset = FLOAT_DTYPES
+    compute_dtypes: frozenset = FLOAT_DTYPES
+    tasks: frozenset | None = None
     gqa_dtypes: frozenset = frozenset()
     qkv_pack_dtypes: frozenset = frozenset()
     supports_fused_rope: bool = False
@@ -65,14 +74,20 @@ class EpCapabilities:
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
             raise ValueError("EpCapabilities.name must be a non-empty string")
-        for field in ("gqa_dtypes", "qkv_pack_dtypes", "contrib_ops"):
+        for field in ("dtypes", "compute_dtypes", "gqa_dtypes", "qkv_pack_dtypes", "contrib_ops"):
             object.__setattr__(self, field, frozenset(getattr(self, field)))
         object.__setattr__(
             self, "provider_options",
             types.MappingProxyType({k: types.MappingProxyType(dict(v))
                                     for k, v in dict(self.provider_options).items()}),
         )
-        bad = (self.gqa_dtypes | self.qkv_pack_dtypes) - FLOAT_DTYPES
+        if self.tasks is not None:
+            object.__setattr__(self, "tasks", frozenset(self.tasks))
+        if ir.DataType.FLOAT not in self.compute_dtypes:
+            raise ValueError(f"EP {self.name!r}: compute_dtypes must include FLOAT (the fallback)")
+        if self.gqa_dtypes - self.compute_dtypes:
+            raise ValueError(f"EP {self.name!r}: GQA dtypes must be computed natively")
+        bad = (self.dtypes | self.compute_dtypes | self.gqa_dtypes | self.qkv_pack_dtypes) - FLOAT_DTYPES
         if bad:
             raise ValueError(f"EP {self.name!r}: GQA/QKV dtypes must be float types, got {bad}")
         if self.gqa_dtypes and "GroupQueryAttention" not in self.contrib_ops:
@@ -94,6 +109,10 @@ class EpCapabilities:
         if self.enable_graph_capture and not self.provider_options:
             raise ValueError(f"EP {self.name!r}: graph capture needs a named ORT provider")
 
+    def computes(self, dtype: ir.DataType) -> bool:
+        """Whether ``dtype`` is computed natively (else stored only, computed in f32)."""
+        return dtype in self.compute_dtypes
+
     def fuses_gqa(self, dtype: ir.DataType) -> bool:
         return dtype in self.gqa_dtypes
 
@@ -109,7 +128,7 @@ class EpCapabilities:
         out = {}
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if isinstance(value, frozenset):
+            if isinstance(value, frozenset):  # dtypes, op names
                 value = sorted(v.name if isinstance(v, ir.DataType) else str(v) for v in value)
             elif isinstance(value, Mapping):
                 value = {k: dict(v) for k, v in value.items()}

@@ -7,10 +7,11 @@ kernel accepts packed QKV and one [hidden, q+2kv] MatMul is faster than three.
 import onnx_ir as ir
 
 from mobius.ep import contrib_ops
-from mobius.ep.capabilities import EpCapabilities
+from mobius.ep.capabilities import F32_F16, EpCapabilities
 
 CAPABILITIES = EpCapabilities(
     name="cpu",
+    compute_dtypes=F32_F16,
     gqa_dtypes={ir.DataType.FLOAT},
     qkv_pack_dtypes={ir.DataType.FLOAT},
     supports_fused_rope=True,

@@ -3,10 +3,12 @@
 import onnx_ir as ir
 
 from mobius.ep import contrib_ops
-from mobius.ep.capabilities import EpCapabilities
+from mobius.ep.capabilities import F32_F16, EpCapabilities
 
 CAPABILITIES = EpCapabilities(
     name="dml",
+    dtypes=F32_F16,
+    compute_dtypes=F32_F16,
     gqa_dtypes={ir.DataType.FLOAT16},
     supports_fused_rope=False,
     supports_skip_layer_norm=True,

@@ -7,6 +7,7 @@ from mobius.ep.capabilities import EpCapabilities
 
 CAPABILITIES = EpCapabilities(
     name="mlx",
+    tasks={"text-generation"},
     gqa_dtypes={ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16},
     supports_fused_rope=True,
     contrib_ops=frozenset({contrib_ops.GQA, contrib_ops.ROTARY}),

@@ -28,6 +28,8 @@ class ModelFamily:
     architectures: tuple[str, ...] = ()
     tiny_preset: str | None = None
     normalize_raw: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+    #: prefixes a checkpoint may put before the module's names (BertFor* -> "bert.")
+    checkpoint_prefixes: tuple[str, ...] = ("",)
 
     def make_config(self, raw: Mapping[str, Any],
                     generation: Mapping[str, Any] | None = None) -> ArchitectureConfig:

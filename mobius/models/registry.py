@@ -6,7 +6,8 @@ Adding a family is one file under mobius/models and one line here.
 from __future__ import annotations
 
 from mobius.errors import UnsupportedModelError
-from mobius.models import gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
+from mobius.models import bert, gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
+from mobius.models import mixtral, qwen_moe
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -14,6 +15,9 @@ FAMILIES: tuple[ModelFamily, ...] = (
     mistral.FAMILY,
     qwen.QWEN2,
     qwen.QWEN3,
+    mixtral.FAMILY,
+    qwen_moe.QWEN3_MOE,
+    qwen_moe.QWEN2_MOE,
     gemma.GEMMA,
     gemma.GEMMA2,
     gemma.GEMMA3,
@@ -23,6 +27,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     phi3.FAMILY,
     phi.FAMILY,
     gpt2.FAMILY,
+    bert.FAMILY,
 )
 
 _BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}

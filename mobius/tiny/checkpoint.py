@@ -39,9 +39,10 @@ def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) ->
         raw = dict(TINY_PRESETS[name])
         with open(os.path.join(staging, "config.json"), "w") as f:
             json.dump(raw, f, indent=2)
-        with open(os.path.join(staging, "generation_config.json"), "w") as f:
-            json.dump({"bos_token_id": raw["bos_token_id"], "eos_token_id": raw["eos_token_id"],
-                       "do_sample": False}, f, indent=2)
+        if "eos_token_id" in raw:  # generative models
+            with open(os.path.join(staging, "generation_config.json"), "w") as f:
+                json.dump({"bos_token_id": raw.get("bos_token_id"),
+                           "eos_token_id": raw["eos_token_id"], "do_sample": False}, f, indent=2)
         write_safetensors(os.path.join(staging, "model.safetensors"), random_weights(raw, seed))
         write_tiny_tokenizer(staging, raw["vocab_size"])
         if os.path.isdir(folder):

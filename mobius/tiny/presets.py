@@ -47,6 +47,21 @@ TINY_PRESETS: dict[str, dict] = {
         "head_dim": 32,
         "tie_word_embeddings": True,
     },
+    # MoE: expert sizes, expert counts and hidden sizes differ from every other dim.
+    "tiny-mixtral": {**_COMMON, "model_type": "mixtral", "architectures": ["MixtralForCausalLM"],
+                     "intermediate_size": 88, "num_local_experts": 4, "num_experts_per_tok": 2},
+    "tiny-qwen3-moe": {
+        **_COMMON, "model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"],
+        "hidden_size": 80, "head_dim": 16, "moe_intermediate_size": 40, "num_experts": 6,
+        "num_experts_per_tok": 2, "norm_topk_prob": False, "mlp_only_layers": [1],
+        "tie_word_embeddings": True,
+    },
+    "tiny-qwen2-moe": {
+        **_COMMON, "model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"],
+        "hidden_size": 48, "head_dim": 16, "moe_intermediate_size": 36, "num_experts": 5,
+        "num_experts_per_tok": 3, "norm_topk_prob": True, "shared_expert_intermediate_size": 52,
+        "decoder_sparse_step": 1, "use_sliding_window": False,
+    },
     "tiny-gemma": {**_COMMON, "model_type": "gemma", "architectures": ["GemmaForCausalLM"],
                    "head_dim": 16, "hidden_act": "gelu_pytorch_tanh", "tie_word_embeddings": True},
     "tiny-gemma2": {
@@ -92,5 +107,11 @@ TINY_PRESETS: dict[str, dict] = {
         "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 256, "n_inner": 172,
         "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
         "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "tie_word_embeddings": True,
+    },
+    "tiny-bert": {
+        "model_type": "bert", "architectures": ["BertModel"], "vocab_size": VOCAB_SIZE,
+        "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "max_position_embeddings": 256, "type_vocab_size": 2,
+        "hidden_act": "gelu", "layer_norm_eps": 1e-12, "pad_token_id": 0,
     },
 }

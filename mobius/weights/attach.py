@@ -20,12 +20,19 @@ from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 logger = logging.getLogger(__name__)
 
 
-def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint) -> None:
+def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint,
+                   prefixes: tuple[str, ...] = ("",)) -> None:
+    """``prefixes``: what a checkpoint may put before the module's names (the
+    first one under which the checkpoint has the model's first tensor wins)."""
     used = set()
+    prefix = None
     for name, param in module.named_parameters():
         if not isinstance(param, Weight):
             continue
         source = param.checkpoint_name or name
+        if prefix is None:
+            prefix = next((p for p in prefixes if p + source in checkpoint), prefixes[0])
+        source = prefix + source
         if source not in checkpoint:
             raise WeightsError(f"checkpoint is missing tensor {source!r}")
         info = checkpoint.info(source)
