@@ -101,10 +101,12 @@ def _list(what: str) -> int:
         for name, raw in sorted(TINY_PRESETS.items()):
             print(f"{name}\t{raw['model_type']}")
         return 0
-    from mobius.models.registry import FAMILIES
+    from mobius.models.catalog import models_table
 
-    for family in FAMILIES:
-        print(f"{family.name}\tmodel_type={','.join(family.model_types)}\ttask={family.task}")
+    rows = models_table()
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     return 0
 
 

@@ -1,0 +1,29 @@
+"""docs/models.md must be exactly what the registries generate."""
+
+import os
+
+from mobius.ep.capabilities import EpCapabilities
+from mobius.models import catalog
+from mobius.models.registry import FAMILIES
+
+DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "models.md")
+
+
+def test_docs_models_md_is_up_to_date():
+    with open(DOC, encoding="utf-8") as f:
+        committed = f.read()
+    assert committed == catalog.models_markdown(), (
+        "docs/models.md is stale: run ./bazelw run //tools:models_doc"
+    )
+
+
+def test_every_family_and_ep_has_a_cell():
+    rows = catalog.models_table()
+    assert [r[0] for r in rows[1:]] == [f.name for f in FAMILIES]
+    assert all(len(r) == len(rows[0]) for r in rows)
+
+
+def test_task_restricted_ep_says_why():
+    family = next(f for f in FAMILIES if f.task == "feature-extraction")
+    caps = EpCapabilities(name="llm-only", tasks={"text-generation"})
+    assert catalog.support(family, caps).startswith("no (llm-only runs text-generation only")
