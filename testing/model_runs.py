@@ -78,6 +78,7 @@ class ReferenceSession:
     def get_outputs(self):
         return [_Named(n) for n in self._outputs]
 
+
     def run(self, output_names, feeds):
         outputs = self._evaluator.run(output_names, feeds)
         return [np.asarray(o) for o in outputs]
@@ -97,19 +98,53 @@ class ParityRun:
     tokens: list  # the greedy decode tokens fed to both sides
 
 
+def run_decoder(session, feeds: dict) -> dict[str, np.ndarray]:
+    """One call of an ORT or Reference session; outputs by name."""
+    names = [o.name for o in session.get_outputs()]
+    if isinstance(session, ReferenceSession):
+        outputs = session.run(None, feeds)
+    else:
+        outputs = parity.run_session(session, feeds)
+    return dict(zip(names, outputs))
+
+
+def onnx_greedy(session, config, input_ids, attention_mask, steps: int, np_dtype):
+    """Prefill + ``steps`` greedy decode steps: (per-step float32 logits, chosen tokens)."""
+    layers = config.num_hidden_layers
+    kv_shape = (input_ids.shape[0], config.num_key_value_heads, 0, config.head_dim)
+    inputs = {i.name for i in session.get_inputs()}
+    past = {f"past_key_values.{i}.{kind}": np.zeros(kv_shape, np_dtype)
+            for i in range(layers) for kind in ("key", "value")}
+    ids, mask = input_ids, attention_mask
+    all_logits, tokens = [], []
+    for step in range(steps + 1):
+        feeds = {"input_ids": ids, "attention_mask": mask,
+                 "position_ids": parity.position_ids_for(mask, ids.shape[1]), **past}
+        result = run_decoder(session, {k: v for k, v in feeds.items() if k in inputs})
+        all_logits.append(result["logits"].astype(np.float32))
+        past = {f"past_key_values.{i}.{kind}": result[f"present.{i}.{kind}"]
+                for i in range(layers) for kind in ("key", "value")}
+        if step == steps:
+            break
+        ids = all_logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64)
+        tokens.append(ids)
+        mask = np.concatenate([mask, np.ones((mask.shape[0], 1), np.int64)], axis=1)
+    return all_logits, tokens
+
+
 def f32_parity(built: BuiltPackage, hf_model, *, session=None, prompt_len: int = 10,
                steps: int = 3, pad: int = 3, seed: int = 0) -> ParityRun:
     """Prefill (batch 2, row 1 left-padded by ``pad``) + ``steps`` greedy decode steps.
 
     The decode tokens are chosen by the ONNX model and fed to both sides, so a
-    difference can never come from diverging generations.
+    difference can never come from diverging generations. The reference is the
+    float32 transformers model whatever the build dtype.
     """
     session = session or ort_session(built.model_path)
     config = built.config
     input_ids, attention_mask = parity.make_batch(config.vocab_size, prompt_len, pad, seed)
-    onnx_steps, tokens = parity.onnx_greedy_logits(
-        session, config, input_ids, attention_mask, steps, np_dtype=built.np_dtype
-    )
+    onnx_steps, tokens = onnx_greedy(session, config, input_ids, attention_mask, steps,
+                                     built.np_dtype)
     hf_steps = parity.hf_logits(hf_model, input_ids, attention_mask, tokens)
     diff = parity.compare_logits(onnx_steps, hf_steps, attention_mask)
     return ParityRun(diff, onnx_steps, hf_steps, attention_mask, tokens)
@@ -121,3 +156,28 @@ def real_positions(run: ParityRun):
     yield run.onnx_steps[0][mask], run.hf_steps[0][mask]
     for a, b in zip(run.onnx_steps[1:], run.hf_steps[1:]):
         yield a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
+
+
+def make_family_checkpoint(folder: str, family, seed: int = 0, **overrides) -> str:
+    """A transformers-written tiny checkpoint of ``family`` (its tiny preset + overrides).
+
+    Causal LMs go through testing/hf_checkpoints.make_hf_checkpoint; other tasks
+    (encoders) are saved with ``AutoModel`` the same way.
+    """
+    from testing.hf_checkpoints import make_hf_checkpoint
+
+    if family.task == "text-generation":
+        return make_hf_checkpoint(folder, family.tiny_preset, seed=seed, **overrides)
+    import torch
+    import transformers
+
+    from mobius.tiny.presets import TINY_PRESETS
+    from mobius.tiny.tokenizer import write_tiny_tokenizer
+
+    raw = {**TINY_PRESETS[family.tiny_preset], **overrides}
+    config = transformers.AutoConfig.for_model(**raw)
+    torch.manual_seed(seed)
+    model = transformers.AutoModel.from_config(config, dtype=torch.float32).eval()
+    model.save_pretrained(folder, safe_serialization=True)
+    write_tiny_tokenizer(folder, raw["vocab_size"])
+    return folder
