@@ -24,6 +24,9 @@ from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 
 def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.group_query_attention import GroupQueryAttentionFusion
+    from mobius.rewrite.if_to_where import IfToWhere
+    from mobius.rewrite.int32_io import Int32GraphIO
+    from mobius.rewrite.shape_elimination import ShapeElimination
     from mobius.rewrite.inline_functions import InlineUnsupportedFunctions
     from mobius.rewrite.pack_qkv import PackQKV
     from mobius.rewrite.separate_rope import SeparateRoPE
@@ -34,7 +37,8 @@ def _stages() -> list[tuple[str, list[Rule]]]:
                      lib.DeduplicateInitializers(), lib.ConstantFolding(), lib.RemoveUnused()]),
         ("fuse", [GroupQueryAttentionFusion(), PackQKV()]),
         ("inline", [InlineUnsupportedFunctions()]),
-        ("lower", [UnpackQKV(), SeparateRoPE()]),
+        ("lower", [UnpackQKV(), SeparateRoPE(),
+                   IfToWhere(), Int32GraphIO(), ShapeElimination()]),
         ("fold", [lib.RemoveUnused(), lib.ConstantFolding()]),
     ]
 

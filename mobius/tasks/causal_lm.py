@@ -16,23 +16,35 @@ from onnxscript._internal.builder import GraphBuilder
 
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
+from mobius.tasks.concrete_dims import check_io_dims
 
 OPSET = 23
 BATCH, SEQ, TOTAL, PAST = "batch_size", "sequence_length", "total_sequence_length", "past_sequence_length"
+#: The only symbolic dims of the decoder's graph I/O (see TaskFlags.use_concrete_dims).
+NAMED_DIMS = (BATCH, SEQ, TOTAL, PAST)
 
 
 @dataclasses.dataclass(frozen=True)
 class TaskFlags:
     """Structural build-time switches a task may receive (never an EP name).
 
-    use_concrete_dims: give every symbolic dimension an inferred name/size
-        where one is known, so runtimes without dynamic-shape support can
-        plan memory (the model's own dims are always concrete).
-    int32_inputs: declare integer graph inputs as int32 instead of int64.
+    use_concrete_dims: for runtimes that plan memory ahead (WebGPU). Guarantees
+        (mobius/tasks/concrete_dims.py, checked on the finished package):
+        (1) graph I/O: every dim fixed by the config (kv heads, head_dim,
+        vocab) is an int and every other dim is one of NAMED_DIMS -- no
+        anonymous/unknown dims, one name = one run-time size, so a runtime
+        can pin them by name; the task raises if its I/O breaks this.
+        (2) value_info: after the pipeline, every main-graph value has a dtype
+        and a known-rank shape (ints where inferable, input names where
+        inference ties them; only data-dependent lengths stay unknown).
+
+    There is deliberately no int32-I/O flag: int64 -> int32 graph I/O is the
+    lowering rule mobius/rewrite/int32_io.py (everything it needs is in the
+    finished graph; see that module), so the task always declares the
+    contract's int64 inputs.
     """
 
     use_concrete_dims: bool = False
-    int32_inputs: bool = False
 
 
 def build_causal_lm(module: nn.Module, config: ArchitectureConfig,
@@ -41,15 +53,9 @@ def build_causal_lm(module: nn.Module, config: ArchitectureConfig,
     graph = ir.Graph([], [], nodes=[], opset_imports={"": OPSET}, name="main_graph")
     builder = GraphBuilder(graph)
     op = builder.op
-    index_dtype = ir.DataType.INT32 if flags.int32_inputs else ir.DataType.INT64
-
-    def index_input(name, shape):
-        value = builder.input(name, index_dtype, shape)
-        return op.Cast(value, to=ir.DataType.INT64) if flags.int32_inputs else value
-
-    input_ids = index_input("input_ids", [BATCH, SEQ])
-    attention_mask = index_input("attention_mask", [BATCH, TOTAL])
-    position_ids = index_input("position_ids", [BATCH, SEQ])
+    input_ids = builder.input("input_ids", ir.DataType.INT64, [BATCH, SEQ])
+    attention_mask = builder.input("attention_mask", ir.DataType.INT64, [BATCH, TOTAL])
+    position_ids = builder.input("position_ids", ir.DataType.INT64, [BATCH, SEQ])
     kv_shape = [BATCH, config.num_key_value_heads, PAST, config.head_dim]
     past = [
         (builder.input(f"past_key_values.{i}.key", dtype, kv_shape),
@@ -58,15 +64,18 @@ def build_causal_lm(module: nn.Module, config: ArchitectureConfig,
     ]
     logits, presents = module(op, input_ids, attention_mask, position_ids, past)
 
-    _output(builder, logits, "logits", dtype, [BATCH, SEQ, config.vocab_size])
+    output_value(builder, logits, "logits", dtype, [BATCH, SEQ, config.vocab_size])
     present_shape = [BATCH, config.num_key_value_heads, TOTAL, config.head_dim]
     for i, (key, value) in enumerate(presents):
-        _output(builder, key, f"present.{i}.key", dtype, present_shape)
-        _output(builder, value, f"present.{i}.value", dtype, present_shape)
-    return ir.Model(graph, ir_version=10, producer_name="mobius")
+        output_value(builder, key, f"present.{i}.key", dtype, present_shape)
+        output_value(builder, value, f"present.{i}.value", dtype, present_shape)
+    model = ir.Model(graph, ir_version=10, producer_name="mobius")
+    if flags.use_concrete_dims:
+        check_io_dims(model, NAMED_DIMS)
+    return model
 
 
-def _output(builder: GraphBuilder, value: ir.Value, name: str, dtype: ir.DataType, shape):
+def output_value(builder: GraphBuilder, value: ir.Value, name: str, dtype: ir.DataType, shape):
     if value.producer() is None or value.name in {v.name for v in builder.graph.outputs}:
         value = builder.op.Identity(value)
     builder.add_output(value, name)
