@@ -23,6 +23,8 @@ from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 
 
 def _stages() -> list[tuple[str, list[Rule]]]:
+    from mobius.rewrite.bias_gelu import BiasGeluFusion
+    from mobius.rewrite.gelu import GeluFusion
     from mobius.rewrite.group_query_attention import GroupQueryAttentionFusion
     from mobius.rewrite.if_to_where import IfToWhere
     from mobius.rewrite.int32_io import Int32GraphIO
@@ -30,12 +32,16 @@ def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.inline_functions import InlineUnsupportedFunctions
     from mobius.rewrite.pack_qkv import PackQKV
     from mobius.rewrite.separate_rope import SeparateRoPE
+    from mobius.rewrite.skip_layer_norm import SkipLayerNormFusion
+    from mobius.rewrite.skip_simplified_layer_norm import SkipSimplifiedLayerNormFusion
     from mobius.rewrite.unpack_qkv import UnpackQKV
 
     return [
         ("cleanup", [lib.IdentityElimination(), lib.CommonSubexpressionElimination(),
                      lib.DeduplicateInitializers(), lib.ConstantFolding(), lib.RemoveUnused()]),
-        ("fuse", [GroupQueryAttentionFusion(), PackQKV()]),
+        ("fuse", [GroupQueryAttentionFusion(), PackQKV(),
+                  SkipSimplifiedLayerNormFusion(), SkipLayerNormFusion(),
+                  GeluFusion(), BiasGeluFusion()]),
         ("inline", [InlineUnsupportedFunctions()]),
         ("lower", [UnpackQKV(), SeparateRoPE(),
                    IfToWhere(), Int32GraphIO(), ShapeElimination()]),
