@@ -21,6 +21,11 @@ Either way a row sees exactly its own tokens at positions 0, 1, 2, ... so
 the greedy continuations must agree; the KV cache merely holds the padding
 in a different place, masked out. Consequently a prompt must not contain
 the pad id (genai would mask it); :func:`genai_generate` rejects that.
+Caveat for sliding-window attention: genai's layout leaves a masked gap
+between a short row's prompt and its generated tokens, so a graph that
+measures the window in cache slots (rather than in positions, i.e. the
+cumulative count of attention_mask) sees fewer real tokens in that row than
+transformers does; batch-1 runs are unaffected.
 
 EOS. With ``suppress_eos=True`` (the default) neither side may stop before
 ``max_new_tokens``: genai gets ``min_length == max_length`` and transformers
