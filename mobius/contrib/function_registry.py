@@ -30,8 +30,9 @@ def attach_function(
     model.opset_imports.setdefault("", OPSET)
     if key in model.functions:
         return
+    # Presence comes from the node (an input may be present with an unknown type).
     inputs = [
-        ir.Value(name=f"input_{i}", type=t) if t is not None else None
+        ir.Value(name=f"input_{i}", type=t) if node.inputs[i] is not None else None
         for i, t in enumerate(input_types)
     ]
     function = build_function(body, inputs, domain=node.domain, name=node.op_type,
