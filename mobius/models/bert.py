@@ -29,9 +29,10 @@ class BertEmbeddings(nn.Module):
         self.LayerNorm = LayerNorm(hidden, config.rms_norm_eps)
 
     def forward(self, op, input_ids, token_type_ids):
-        seq_len = op.Squeeze(op.Shape(input_ids, start=1, end=2))
-        positions = op.Unsqueeze(op.Range(op.Constant(value_int=0), seq_len,
-                                          op.Constant(value_int=1)), op.Constant(value_ints=[0]))
+        # positions 0..S-1 as a running count over input_ids ([batch, seq], so
+        # shape inference keeps the named dims the Skip*Norm fusions check)
+        ones = op.Add(op.Mul(input_ids, op.Constant(value_int=0)), op.Constant(value_int=1))
+        positions = op.Sub(op.CumSum(ones, op.Constant(value_int=1)), op.Constant(value_int=1))
         hidden = op.Add(self.word_embeddings(op, input_ids), self.position_embeddings(op, positions))
         hidden = op.Add(hidden, self.token_type_embeddings(op, token_type_ids))
         return self.LayerNorm(op, hidden)
