@@ -78,7 +78,7 @@ class GroupQueryAttentionFusion(NodeRule):
 
     def check(self, match: _Match, ctx: RuleContext) -> bool:
         node = match.attention
-        if attr(node, "is_causal", 0) or attr(node, "softcap", 0.0) or len(node.inputs) > 6:
+        if attr(node, "is_causal", 0) or len(node.inputs) > 6:
             return False
         if any(o.uses() for o in node.outputs[3:]):
             return False
@@ -126,7 +126,8 @@ class GroupQueryAttentionFusion(NodeRule):
         else:
             inputs += [None, None, None]
         inputs.append(node.inputs[3])
-        spec = GqaSpec(match.q.num_heads, match.k.num_heads, d, float(scale), absorb)
+        spec = GqaSpec(match.q.num_heads, match.k.num_heads, d, float(scale), absorb,
+                       softcap=float(attr(node, "softcap", 0.0) or 0.0))
         gqa = make_gqa_node(model, spec, inputs, name=node.name + "/GroupQueryAttention")
         new_nodes.append(gqa)
         graph.insert_before(node, new_nodes)
