@@ -34,7 +34,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="log what each optimization stage and rule did ([EP Trace] lines)")
     build.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
     build.add_argument("--quiet", "-q", action="store_true", help="no progress bars or info lines")
-    build.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    # SUPPRESS: without it the subcommand's default (False) would overwrite a
+    # `mobius --debug build ...` given before the subcommand.
+    build.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show tracebacks on errors")
 
     listing = commands.add_parser("list", help="list supported models, EPs or tiny checkpoints")
     listing.add_argument("what", choices=["models", "eps", "tiny"])

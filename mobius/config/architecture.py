@@ -79,7 +79,23 @@ class ArchitectureConfig:
         generation: Mapping[str, Any] | None = None,
         **family_overrides: Any,
     ) -> "ArchitectureConfig":
-        """Normalizes a config.json dict; ``family_overrides`` win over the dict."""
+        """Normalizes a config.json dict; ``family_overrides`` win over the dict.
+
+        A value of the wrong JSON type (``"layer_types": 5``, ``"rope_scaling":
+        [1, 2]``, ...) is a one-line ConfigError, never a raw TypeError.
+        """
+        try:
+            values = cls._normalize(raw, generation)
+        except ConfigError:
+            raise
+        except (TypeError, ValueError, AttributeError, KeyError) as e:
+            raise ConfigError(f"config.json has a malformed value: {e}") from e
+        values.update(family_overrides)
+        return cls(**values)
+
+    @classmethod
+    def _normalize(cls, raw: Mapping[str, Any],
+                   generation: Mapping[str, Any] | None) -> dict[str, Any]:
         raw = dict(raw)
 
         def need(key: str) -> Any:
@@ -157,8 +173,7 @@ class ArchitectureConfig:
             generation=GenerationDefaults.from_dict({**raw, **gen}),
             raw=raw,
         )
-        values.update(family_overrides)
-        return cls(**values)
+        return values
 
     def layer_sliding_window(self, layer: int) -> int | None:
         """The sliding window of one layer (None = full attention)."""

@@ -271,3 +271,16 @@ def test_load_config_errors(tmp_path):
     (tmp_path / "config.json").write_text("[1, 2]")
     with pytest.raises(ConfigError, match="config.json must hold a JSON object"):
         load_config(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("layer_types", 5), ("rope_scaling", [1, 2]), ("rope_parameters", "linear"),
+     ("rms_norm_eps", "abc"), ("rope_parameters", {"rope_theta": None}),
+     ("partial_rotary_factor", "x"),
+     ("rope_parameters", {"rope_type": "longrope", "short_factor": 5, "long_factor": [1.0]})],
+)
+def test_wrongly_typed_values_are_config_errors(field, value):
+    # Never a raw TypeError/ValueError traceback out of the CLI.
+    with pytest.raises(ConfigError, match="config.json"):
+        ArchitectureConfig.from_dict(_minimal(**{field: value}))

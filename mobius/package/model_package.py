@@ -56,7 +56,10 @@ class ModelPackage:
             os.makedirs(parent, exist_ok=True)
             staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.partial-", dir=parent)
         except OSError as e:
-            raise OutputError(f"cannot write to {parent}: {e.strerror or e}") from e
+            reason = e.strerror or str(e)
+            if isinstance(e, (FileExistsError, NotADirectoryError)):
+                reason = "a file is in the way of a folder on that path"
+            raise OutputError(f"cannot write to {parent}: {reason}") from e
         try:
             self._write(staging, progress)
             _swap_into_place(staging, output_dir)
