@@ -2,8 +2,12 @@
 
 Built once per graph from ``attention_mask`` [batch, total_seq] (1 = real
 token, 0 = padding). Query i of the current chunk sits at cache slot
-``past + i``; it may see slot j when j <= past + i, the slot is not padding,
-and (sliding window) past + i - j < window. Blocked entries get the most
+``past + i``; it may see slot j when j <= past + i and the slot is not
+padding. A sliding window is measured in token positions, not slots: the
+query's position (position_ids) minus the key's (real tokens counted up to its
+slot) must be < window. With left padding (transformers) the two agree; with
+onnxruntime-genai's right-padded batches, whose caches hold a padding gap
+between prompt and generated tokens, only positions are right. Blocked entries get the most
 negative finite value of the dtype rather than -inf, so rows that see nothing
 (left-padding queries) stay finite instead of turning into NaN.
 """
@@ -17,8 +21,11 @@ from mobius.weights.dtypes import numpy_dtype
 
 
 def causal_padding_mask(op, input_ids, attention_mask, dtype: ir.DataType,
-                        sliding_window: int | None = None):
-    """Returns the additive mask [batch, 1, seq, total_seq] in ``dtype``."""
+                        sliding_window: int | None = None, position_ids=None):
+    """Returns the additive mask [batch, 1, seq, total_seq] in ``dtype``.
+
+    ``position_ids`` [batch, seq] is needed with a sliding window.
+    """
     seq_len = op.Shape(input_ids, start=1, end=2)
     total_len = op.Shape(attention_mask, start=1, end=2)
     past_len = op.Sub(total_len, seq_len)
@@ -29,8 +36,12 @@ def causal_padding_mask(op, input_ids, attention_mask, dtype: ir.DataType,
     query_slots = op.Unsqueeze(query_slots, op.Constant(value_ints=[1]))  # [seq, 1]
     allowed = op.LessOrEqual(key_slots, query_slots)  # [seq, total]
     if sliding_window:
-        in_window = op.Less(op.Sub(query_slots, key_slots), op.Constant(value_int=sliding_window))
-        allowed = op.And(allowed, in_window)
+        if position_ids is None:
+            raise ValueError("a sliding-window mask needs position_ids")
+        key_positions = op.Sub(op.CumSum(attention_mask, one), one)  # [batch, total]
+        distance = op.Sub(op.Unsqueeze(position_ids, op.Constant(value_ints=[1, 3])),
+                          op.Unsqueeze(key_positions, op.Constant(value_ints=[1, 2])))
+        allowed = op.And(allowed, op.Less(distance, op.Constant(value_int=sliding_window)))
     not_padding = op.Cast(
         op.Unsqueeze(attention_mask, op.Constant(value_ints=[1, 2])), to=ir.DataType.BOOL
     )  # [batch, 1, 1, total]

@@ -8,6 +8,7 @@ import onnx_ir as ir
 import pytest
 
 from mobius.components.attention_mask import causal_padding_mask
+from testing.parity import position_ids_for
 from testing.onnx_graphs import component_model, run_model, run_reference
 from testing.references import additive_mask
 
@@ -21,8 +22,10 @@ DTYPES = {
 def _mask_model(dtype: ir.DataType, window: int | None):
     return component_model(
         inputs=[("input_ids", ir.DataType.INT64, ["batch", "seq"]),
-                ("attention_mask", ir.DataType.INT64, ["batch", "total"])],
-        forward=lambda op, ids, mask: causal_padding_mask(op, ids, mask, dtype, window),
+                ("attention_mask", ir.DataType.INT64, ["batch", "total"]),
+                ("position_ids", ir.DataType.INT64, ["batch", "seq"])],
+        forward=lambda op, ids, mask, positions: causal_padding_mask(op, ids, mask, dtype, window,
+                                                                     positions),
         outputs=["mask"],
     )
 
@@ -30,7 +33,8 @@ def _mask_model(dtype: ir.DataType, window: int | None):
 def _run(dtype, window, attention_mask, seq_len):
     model = _mask_model(dtype, window)
     feeds = {"input_ids": np.zeros((attention_mask.shape[0], seq_len), np.int64),
-             "attention_mask": attention_mask.astype(np.int64)}
+             "attention_mask": attention_mask.astype(np.int64),
+             "position_ids": position_ids_for(attention_mask, seq_len)}
     runner = run_reference if dtype == ir.DataType.BFLOAT16 else run_model
     (mask,) = runner(model, feeds)
     return mask
@@ -83,3 +87,17 @@ def test_window_one_sees_only_itself():
     attention_mask = np.ones((1, 5), np.int64)
     got = _run(ir.DataType.FLOAT, 1, attention_mask, 5)
     np.testing.assert_array_equal(got[0, 0] == 0, np.eye(5, dtype=bool))
+
+
+def test_sliding_window_counts_positions_not_cache_slots():
+    """onnxruntime-genai right-pads batches: row 1's cache holds a padding gap
+    between its 3-token prompt and the generated token. The window (3) must
+    cover the last 3 *tokens*, so it reaches past the gap to the prompt."""
+    attention_mask = np.array([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 1]], np.int64)
+    model = _mask_model(ir.DataType.FLOAT, 3)
+    feeds = {"input_ids": np.zeros((2, 1), np.int64), "attention_mask": attention_mask,
+             "position_ids": np.array([[5], [3]], np.int64)}
+    (mask,) = run_model(model, feeds)
+    visible = mask[:, 0, 0] == 0
+    assert visible[0].tolist() == [False, False, False, True, True, True]
+    assert visible[1].tolist() == [False, True, True, False, False, True]

@@ -66,10 +66,16 @@ class CausalTransformer(nn.Module):
                                  else [self.rope_kinds[0]] * len(layers))
         self.embed_scale = embed_scale
 
-    def forward(self, op, input_ids, attention_mask, position_ids, past_key_values):
+    def forward(self, op, input_ids, attention_mask, position_ids, past_key_values,
+                inputs_embeds=None):
+        """``inputs_embeds`` [batch, seq, hidden], when given, replaces the token
+        lookup (``input_ids`` is then None): a multi-modal model's embedding
+        graph has already merged image features into it. Everything after the
+        lookup (learned positions, embedding scale) still applies, as in transformers."""
         config = self.config
         embedding, layers, norm = (getattr(self, name) for name in self.attributes)
-        hidden = embedding(op, input_ids)
+        hidden = embedding(op, input_ids) if inputs_embeds is None else inputs_embeds
+        tokens = input_ids if inputs_embeds is None else inputs_embeds  # [batch, seq, ...]
         if self.wpe is not None:
             hidden = op.Add(hidden, self.wpe(op, position_ids))
         if self.embed_scale is not None:
@@ -82,7 +88,7 @@ class CausalTransformer(nn.Module):
             window = config.layer_sliding_window(i)
             if window not in masks:
                 masks[window] = causal_padding_mask(
-                    op, input_ids, attention_mask, get_build_dtype(), window
+                    op, tokens, attention_mask, get_build_dtype(), window, position_ids
                 )
             kind = self.layer_rope_kinds[i]
             cos, sin = rotary[kind] if kind is not None else (None, None)
@@ -114,9 +120,12 @@ class CausalLM(nn.Module):
         self.final_logit_softcap = final_logit_softcap
         self.logits_divisor = logits_divisor
 
-    def forward(self, op, input_ids, attention_mask, position_ids, past_key_values):
+    def forward(self, op, input_ids, attention_mask, position_ids, past_key_values,
+                inputs_embeds=None):
         body = getattr(self, self.body_attribute)
-        hidden, presents = body(op, input_ids, attention_mask, position_ids, past_key_values)
+        extra = {} if inputs_embeds is None else {"inputs_embeds": inputs_embeds}
+        hidden, presents = body(op, input_ids, attention_mask, position_ids, past_key_values,
+                                **extra)
         logits = self.lm_head(op, hidden)
         if self.logits_divisor is not None and self.logits_divisor != 1.0:
             logits = op.Div(logits, scalar(op, self.logits_divisor))
