@@ -121,7 +121,14 @@ class SafetensorsCheckpoint:
             empty = np.empty(info.shape, info.dtype)
             empty.flags.writeable = False
             return empty
-        return np.memmap(info.path, dtype=info.dtype, mode="r", offset=info.begin, shape=info.shape)
+        try:
+            return np.memmap(info.path, dtype=info.dtype, mode="r", offset=info.begin,
+                             shape=info.shape)
+        except (OSError, ValueError) as e:  # e.g. the file shrank after its header was read
+            raise WeightsError(
+                f"cannot read {name!r} from {os.path.basename(info.path)} ({e}); "
+                f"was the file changed while mobius was running?"
+            ) from e
 
 
 def _read_header(path: str) -> list[TensorInfo]:

@@ -307,3 +307,13 @@ def test_dtype_round_trip(tmp_path, dtype):
     assert ours.dtype == theirs.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(ours.view(np.uint8), array.view(np.uint8))
     np.testing.assert_array_equal(theirs.view(np.uint8), array.view(np.uint8))
+
+
+def test_file_truncated_after_opening_is_a_weights_error(tmp_path):
+    path = _write_single(tmp_path)
+    checkpoint = SafetensorsCheckpoint(str(tmp_path))
+    with open(path, "r+b") as f:
+        f.truncate(64)
+    with pytest.raises(WeightsError, match=r"cannot read 'model.layers.0.mlp.up_proj.weight' "
+                                           r"from model.safetensors"):
+        checkpoint.read("model.layers.0.mlp.up_proj.weight")
