@@ -247,7 +247,8 @@ def _proc_rss(pid: int) -> tuple[int, int]:
     return rss, hwm
 
 
-def measure(cmd: list[str], *, env: dict, log_path: str, interval: float = 0.02) -> Measurement:
+def measure(cmd: list[str], *, env: dict, log_path: str, cwd: str | None = None,
+            interval: float = 0.02) -> Measurement:
     """Runs ``cmd``; returns its wall time, CPU time and the peak RSS of its process tree.
 
     Every ``interval`` seconds the RSS of the child and of all its descendants
@@ -261,7 +262,7 @@ def measure(cmd: list[str], *, env: dict, log_path: str, interval: float = 0.02)
 
     with open(log_path, "wb") as log:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
         root = psutil.Process(proc.pid)
         peak_sum = peak_single = 0
@@ -369,6 +370,18 @@ def machine_description() -> str:
     return f"{os.cpu_count()} cores ({cpu}), {mem}, {platform.system()} {platform.release()}"
 
 
+def _git_commit(root: str) -> str | None:
+    """HEAD of the benchmarked tree, with "+dirty" when it has local changes."""
+    try:
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], check=True,
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no",
+                                "--", "mobius"], check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty.strip() else "")
+
+
 def versions() -> dict:
     from importlib import metadata
 
@@ -407,7 +420,9 @@ def cmd_build(args) -> int:
             # land on this one.
             os.sync()
             cmd = _tool_commands(checkpoint, out_dir, cache_dir, args.mobius_ep)[tool]
-            m = measure(cmd, env=env, log_path=os.path.join(out_root, f"{tool}.log"))
+            # cwd=root: `python -m` puts the working directory first on
+            # sys.path, so another checkout there would shadow the root's mobius.
+            m = measure(cmd, env=env, cwd=root, log_path=os.path.join(out_root, f"{tool}.log"))
             runs[tool].append(m)
             print(f"bench: [{rep + 1}/{args.repeat}] {tool:6s} {m.wall_s:7.2f} s wall "
                   f"{m.cpu_s:7.2f} s CPU  peak RSS {_mib(m.peak_rss):7.0f} MiB  "
@@ -427,6 +442,8 @@ def cmd_build(args) -> int:
                        "shards": NUM_SHARDS},
         "machine": machine_description(),
         "versions": versions(),
+        "mobius_root": root,
+        "mobius_commit": _git_commit(root),
         "repeat": args.repeat,
         "load_average": {"before": [round(x, 2) for x in load_before],
                          "after": [round(x, 2) for x in load_after]},
@@ -586,7 +603,8 @@ def cmd_run(args) -> int:
                 print(f"bench: building the {tool} package into {out_dir}", file=sys.stderr)
                 shutil.rmtree(out_dir, ignore_errors=True)
                 cmd = _tool_commands(checkpoint, out_dir, os.path.join(out_root, "peer-cache"))
-                measure(cmd[tool], env=env, log_path=os.path.join(out_root, f"{tool}.log"))
+                measure(cmd[tool], env=env, cwd=root,
+                        log_path=os.path.join(out_root, f"{tool}.log"))
             packages[tool] = out_dir
     num_layers = LLAMA_200M["num_hidden_layers"]
     result = {"benchmark": "run", "machine": machine_description(), "versions": versions(),
