@@ -16,6 +16,7 @@ from mobius.models.registry import family_for
 from mobius.optimize.pipeline import optimize_model
 from mobius.package.genai_config import decoder_genai_config
 from mobius.package.model_package import ModelPackage
+from mobius.package.provider_options import genai_provider_options
 from mobius.package.tokenizer_files import find_tokenizer_files
 from mobius.source import resolve_checkpoint
 from mobius.rewrite.rule import DECODER, ENCODER
@@ -111,7 +112,7 @@ def build_from_module(
     uses_gqa = report.histogram.get("com.microsoft::GroupQueryAttention", 0) > 0
     genai = decoder_genai_config(
         config,
-        provider_options=[{name: dict(opts)} for name, opts in caps.provider_options.items()],
+        provider_options=genai_provider_options(caps, past_present_share_buffer=uses_gqa),
         past_present_share_buffer=uses_gqa,
     )
     return ModelPackage(models={"model": model}, genai_config=genai, config=config)

@@ -1,0 +1,41 @@
+"""L2 fusion coverage for the default EP: the expectation table below, per build dtype.
+
+Every decoder family's tiny transformers checkpoint is built with
+``mobius.build(..., execution_provider="default", dtype=...)`` and each check
+(testing/ep_suite.py) must hold; non-decoder families must get no GQA.
+
+The portable graph: no vendor fusion at all (standard Attention stays),
+and any custom op keeps its standard-op function body.
+"""
+
+import pytest
+
+from testing import ep_suite as s
+from testing.ep_suite import builds  # noqa: F401  (module-scoped fixture)
+
+EP = "default"
+
+_PORTABLE = (
+    s.Absent(s.GQA),
+    s.PerLayer("Attention"),
+    s.CustomOpsHaveFunctions(),
+    s.NoGqaWarning(),
+)
+
+EXPECTATIONS = {
+    "f32": _PORTABLE,
+    "f16": _PORTABLE,
+    "bf16": _PORTABLE,
+}
+
+#: (family, dtype, check) -> why it cannot hold yet (strict xfail: names the missing rule).
+KNOWN_GAPS: dict[tuple[str, str, str], str] = {}
+
+
+@pytest.mark.parametrize("family,dtype,check", s.fusion_params(EP, EXPECTATIONS, KNOWN_GAPS))
+def test_expectation(builds, family, dtype, check):  # noqa: F811
+    s.assert_check(builds, EP, family, dtype, check)
+
+
+def test_table_covers_the_ep_dtypes():
+    assert set(EXPECTATIONS) == set(s.EP_DTYPES[EP])

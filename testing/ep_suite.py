@@ -1,0 +1,510 @@
+"""Shared machinery of the per-EP test suites under ep/<name>/.
+
+Each EP folder holds three small test files that import this module:
+
+* ``<ep>_fusion_test.py`` (L2): an expectation table -- *data* -- mapping the
+  EP's build dtypes to :class:`Check` objects, applied to every model family.
+* ``<ep>_parity_test.py`` (L3): the EP graph against the generic ("default")
+  graph on onnxruntime's CPU EP (see testing/ep_parity.py).
+* ``<ep>_golden_test.py`` (L5): op-histogram snapshots (see testing/golden.py).
+
+Checkpoints are tiny random models written by transformers itself
+(testing/hf_checkpoints.py), one per family and test module (see
+:class:`Checkpoints`); graphs are built with ``mobius.build`` exactly as the
+CLI does, and cached per (family, EP, dtype) for the module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import warnings
+from collections import Counter
+from typing import Iterable
+
+import onnx_ir as ir
+import pytest
+
+from mobius.models.registry import FAMILIES
+
+GQA = "com.microsoft::GroupQueryAttention"
+SKIP_SIMPLIFIED = "com.microsoft::SkipSimplifiedLayerNormalization"
+SKIP_LAYER_NORM = "com.microsoft::SkipLayerNormalization"
+ROTARY_OPS = ("RotaryEmbedding", "com.microsoft::RotaryEmbedding")
+STANDARD_DOMAINS = ("", "ai.onnx")
+
+#: The dtypes each built-in EP is tested with, primary (golden) dtype first:
+#: the EP's GQA dtypes, plus f32 where the EP runs f32 graphs.
+#: ep/registry_coverage is asserted in mobius/ep/capabilities_test.py.
+EP_DTYPES: dict[str, tuple[str, ...]] = {
+    "default": ("f32", "f16", "bf16"),
+    "cpu": ("f32",),
+    "cuda": ("f16", "bf16"),
+    "dml": ("f16",),
+    "webgpu": ("f16", "f32"),
+    "mlx": ("f16", "f32", "bf16"),
+    "trt-rtx": ("f16", "bf16"),
+    "onnx-standard": ("f32", "f16", "bf16"),
+}
+
+
+def primary_dtype(ep: str) -> str:
+    return EP_DTYPES[ep][0]
+
+
+DECODER_TASK = "text-generation"
+
+
+def family_names(task: str | None = None) -> list[str]:
+    """Registered families with a tiny preset (all of them, today), optionally of one task."""
+    return [f.name for f in FAMILIES if f.tiny_preset and (task is None or f.task == task)]
+
+
+def decoder_family_names() -> list[str]:
+    return family_names(DECODER_TASK)
+
+
+def family(name: str):
+    for candidate in FAMILIES:
+        if candidate.name == name:
+            return candidate
+    raise KeyError(name)
+
+
+def ep_family_names(ep: str) -> list[str]:
+    """Families whose task the EP serves (``EpCapabilities.tasks``; MLX: text generation)."""
+    from mobius.ep.registry import get_ep
+
+    tasks = get_ep(ep).tasks
+    return [f for f in family_names() if tasks is None or family(f).task in tasks]
+
+
+def matrix(ep: str, families: Iterable[str] | None = None) -> list[tuple[str, str]]:
+    """(family, dtype) pairs of one EP (decoder families by default)."""
+    families = decoder_family_names() if families is None else families
+    return [(fam, dtype) for fam in families for dtype in EP_DTYPES[ep]]
+
+
+# --------------------------------------------------------------------------
+# Checkpoints and builds
+
+
+class Checkpoints:
+    """Tiny transformers checkpoints under ``root``, written on first use.
+
+    Use one instance per test module (a module-scoped fixture), so each
+    family's checkpoint is written once per module.
+    """
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = str(root)
+        self._folders: dict[str, str] = {}
+
+    def folder(self, family_name: str) -> str:
+        if family_name not in self._folders:
+            from testing.hf_checkpoints import make_hf_checkpoint
+
+            folder = os.path.join(self.root, family_name)
+            make_hf_checkpoint(folder, family(family_name).tiny_preset)
+            self._folders[family_name] = folder
+        return self._folders[family_name]
+
+
+@dataclasses.dataclass
+class Built:
+    """One optimized graph: what the L2 / L3 / L5 tests look at."""
+
+    family: str
+    ep: str
+    dtype: str
+    package: object  # mobius ModelPackage
+    warnings: list[str]
+
+    @property
+    def model(self) -> ir.Model:
+        return self.package.models["model"]
+
+    @property
+    def config(self):
+        return self.package.config
+
+    @property
+    def num_layers(self) -> int:
+        return self.config.num_hidden_layers
+
+    @functools.cached_property
+    def histogram(self) -> Counter:
+        return op_histogram(self.model)
+
+    def nodes(self, op: str) -> list[ir.Node]:
+        return [n for n in all_nodes(self.model.graph) if op_key(n) == op]
+
+
+class Builds:
+    """Builds (family, EP, dtype) once per test module; keeps the results."""
+
+    def __init__(self, checkpoints: Checkpoints):
+        self.checkpoints = checkpoints
+        self._built: dict[tuple[str, str, str], Built] = {}
+
+    def get(self, family_name: str, ep: str, dtype: str) -> Built:
+        key = (family_name, ep, dtype)
+        if key not in self._built:
+            self._built[key] = build(self.checkpoints.folder(family_name), family_name, ep, dtype)
+        return self._built[key]
+
+
+def build(folder: str, family_name: str, ep: str, dtype: str) -> Built:
+    import mobius
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        package = mobius.build(folder, execution_provider=ep, dtype=dtype)
+    messages = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+    return Built(family_name, ep, dtype, package, messages)
+
+
+# --------------------------------------------------------------------------
+# Graph inspection
+
+
+def op_key(node: ir.Node) -> str:
+    """``Op`` for the standard domain, ``domain::Op`` otherwise (as mobius' trace does)."""
+    return node.op_type if node.domain in STANDARD_DOMAINS else f"{node.domain}::{node.op_type}"
+
+
+def all_nodes(graph: ir.Graph) -> Iterable[ir.Node]:
+    """Every node of ``graph`` including those of nested subgraphs (If/Loop/Scan bodies)."""
+    return ir.traversal.RecursiveGraphIterator(graph)
+
+
+def op_histogram(model: ir.Model) -> Counter:
+    """Op counts of the main graph and its subgraphs (not of local function bodies)."""
+    return Counter(op_key(n) for n in all_nodes(model.graph))
+
+
+def count(histogram: Counter, ops: str | Iterable[str]) -> int:
+    ops = (ops,) if isinstance(ops, str) else tuple(ops)
+    return sum(histogram.get(op, 0) for op in ops)
+
+
+def attribute(node: ir.Node, name: str, default=None):
+    attr = node.attributes.get(name)
+    return default if attr is None else attr.value
+
+
+def is_constant(value: ir.Value | None) -> bool:
+    if value is None:
+        return True
+    if value.const_value is not None or value.is_initializer():
+        return True
+    producer = value.producer()
+    return producer is not None and producer.op_type == "Constant"
+
+
+def residual_norm_pairs(model: ir.Model) -> dict[str, int]:
+    """Residual ``Add -> (RMS|Layer)Normalization`` pairs a Skip*LayerNorm fusion would take.
+
+    Counts norms whose data input is an Add of two computed (non-constant)
+    tensors, keyed by the fused op the pair becomes.
+    """
+    pairs = Counter()
+    fused = {"RMSNormalization": SKIP_SIMPLIFIED, "SimplifiedLayerNormalization": SKIP_SIMPLIFIED,
+             "LayerNormalization": SKIP_LAYER_NORM}
+    for node in model.graph:
+        if node.domain not in STANDARD_DOMAINS or node.op_type not in fused:
+            continue
+        add = node.inputs[0].producer() if node.inputs[0] is not None else None
+        if add is None or add.op_type != "Add" or add.domain not in STANDARD_DOMAINS:
+            continue
+        if any(is_constant(v) for v in add.inputs):
+            continue
+        pairs[fused[node.op_type]] += 1
+    return dict(pairs)
+
+
+def gqa_packed(node: ir.Node) -> bool:
+    """GroupQueryAttention with packed QKV: the key and value inputs are absent."""
+    inputs = list(node.inputs) + [None, None, None]
+    return inputs[1] is None and inputs[2] is None
+
+
+def gqa_packable(node: ir.Node) -> bool:
+    """An unpacked GQA whose Q, K and V are three bias-free MatMuls of one activation."""
+    if gqa_packed(node):
+        return False
+    producers = [v.producer() if v is not None else None for v in node.inputs[:3]]
+    if any(p is None or p.op_type != "MatMul" or p.domain not in STANDARD_DOMAINS
+           for p in producers):
+        return False
+    sources = {id(p.inputs[0]) for p in producers}
+    return len(sources) == 1 and all(is_constant(p.inputs[1]) for p in producers)
+
+
+# --------------------------------------------------------------------------
+# L2 expectations: each a small, named, declarative check.
+
+
+class Check:
+    """One expectation about an optimized graph; ``failure`` returns None when it holds."""
+
+    def failure(self, built: Built, generic: Built) -> str | None:  # pragma: no cover
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return type(self).__name__
+
+
+@dataclasses.dataclass(frozen=True)
+class PerLayer(Check):
+    """Exactly ``n`` ops ``op`` per decoder layer."""
+
+    op: str
+    n: int = 1
+
+    def failure(self, built, generic):
+        got, want = built.histogram.get(self.op, 0), self.n * built.num_layers
+        if got != want:
+            return (f"expected {self.n} {self.op} per layer ({want} for "
+                    f"{built.num_layers} layers), found {got}")
+        return None
+
+    def __str__(self):
+        return f"{self.n}x{self.op.split('::')[-1]}/layer"
+
+
+@dataclasses.dataclass(frozen=True)
+class Absent(Check):
+    """None of ``ops`` anywhere (main graph and subgraphs)."""
+
+    ops: tuple[str, ...]
+
+    def __init__(self, *ops: str):
+        object.__setattr__(self, "ops", ops)
+
+    def failure(self, built, generic):
+        found = {op: built.histogram[op] for op in self.ops if built.histogram.get(op)}
+        return f"expected no {', '.join(self.ops)}; found {found}" if found else None
+
+    def __str__(self):
+        return "no-" + "+".join(op.split("::")[-1] for op in self.ops)
+
+
+@dataclasses.dataclass(frozen=True)
+class SameCountAsGeneric(Check):
+    """As many ``ops`` (any of the spellings) as the generic graph has."""
+
+    ops: tuple[str, ...]
+    label: str
+
+    def failure(self, built, generic):
+        got, want = count(built.histogram, self.ops), count(generic.histogram, self.ops)
+        if got != want:
+            return f"expected {want} {self.label} (as in the generic graph), found {got}"
+        return None
+
+    def __str__(self):
+        return f"separate-{self.label}"
+
+
+@dataclasses.dataclass(frozen=True)
+class GqaAttribute(Check):
+    """Every GroupQueryAttention has ``name == value`` (and there is at least one)."""
+
+    name: str
+    value: int
+
+    def failure(self, built, generic):
+        nodes = built.nodes(GQA)
+        if not nodes:
+            return f"no GroupQueryAttention to check {self.name}={self.value} on"
+        bad = [n.name for n in nodes if attribute(n, self.name, 0) != self.value]
+        return f"GroupQueryAttention with {self.name} != {self.value}: {bad}" if bad else None
+
+    def __str__(self):
+        return f"gqa-{self.name}={self.value}"
+
+
+def static_full_rope_nodes(model: ir.Model) -> list[ir.Node]:
+    """RotaryEmbedding nodes a GQA may absorb: full head width, cos/sin gathered from tables.
+
+    Partial rotary (``rotary_embedding_dim`` < head size), and RoPE whose
+    cos/sin are computed in the graph (dynamic NTK, LongRoPE's table switch)
+    cannot go into GQA's ``cos_cache``/``sin_cache`` and stay separate ops.
+    """
+    nodes = []
+    for node in all_nodes(model.graph):
+        if op_key(node) not in ROTARY_OPS:
+            continue
+        if attribute(node, "rotary_embedding_dim", 0) not in (0, None):
+            x = node.inputs[0]
+            width = x.shape[-1] if x is not None and x.shape is not None else None
+            if attribute(node, "rotary_embedding_dim") != width:
+                continue
+        tables = [v.producer() if v is not None else None for v in node.inputs[1:3]]
+        if all(t is not None and t.op_type == "Gather" and is_constant(t.inputs[0])
+               for t in tables):
+            nodes.append(node)
+    return nodes
+
+
+@dataclasses.dataclass(frozen=True)
+class RopeAbsorbed(Check):
+    """Every static full-width RoPE of the generic graph went into GQA (``do_rotary=1``).
+
+    (Q and K of one layer are two RotaryEmbedding nodes and one GQA.) RoPE
+    that GQA cannot take (see :func:`static_full_rope_nodes`) stays separate.
+    """
+
+    def failure(self, built, generic):
+        absorbable = len(static_full_rope_nodes(generic.model))
+        total = count(generic.histogram, ROTARY_OPS)
+        absorbed = sum(attribute(n, "do_rotary", 0) == 1 for n in built.nodes(GQA))
+        left = count(built.histogram, ROTARY_OPS)
+        if absorbed != absorbable // 2 or left != total - absorbable:
+            return (f"expected {absorbable // 2} GQA with do_rotary=1 and {total - absorbable} "
+                    f"separate RotaryEmbedding; found {absorbed} and {left}")
+        return None
+
+    def __str__(self):
+        return "rope-in-gqa"
+
+
+@dataclasses.dataclass(frozen=True)
+class QkvPacked(Check):
+    """``packed=True``: no GQA is left whose Q/K/V are 3 MatMuls of one input (packable).
+    ``packed=False``: no GQA takes packed QKV."""
+
+    packed: bool
+
+    def failure(self, built, generic):
+        nodes = built.nodes(GQA)
+        if self.packed:
+            bad = [n.name for n in nodes if gqa_packable(n)]
+            return f"packable but unpacked Q/K/V at {bad}" if bad else None
+        bad = [n.name for n in nodes if gqa_packed(n)]
+        return f"packed QKV at {bad}" if bad else None
+
+    def __str__(self):
+        return "qkv-packed" if self.packed else "qkv-unpacked"
+
+
+@dataclasses.dataclass(frozen=True)
+class ResidualNormsFused(Check):
+    """Every residual Add -> norm pair of the generic graph became one Skip*LayerNormalization."""
+
+    def failure(self, built, generic):
+        want = residual_norm_pairs(generic.model)
+        if not want:
+            return "the generic graph has no residual Add -> norm pair (test premise broken)"
+        left = residual_norm_pairs(built.model)
+        got = {op: built.histogram.get(op, 0) for op in want}
+        if left or got != want:
+            return f"expected {want} (one per residual Add -> norm); found {got}, unfused {left}"
+        return None
+
+    def __str__(self):
+        return "skip-norms"
+
+
+@dataclasses.dataclass(frozen=True)
+class NoInt64Inputs(Check):
+    def failure(self, built, generic):
+        bad = [v.name for v in built.model.graph.inputs if v.dtype == ir.DataType.INT64]
+        return f"int64 graph inputs: {bad}" if bad else None
+
+    def __str__(self):
+        return "no-int64-inputs"
+
+
+@dataclasses.dataclass(frozen=True)
+class StandardDomainOnly(Check):
+    """Zero nodes outside the standard ONNX domain, and no local functions left."""
+
+    def failure(self, built, generic):
+        custom = Counter(op_key(n) for n in all_nodes(built.model.graph)
+                         if n.domain not in STANDARD_DOMAINS)
+        functions = [f"{d}::{n}" for (d, n, _o) in built.model.functions]
+        if custom or functions:
+            return f"non-standard ops {dict(custom)}, local functions {functions}"
+        return None
+
+    def __str__(self):
+        return "standard-onnx-only"
+
+
+@dataclasses.dataclass(frozen=True)
+class CustomOpsHaveFunctions(Check):
+    """Every non-standard op carries its local function (standard-op body): portable."""
+
+    def failure(self, built, generic):
+        functions = {(d, n) for (d, n, _o) in built.model.functions}
+        bad = Counter(op_key(n) for n in all_nodes(built.model.graph)
+                      if n.domain not in STANDARD_DOMAINS
+                      and (n.domain, n.op_type) not in functions)
+        return f"custom ops without a function body: {dict(bad)}" if bad else None
+
+    def __str__(self):
+        return "custom-ops-have-bodies"
+
+
+@dataclasses.dataclass(frozen=True)
+class NoGqaWarning(Check):
+    def failure(self, built, generic):
+        bad = [w for w in built.warnings if "GroupQueryAttention" in w]
+        return f"unexpected warnings: {bad}" if bad else None
+
+    def __str__(self):
+        return "no-gqa-warning"
+
+
+def check_failures(checks: Iterable[Check], built: Built, generic: Built) -> list[str]:
+    return [f"{check}: {msg}" for check in checks
+            if (msg := check.failure(built, generic)) is not None]
+
+
+# --------------------------------------------------------------------------
+# pytest glue shared by the ep/<name>/ test files
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory) -> Builds:
+    """Checkpoints and builds shared by all tests of one module (import it into the module)."""
+    return Builds(Checkpoints(tmp_path_factory.mktemp("checkpoints")))
+
+
+#: Non-decoder roles (encoders, vision towers, embedders) never get GQA.
+NON_DECODER_CHECKS: tuple[Check, ...] = (Absent(GQA),)
+
+
+def fusion_params(ep: str, expectations: dict[str, tuple[Check, ...]],
+                  known_gaps: dict[tuple[str, str, str], str] | None = None):
+    """pytest params (family, dtype, check) for an EP's expectation table.
+
+    ``known_gaps`` maps (family, dtype, str(check)) to the reason a check
+    cannot hold yet (a named missing rule); those params are strict xfails,
+    so they turn into failures the moment the rule lands.
+    """
+    known_gaps = dict(known_gaps or {})
+    params = []
+    for fam in ep_family_names(ep):
+        decoder = family(fam).task == DECODER_TASK
+        for dtype in EP_DTYPES[ep]:
+            for check in (expectations[dtype] if decoder else NON_DECODER_CHECKS):
+                marks = []
+                reason = known_gaps.pop((fam, dtype, str(check)), None)
+                if reason is not None:
+                    marks.append(pytest.mark.xfail(strict=True, reason=reason))
+                params.append(pytest.param(fam, dtype, check, marks=marks,
+                                           id=f"{fam}-{dtype}-{check}"))
+    if known_gaps:
+        raise ValueError(f"known_gaps name checks that are not in the table: {sorted(known_gaps)}")
+    return params
+
+
+def assert_check(builds: Builds, ep: str, family_name: str, dtype: str, check: Check) -> None:
+    built = builds.get(family_name, ep, dtype)
+    generic = builds.get(family_name, "default", dtype)
+    failure = check.failure(built, generic)
+    assert failure is None, f"{ep}/{dtype} {family_name}: {check}: {failure}"
