@@ -30,6 +30,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.int32_io import Int32GraphIO
     from mobius.rewrite.shape_elimination import ShapeElimination
     from mobius.rewrite.inline_functions import InlineUnsupportedFunctions
+    from mobius.rewrite.moe_fusion import MoEFusion
     from mobius.rewrite.pack_qkv import PackQKV
     from mobius.rewrite.separate_rope import SeparateRoPE
     from mobius.rewrite.skip_layer_norm import SkipLayerNormFusion
@@ -41,7 +42,8 @@ def _stages() -> list[tuple[str, list[Rule]]]:
                      lib.DeduplicateInitializers(), lib.ConstantFolding(), lib.RemoveUnused()]),
         ("fuse", [GroupQueryAttentionFusion(), PackQKV(),
                   SkipSimplifiedLayerNormFusion(), SkipLayerNormFusion(),
-                  GeluFusion(), BiasGeluFusion()]),
+                  GeluFusion(), BiasGeluFusion(),
+                  MoEFusion()]),
         ("inline", [InlineUnsupportedFunctions()]),
         ("lower", [UnpackQKV(), SeparateRoPE(),
                    IfToWhere(), Int32GraphIO(), ShapeElimination()]),

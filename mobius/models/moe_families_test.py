@@ -1,0 +1,151 @@
+"""Mixtral, Qwen3-MoE and Qwen2-MoE: L1 builds for every EP, L3 parity vs transformers.
+
+* L1: each family builds for every built-in EP and every dtype the EP accepts;
+  the saved model passes the full ONNX checker. The MoE blocks are one
+  com.microsoft MoE each exactly where the EP has the kernel
+  (``supports_fused_moe``), the decomposed routing everywhere else.
+* L3: f32 logits match transformers within 1e-4 over a left-padded batch
+  prefill + 3 greedy decode steps with the KV cache (testing/parity.py).
+* EP parity on onnxruntime's CPU EP, against transformers: the cpu graphs
+  and the cuda graphs (whose fused MoE runs on the CPU EP's MoE kernel, f32
+  and f16). Graphs whose GroupQueryAttention applies RoPE itself are compared
+  unpadded over every step and left-padded over the prefill only: ORT's GQA
+  kernel takes decode-step rotary positions from cache slots, which is wrong
+  for a left-padded row (a known kernel limitation, not an MoE matter).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from mobius.builder import build  # noqa: E402
+from mobius.ep.registry import ep_registry  # noqa: E402
+from mobius.models import mixtral, qwen_moe  # noqa: E402
+from mobius.optimize.histogram import op_histogram  # noqa: E402
+from mobius.weights.dtypes import SHORT_NAMES  # noqa: E402
+from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint  # noqa: E402
+from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
+
+FAMILIES = {f.name: f for f in (mixtral.FAMILY, qwen_moe.QWEN3_MOE, qwen_moe.QWEN2_MOE)}
+
+#: name: (family, config overrides); presets first, then routing/layout variants.
+VARIANTS = {
+    "mixtral": ("mixtral", {}),
+    "mixtral_sliding_window": ("mixtral", {"sliding_window": 4}),
+    "qwen3_moe": ("qwen3_moe", {}),  # norm_topk_prob False, layer 1 dense
+    "qwen3_moe_normalized_sparse_step_2": (
+        "qwen3_moe", {"norm_topk_prob": True, "decoder_sparse_step": 2, "mlp_only_layers": [],
+                      "num_hidden_layers": 3, "num_experts_per_tok": 3}),
+    "qwen2_moe": ("qwen2_moe", {}),  # shared expert, norm_topk_prob True, top-3 of 5
+}
+
+MOE = "com.microsoft::MoE"
+STANDARD_DOMAINS = ("", "ai.onnx")
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    made = {}
+
+    def get(variant: str) -> str:
+        if variant not in made:
+            family, overrides = VARIANTS[variant]
+            folder = tmp_path_factory.mktemp(f"ckpt-{variant}")
+            made[variant] = make_hf_checkpoint(str(folder), FAMILIES[family].tiny_preset,
+                                               **overrides)
+        return made[variant]
+
+    return get
+
+
+def _sparse_layers(config) -> int:
+    if config.model_type == "mixtral":
+        return config.num_hidden_layers
+    return sum(qwen_moe.is_sparse_layer(config, i) for i in range(config.num_hidden_layers))
+
+
+def _experts(config) -> int:
+    raw = config.raw
+    return raw.get("num_local_experts") or raw["num_experts"]
+
+
+L1_CASES = [
+    (family, caps.name, SHORT_NAMES[dtype])
+    for family in FAMILIES
+    for caps in ep_registry
+    if caps.tasks is None or "text-generation" in caps.tasks
+    for dtype in sorted(caps.dtypes, key=lambda d: SHORT_NAMES[d])
+]
+
+
+@pytest.mark.parametrize("family,ep,dtype", L1_CASES, ids=["-".join(c) for c in L1_CASES])
+def test_builds_for_every_ep_and_passes_the_full_checker(checkpoints, tmp_path, family, ep,
+                                                         dtype):
+    package = build(checkpoints(family), execution_provider=ep, dtype=dtype)
+    histogram = op_histogram(package.models["model"])
+    config = package.config
+    caps = ep_registry.get(ep)
+    blocks = _sparse_layers(config)
+    if caps.supports_fused_moe and caps.has_kernel("MoE"):
+        assert histogram[MOE] == blocks, histogram
+        assert not histogram.get("NonZero") and not histogram.get("ScatterND"), histogram
+    else:
+        assert not histogram.get(MOE), histogram
+        assert histogram["NonZero"] == histogram["ScatterND"] == blocks * _experts(config)
+    if ep == "onnx-standard":
+        assert all(op.split("::")[0] in STANDARD_DOMAINS for op in histogram if "::" in op)
+    path = package.save(str(tmp_path / "pkg"), overwrite=True)
+    onnx.checker.check_model(os.path.join(path, "model.onnx"), full_check=True)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_f32_parity_with_transformers(checkpoints, tmp_path, variant):
+    """Generic graph: left-padded batch prefill + 3 decode steps, <= 1e-4."""
+    folder = checkpoints(variant)
+    run, _ = _parity(folder, tmp_path, "default", "f32", pad=3, steps=3)
+    assert run.max_abs_diff <= 1e-4, f"{variant}: max |logit diff| {run.max_abs_diff:.3g}"
+
+
+def _parity(folder, tmp_path, ep, dtype, *, pad, steps):
+    package = build(folder, execution_provider=ep, dtype=dtype)
+    path = package.save(str(tmp_path / f"{ep}-{dtype}"), overwrite=True)
+    return f32_parity(BuiltPackage(path, package.config, dtype), load_hf_model(folder),
+                      pad=pad, steps=steps), package
+
+
+def _uses_fused_rotary(package) -> bool:
+    return any(n.op_type == "GroupQueryAttention" and n.attributes.get("do_rotary") is not None
+               and n.attributes["do_rotary"].value == 1 for n in package.models["model"].graph)
+
+
+def _tolerance(dtype: str, run) -> float:
+    if dtype == "f32":
+        return 1e-4
+    scale = max(float(np.abs(step).max()) for step in run.hf_steps)
+    return 8 * 2.0 ** (np.floor(np.log2(scale)) - 10)  # 8 f16 spacings at the logits' scale
+
+
+EP_CASES = [(f, ep, dtype) for f in ("mixtral", "qwen3_moe", "qwen2_moe")
+            for ep, dtype in (("cpu", "f32"), ("cpu", "f16"), ("cuda", "f32"), ("cuda", "f16"))]
+
+
+@pytest.mark.parametrize("variant,ep,dtype", EP_CASES, ids=["-".join(c) for c in EP_CASES])
+def test_ep_graph_parity_on_the_cpu_ep(checkpoints, tmp_path, variant, ep, dtype):
+    folder = checkpoints(variant)
+    unpadded, package = _parity(folder, tmp_path / "a", ep, dtype, pad=0, steps=3)
+    fused_moe = op_histogram(package.models["model"]).get(MOE, 0)
+    assert bool(fused_moe) == (ep == "cuda")
+    tol = _tolerance(dtype, unpadded)
+    assert unpadded.max_abs_diff <= tol, (
+        f"{ep}/{dtype} {variant} unpadded: {unpadded.max_abs_diff:.3g} > {tol:.3g}")
+    steps = 0 if _uses_fused_rotary(package) else 3
+    padded, _ = _parity(folder, tmp_path / "b", ep, dtype, pad=3, steps=steps)
+    assert padded.max_abs_diff <= tol, (
+        f"{ep}/{dtype} {variant} left-padded ({steps} steps): {padded.max_abs_diff:.3g} > {tol:.3g}")

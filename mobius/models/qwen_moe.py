@@ -1,0 +1,80 @@
+"""Qwen3-MoE and Qwen2-MoE: Qwen3 / Qwen2 attention with sparse mixture-of-experts MLPs.
+
+Routing: softmax over ``num_experts`` -> top ``num_experts_per_tok``,
+renormalized only when ``norm_topk_prob``. Layer i is sparse unless it is in
+``mlp_only_layers`` or ``(i + 1) % decoder_sparse_step != 0``; the dense ones
+keep a plain gated MLP of ``intermediate_size`` (experts use
+``moe_intermediate_size``). Qwen2-MoE adds an always-on shared expert scaled
+by sigmoid(shared_expert_gate(x)). Checkpoint names:
+``layers.{i}.mlp.gate.weight``, ``layers.{i}.mlp.experts.{j}.{gate,up,down}_proj.weight``
+(+ ``mlp.shared_expert.*``, ``mlp.shared_expert_gate.weight``).
+"""
+
+from __future__ import annotations
+
+from mobius.components.causal_transformer import CausalLM, CausalTransformer
+from mobius.components.decoder_layer import PreNormDecoderLayer
+from mobius.components.mlp import GatedMLP
+from mobius.components.moe import SparseMoE
+from mobius.components.rms_norm import RMSNorm
+from mobius.config.architecture import ArchitectureConfig
+from mobius.errors import ConfigError
+from mobius.models.family import ModelFamily
+from mobius.models.llama import llama_attention
+from mobius.models.mixtral import moe_int
+
+
+def is_sparse_layer(config: ArchitectureConfig, layer: int) -> bool:
+    """transformers' rule: not in mlp_only_layers, and (layer + 1) % decoder_sparse_step == 0."""
+    mlp_only = config.raw.get("mlp_only_layers") or ()
+    step = moe_int(config, "decoder_sparse_step", 1)
+    return layer not in mlp_only and (layer + 1) % step == 0
+
+
+def _mlp(config: ArchitectureConfig, layer: int, shared_expert: bool):
+    if not is_sparse_layer(config, layer):
+        return GatedMLP(config.hidden_size, config.intermediate_size, config.hidden_act)
+    experts = moe_int(config, "num_experts", alias="num_local_experts")
+    top_k = moe_int(config, "num_experts_per_tok")
+    if top_k > experts:
+        raise ConfigError(f"config.json: num_experts_per_tok ({top_k}) exceeds "
+                          f"num_experts ({experts})")
+    shared = moe_int(config, "shared_expert_intermediate_size") if shared_expert else None
+    return SparseMoE(config.hidden_size, moe_int(config, "moe_intermediate_size"), experts, top_k,
+                     normalize_top_k=bool(config.raw.get("norm_topk_prob", False)),
+                     activation=config.hidden_act, shared_expert_size=shared)
+
+
+class QwenMoeForCausalLM(CausalLM):
+    def __init__(self, config: ArchitectureConfig, *, shared_expert: bool = False):
+        eps = config.rms_norm_eps
+        layers = [
+            PreNormDecoderLayer(llama_attention(config), _mlp(config, i, shared_expert),
+                                RMSNorm(config.hidden_size, eps), RMSNorm(config.hidden_size, eps))
+            for i in range(config.num_hidden_layers)
+        ]
+        super().__init__(config, CausalTransformer(config, layers, RMSNorm(config.hidden_size, eps)))
+
+
+class Qwen2MoeForCausalLM(QwenMoeForCausalLM):
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__(config, shared_expert=True)
+
+
+QWEN3_MOE = ModelFamily(
+    name="qwen3_moe",
+    model_types=("qwen3_moe",),
+    architectures=("Qwen3MoeForCausalLM",),
+    module=QwenMoeForCausalLM,
+    config_overrides=lambda raw: {"qk_norm": True},
+    tiny_preset="tiny-qwen3-moe",
+)
+
+QWEN2_MOE = ModelFamily(
+    name="qwen2_moe",
+    model_types=("qwen2_moe",),
+    architectures=("Qwen2MoeForCausalLM",),
+    module=Qwen2MoeForCausalLM,
+    config_overrides=lambda raw: {"qkv_bias": bool(raw.get("qkv_bias", True)), "o_bias": False},
+    tiny_preset="tiny-qwen2-moe",
+)
