@@ -608,19 +608,39 @@ def cmd_run(args) -> int:
             packages[tool] = out_dir
     num_layers = LLAMA_200M["num_hidden_layers"]
     result = {"benchmark": "run", "machine": machine_description(), "versions": versions(),
+              "load_average": [round(x, 2) for x in os.getloadavg()],
               "prompt_tokens": args.prompt_tokens, "decode_tokens": args.decode_tokens,
               "repeat": args.repeat, "tools": {}}
-    for tool, folder in packages.items():
-        folder = os.path.abspath(folder)
+    folders = {tool: os.path.abspath(folder) for tool, folder in packages.items()}
+    for tool, folder in folders.items():
         verify_package(folder)
         with open(os.path.join(folder, "genai_config.json")) as f:
             num_layers = json.load(f)["model"]["decoder"].get("num_hidden_layers", num_layers)
-        # A fresh process per package: no shared thread pools or allocator state.
-        out = subprocess.run(
-            [sys.executable, os.path.abspath(__file__), "_run-one", folder,
-             str(args.prompt_tokens), str(args.decode_tokens), str(args.repeat)],
-            env=_child_env(root), check=True, stdout=subprocess.PIPE, text=True)
-        stats = json.loads(out.stdout.strip().splitlines()[-1])
+    # One fresh process per package and repetition (no shared thread pools or
+    # allocator state), alternating which package goes first so neither
+    # always runs right after the other.
+    samples: dict[str, list[dict]] = {tool: [] for tool in folders}
+    order = list(folders)
+    for rep in range(args.repeat):
+        for tool in (order if rep % 2 == 0 else order[::-1]):
+            out = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "_run-one", folders[tool],
+                 str(args.prompt_tokens), str(args.decode_tokens), "1"],
+                env=_child_env(root), check=True, stdout=subprocess.PIPE, text=True)
+            sample = json.loads(out.stdout.strip().splitlines()[-1])
+            samples[tool].append(sample)
+            print(f"bench: [{rep + 1}/{args.repeat}] {tool:6s} prefill {sample['prefill_ms']:8.1f} ms"
+                  f"  decode {sample['decode_tok_s']:6.2f} tok/s", file=sys.stderr)
+    for tool, folder in folders.items():
+        runs = samples[tool]
+        stats = {
+            "load_s": round(_median([r["load_s"] for r in runs]), 3),
+            "prefill_ms": round(_median([r["prefill_ms"] for r in runs]), 2),
+            "decode_tok_s": round(_median([r["decode_tok_s"] for r in runs]), 2),
+            "decode_steps": min(r["decode_steps"] for r in runs),
+            "prefill_ms_all": [r["prefill_ms"] for r in runs],
+            "decode_tok_s_all": [r["decode_tok_s"] for r in runs],
+        }
         stats.update(graph_stats(folder, num_layers))
         stats["package"] = folder
         result["tools"][tool] = stats
