@@ -31,6 +31,9 @@ class ModelPackage:
     models: dict[str, ir.Model]
     genai_config: dict[str, Any] | None = None
     files_to_copy: list[str] = dataclasses.field(default_factory=list)
+    #: further JSON files of the package, file name -> content (Whisper's
+    #: audio_processor_config.json for onnxruntime-genai's audio processor)
+    extra_json: dict[str, Any] = dataclasses.field(default_factory=dict)
     config: Any = None
 
     @property
@@ -55,6 +58,7 @@ class ModelPackage:
         try:
             os.makedirs(parent, exist_ok=True)
             staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.partial-", dir=parent)
+            os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700; a package is a normal folder
         except OSError as e:
             reason = e.strerror or str(e)
             if isinstance(e, (FileExistsError, NotADirectoryError)):
@@ -75,8 +79,23 @@ class ModelPackage:
         if self.genai_config is not None:
             with open(os.path.join(folder, "genai_config.json"), "w") as f:
                 json.dump(self.genai_config, f, indent=4)
+        for name, content in self.extra_json.items():
+            with open(os.path.join(folder, name), "w") as f:
+                json.dump(content, f, indent=4)
         for path in self.files_to_copy:
             shutil.copy2(path, os.path.join(folder, os.path.basename(path)))
+
+
+def _umask() -> int:
+    """The process umask, read without os.umask's set-and-restore (not thread-safe)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
 
 
 def _save_model(model: ir.Model, path: str, progress: bool) -> None:

@@ -229,3 +229,17 @@ def test_single_eos_is_an_int_and_greedy_defaults(tmp_path):
     assert genai["search"]["do_sample"] is False
     assert genai["search"]["top_k"] == 1  # greedy
     assert genai["model"]["decoder"]["head_size"] == 32  # explicit head_dim, not 64 / 4
+
+
+def test_package_folder_has_normal_permissions(saved):
+    """The staging folder comes from mkdtemp (0700); the package must not stay private."""
+    import stat
+
+    mode = stat.S_IMODE(os.stat(saved).st_mode)
+    assert mode == 0o777 & ~_process_umask()
+
+
+def _process_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
