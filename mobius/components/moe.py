@@ -90,6 +90,8 @@ def combine_experts(op, x, routing, experts: Sequence[ExpertFn], dtype: ir.DataT
         out = op.ScatterND(out, index, rows, reduction="add")
     if dtype != f32:
         out = op.Cast(out, to=dtype)
+    if x.shape is not None:  # ConstantOfShape(Shape(x)) hides it from shape inference
+        out.shape = x.shape.copy()
     return out
 
 
