@@ -14,26 +14,32 @@ from mobius.ep.registry import get_ep
 from mobius.errors import MobiusError
 from mobius.models.registry import family_for
 from mobius.optimize.pipeline import optimize_model
-from mobius.package.genai_config import decoder_genai_config
+from mobius.package.genai_config import decoder_genai_config, vision_language_genai_config
 from mobius.package.model_package import ModelPackage
 from mobius.package.provider_options import genai_provider_options
 from mobius.package.tokenizer_files import find_tokenizer_files
 from mobius.source import resolve_checkpoint
-from mobius.rewrite.rule import DECODER, ENCODER
+from mobius.rewrite.rule import DECODER, EMBEDDING, ENCODER, VISION
 from mobius.tasks.causal_lm import NAMED_DIMS, TaskFlags, build_causal_lm
 from mobius.tasks.concrete_dims import apply_concrete_dims
 from mobius.tasks.encoder import build_encoder
+from mobius.tasks.vision_language import IMAGE_DIMS, build_vision_language
 from mobius.weights.attach import attach_weights
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 
 logger = logging.getLogger(__name__)
 
-#: task -> (graph builder, model role for the optimizer)
+#: task -> (graph builder, model role for the optimizer). A multi-model task's
+#: builder returns {package key: model} and its entry maps each key to a role.
 TASKS = {
     "text-generation": (build_causal_lm, DECODER),
     "feature-extraction": (build_encoder, ENCODER),
+    "image-text-to-text": (build_vision_language,
+                           {"vision": VISION, "embedding": EMBEDDING, "model": DECODER}),
 }
+#: tasks onnxruntime-genai generates with (the others get no genai_config.json)
+GENERATIVE_TASKS = ("text-generation", "image-text-to-text")
 
 
 def build(
@@ -59,7 +65,7 @@ def build(
     checkpoint = SafetensorsCheckpoint(folder)
     with build_context(caps, build_dtype):
         module = family.module(config)
-    attach_weights(module, checkpoint, family.checkpoint_prefixes)
+    attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases)
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
                                 dtype=build_dtype, trace_optimization=trace_optimization)
     package.files_to_copy = find_tokenizer_files(folder)
@@ -101,18 +107,28 @@ def build_from_module(
     build_dtype = parse_dtype(dtype)
     check_supported(caps, build_dtype, task)
     flags = TaskFlags(use_concrete_dims=caps.use_concrete_dims)
-    build_graph, role = TASKS[task]
+    build_graph, roles = TASKS[task]
     with build_context(caps, build_dtype):
-        model = build_graph(module, config, flags)
-        report = optimize_model(model, caps, build_dtype, role, trace=trace_optimization)
-        if flags.use_concrete_dims:  # the rules added values after the task: re-establish
-            apply_concrete_dims(model, NAMED_DIMS)
-    if task != "text-generation":  # onnxruntime-genai runs generative models only
-        return ModelPackage(models={"model": model}, config=config)
-    uses_gqa = report.histogram.get("com.microsoft::GroupQueryAttention", 0) > 0
-    genai = decoder_genai_config(
-        config,
+        built = build_graph(module, config, flags)
+        models = built if isinstance(built, dict) else {"model": built}
+        roles = roles if isinstance(roles, dict) else {"model": roles}
+        reports = {}
+        for key, model in models.items():
+            reports[key] = optimize_model(model, caps, build_dtype, roles[key],
+                                          trace=trace_optimization)
+            if flags.use_concrete_dims:  # the rules added values after the task: re-establish
+                apply_concrete_dims(model, (*NAMED_DIMS, *IMAGE_DIMS))
+    if task not in GENERATIVE_TASKS:  # onnxruntime-genai runs generative models only
+        return ModelPackage(models=models, config=config)
+    decoder = next(key for key, role in roles.items() if role == DECODER)
+    uses_gqa = reports[decoder].histogram.get("com.microsoft::GroupQueryAttention", 0) > 0
+    options = dict(
         provider_options=genai_provider_options(caps, past_present_share_buffer=uses_gqa),
         past_present_share_buffer=uses_gqa,
     )
-    return ModelPackage(models={"model": model}, genai_config=genai, config=config)
+    if task == "image-text-to-text":
+        genai = vision_language_genai_config(config, image_token_id=module.image_token_id,
+                                             **options)
+    else:
+        genai = decoder_genai_config(config, **options)
+    return ModelPackage(models=models, genai_config=genai, config=config)

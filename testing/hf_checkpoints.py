@@ -22,12 +22,24 @@ def make_hf_checkpoint(folder: str, preset: str, seed: int = 0, **overrides) -> 
     raw = {**TINY_PRESETS[preset], **overrides}
     config = transformers.AutoConfig.for_model(**raw)
     torch.manual_seed(seed)
-    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model = _auto_class(config).from_config(config, dtype=torch.float32)
     _randomize_norms(model, seed)
     model.eval()
     model.save_pretrained(folder, safe_serialization=True)
-    write_tiny_tokenizer(folder, raw["vocab_size"])
+    write_tiny_tokenizer(folder, (raw.get("text_config") or raw)["vocab_size"])
     return folder
+
+
+def _auto_class(config):
+    """AutoModelForCausalLM, or the image-text-to-text class for vision-language configs,
+    or the speech seq2seq class (Whisper: WhisperForConditionalGeneration)."""
+    import transformers
+
+    if getattr(config, "vision_config", None) is not None:
+        return transformers.AutoModelForImageTextToText
+    if type(config) in transformers.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING:
+        return transformers.AutoModelForSpeechSeq2Seq
+    return transformers.AutoModelForCausalLM
 
 
 def _randomize_norms(model, seed: int) -> None:
@@ -45,7 +57,8 @@ def load_hf_model(folder: str):
     import torch
     import transformers
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    config = transformers.AutoConfig.from_pretrained(folder)
+    model = _auto_class(config).from_pretrained(folder, dtype=torch.float32)
     model.eval()
     return model
 

@@ -161,12 +161,13 @@ def real_positions(run: ParityRun):
 def make_family_checkpoint(folder: str, family, seed: int = 0, **overrides) -> str:
     """A transformers-written tiny checkpoint of ``family`` (its tiny preset + overrides).
 
-    Causal LMs go through testing/hf_checkpoints.make_hf_checkpoint; other tasks
-    (encoders) are saved with ``AutoModel`` the same way.
+    Causal LMs and vision-language models go through
+    testing/hf_checkpoints.make_hf_checkpoint; other tasks (encoders) are saved
+    with ``AutoModel`` the same way.
     """
     from testing.hf_checkpoints import make_hf_checkpoint
 
-    if family.task == "text-generation":
+    if family.task in ("text-generation", "image-text-to-text"):
         return make_hf_checkpoint(folder, family.tiny_preset, seed=seed, **overrides)
     import torch
     import transformers

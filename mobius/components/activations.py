@@ -2,7 +2,7 @@
 
 from mobius.errors import ConfigError
 
-SUPPORTED_ACTIVATIONS = ("silu", "swish", "gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+SUPPORTED_ACTIVATIONS = ("silu", "swish", "gelu", "gelu_new", "gelu_pytorch_tanh", "quick_gelu", "relu")
 
 
 def apply_activation(op, x, name: str):
@@ -12,6 +12,8 @@ def apply_activation(op, x, name: str):
         return op.Gelu(x)
     if name in ("gelu_new", "gelu_pytorch_tanh"):
         return op.Gelu(x, approximate="tanh")
+    if name == "quick_gelu":  # CLIP: x * sigmoid(1.702 x)
+        return op.Mul(x, op.Sigmoid(op.Mul(x, op.CastLike(op.Constant(value_float=1.702), x))))
     if name == "relu":
         return op.Relu(x)
     raise ConfigError(

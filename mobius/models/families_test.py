@@ -65,6 +65,8 @@ def test_builds_and_passes_the_full_checker(family, dtype, checkpoints, tmp_path
         _check_decoder_contract(model.graph, built.config, DTYPES[dtype])
     elif family.task == "feature-extraction":
         _check_encoder_contract(model.graph, built.config, DTYPES[dtype])
+    elif family.task == "image-text-to-text":
+        _check_vision_language_contract(built, model.graph, DTYPES[dtype])
     else:
         pytest.fail(f"no I/O contract known for task {family.task!r}")
     _check_weight_dtypes(model.graph, dtype)
@@ -138,6 +140,30 @@ def _check_encoder_contract(graph, config, float_type):
     out = graph.output[0]
     assert _elem(out) == float_type
     assert _dims(out)[-1] == config.hidden_size
+
+
+def _check_vision_language_contract(built, decoder, float_type):
+    """vision.onnx / embedding.onnx / model.onnx (mobius/tasks/vision_language.py);
+    the details per EP are in llava_test.py."""
+    import os
+
+    graphs = {}
+    for name in ("vision", "embedding"):
+        path = os.path.join(built.path, f"{name}.onnx")
+        onnx.checker.check_model(path, full_check=True)
+        graphs[name] = onnx.load(path, load_external_data=False).graph
+    vision, embedding = graphs["vision"], graphs["embedding"]
+    assert [i.name for i in vision.input] == ["pixel_values"]
+    assert [o.name for o in vision.output] == ["image_features"]
+    assert [i.name for i in embedding.input] == ["input_ids", "image_features"]
+    assert [o.name for o in embedding.output] == ["inputs_embeds"]
+    assert _elem(vision.output[0]) == _elem(embedding.output[0]) == float_type
+    layers = built.config.num_hidden_layers
+    past = [f"past_key_values.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
+    assert [i.name for i in decoder.input] == [
+        "inputs_embeds", "attention_mask", "position_ids", *past]
+    assert [o.name for o in decoder.output][0] == "logits"
+    assert _dims(decoder.output[0])[-1] == built.config.vocab_size
 
 
 def test_unknown_model_type_lists_the_supported_ones():

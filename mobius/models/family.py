@@ -30,6 +30,11 @@ class ModelFamily:
     normalize_raw: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
     #: prefixes a checkpoint may put before the module's names (BertFor* -> "bert.")
     checkpoint_prefixes: tuple[str, ...] = ("",)
+    #: (module-name prefix, its checkpoint spellings in order of preference): for
+    #: multi-part models whose parts different transformers versions save under
+    #: different prefixes (LLaVA: "vision_tower.vision_model." or "vision_tower.").
+    #: Each part's spelling is chosen on its own; see mobius/weights/attach.py.
+    checkpoint_aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def make_config(self, raw: Mapping[str, Any],
                     generation: Mapping[str, Any] | None = None) -> ArchitectureConfig:

@@ -86,3 +86,46 @@ def decoder_genai_config(
             "top_p": gen.top_p,
         },
     }
+
+
+def vision_language_genai_config(
+    config: ArchitectureConfig,
+    *,
+    image_token_id: int,
+    provider_options: list[dict[str, Any]] | None = None,
+    past_present_share_buffer: bool = False,
+) -> dict[str, Any]:
+    """genai_config.json of a three-model vision-language package
+    (mobius/tasks/vision_language.py): the ``vision`` and ``embedding`` sections
+    of genai's multi-modal pipeline, and a decoder fed ``inputs_embeds``.
+
+    ``model.type`` is the checkpoint's own model_type (e.g. "llava"): genai
+    picks the image processor and prompt handling by this name, so a type of a
+    different family would run its preprocessing on this model. onnxruntime-genai
+    0.18 has no "llava" type (its multi-modal types are other families': phi3v,
+    gemma3, qwen2_5_vl, mistral3, ...) and refuses to load such a package; its
+    multi-modal pipeline itself runs the three models (see
+    mobius/models/llava_genai_test.py).
+    """
+    genai = decoder_genai_config(config, provider_options=provider_options,
+                                 past_present_share_buffer=past_present_share_buffer)
+    model = genai["model"]
+    decoder = model["decoder"]
+    inputs = {"inputs_embeds": "inputs_embeds",
+              **{k: v for k, v in decoder["inputs"].items() if k != "input_ids"}}
+    decoder["inputs"] = inputs
+    # No session_options of their own: genai then gives both the decoder's (graph
+    # capture disabled, as it does for every non-decoder session).
+    model["embedding"] = {
+        "filename": "embedding.onnx",
+        "inputs": {"input_ids": "input_ids", "image_features": "image_features"},
+        "outputs": {"inputs_embeds": "inputs_embeds"},
+    }
+    model["vision"] = {
+        "filename": "vision.onnx",
+        "inputs": {"pixel_values": "pixel_values"},
+        "outputs": {"image_features": "image_features"},
+    }
+    model["image_token_id"] = image_token_id
+    model["type"] = config.model_type
+    return genai

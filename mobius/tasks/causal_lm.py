@@ -45,6 +45,10 @@ class TaskFlags:
     """
 
     use_concrete_dims: bool = False
+    #: The decoder of a multi-model package (vision-language): its first input is
+    #: ``inputs_embeds`` [batch, seq, hidden] (made by the package's embedding
+    #: model) instead of ``input_ids``; the rest of the contract is unchanged.
+    inputs_embeds: bool = False
 
 
 def build_causal_lm(module: nn.Module, config: ArchitectureConfig,
@@ -53,7 +57,13 @@ def build_causal_lm(module: nn.Module, config: ArchitectureConfig,
     graph = ir.Graph([], [], nodes=[], opset_imports={"": OPSET}, name="main_graph")
     builder = GraphBuilder(graph)
     op = builder.op
-    input_ids = builder.input("input_ids", ir.DataType.INT64, [BATCH, SEQ])
+    if flags.inputs_embeds:
+        input_ids = None
+        embeds = {"inputs_embeds": builder.input("inputs_embeds", dtype,
+                                                 [BATCH, SEQ, config.hidden_size])}
+    else:
+        input_ids = builder.input("input_ids", ir.DataType.INT64, [BATCH, SEQ])
+        embeds = {}
     attention_mask = builder.input("attention_mask", ir.DataType.INT64, [BATCH, TOTAL])
     position_ids = builder.input("position_ids", ir.DataType.INT64, [BATCH, SEQ])
     kv_shape = [BATCH, config.num_key_value_heads, PAST, config.head_dim]
@@ -62,7 +72,7 @@ def build_causal_lm(module: nn.Module, config: ArchitectureConfig,
          builder.input(f"past_key_values.{i}.value", dtype, kv_shape))
         for i in range(config.num_hidden_layers)
     ]
-    logits, presents = module(op, input_ids, attention_mask, position_ids, past)
+    logits, presents = module(op, input_ids, attention_mask, position_ids, past, **embeds)
 
     output_value(builder, logits, "logits", dtype, [BATCH, SEQ, config.vocab_size])
     present_shape = [BATCH, config.num_key_value_heads, TOTAL, config.head_dim]

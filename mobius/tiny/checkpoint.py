@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -39,12 +40,13 @@ def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) ->
         raw = dict(TINY_PRESETS[name])
         with open(os.path.join(staging, "config.json"), "w") as f:
             json.dump(raw, f, indent=2)
-        if "eos_token_id" in raw:  # generative models
+        text = raw.get("text_config") or raw  # multi-modal presets nest the decoder's config
+        if "eos_token_id" in text:  # generative models
             with open(os.path.join(staging, "generation_config.json"), "w") as f:
-                json.dump({"bos_token_id": raw.get("bos_token_id"),
-                           "eos_token_id": raw["eos_token_id"], "do_sample": False}, f, indent=2)
+                json.dump({"bos_token_id": text.get("bos_token_id"),
+                           "eos_token_id": text["eos_token_id"], "do_sample": False}, f, indent=2)
         write_safetensors(os.path.join(staging, "model.safetensors"), random_weights(raw, seed))
-        write_tiny_tokenizer(staging, raw["vocab_size"])
+        write_tiny_tokenizer(staging, text["vocab_size"])
         if os.path.isdir(folder):
             shutil.rmtree(folder)
         os.rename(staging, folder)
@@ -66,7 +68,7 @@ def random_weights(raw: dict, seed: int) -> dict[str, np.ndarray]:
         if source is None or source in tensors:
             continue
         shape = param.checkpoint_shape
-        if source.endswith("norm.weight"):
+        if re.search(r"norm\d*\.weight$", source):  # norm scales (CLIP: layer_norm1/2)
             tensors[source] = (1.0 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
         else:
             tensors[source] = (0.05 * rng.standard_normal(shape)).astype(np.float32)

@@ -108,6 +108,24 @@ TINY_PRESETS: dict[str, dict] = {
         "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
         "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "tie_word_embeddings": True,
     },
+    # Vision-language: tiny CLIP tower (32 px images, 8 px patches: 16 image tokens per
+    # image; hidden 48, 4 heads of 12, MLP 100) + projector + tiny Llama text model.
+    # The image token is a real vocabulary entry (transformers embeds it before
+    # overwriting), the last one so random prompts rarely hit it.
+    "tiny-llava": {
+        "model_type": "llava", "architectures": ["LlavaForConditionalGeneration"],
+        "image_token_index": VOCAB_SIZE - 1, "image_seq_length": 16,
+        "projector_hidden_act": "gelu", "vision_feature_layer": -2,
+        "vision_feature_select_strategy": "default", "multimodal_projector_bias": True,
+        "tie_word_embeddings": False,
+        "text_config": {**_COMMON, "model_type": "llama", "architectures": ["LlamaForCausalLM"]},
+        "vision_config": {
+            "model_type": "clip_vision_model", "hidden_size": 48, "intermediate_size": 100,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_channels": 3,
+            "image_size": 32, "patch_size": 8, "hidden_act": "quick_gelu",
+            "layer_norm_eps": 1e-5, "projection_dim": 40,
+        },
+    },
     "tiny-bert": {
         "model_type": "bert", "architectures": ["BertModel"], "vocab_size": VOCAB_SIZE,
         "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,

@@ -21,15 +21,20 @@ logger = logging.getLogger(__name__)
 
 
 def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint,
-                   prefixes: tuple[str, ...] = ("",)) -> None:
+                   prefixes: tuple[str, ...] = ("",),
+                   aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> None:
     """``prefixes``: what a checkpoint may put before the module's names (the
-    first one under which the checkpoint has the model's first tensor wins)."""
+    first one under which the checkpoint has the model's first tensor wins).
+    ``aliases``: (module-name prefix, checkpoint spellings of it) pairs; for the
+    names under one such prefix, the first spelling under which the checkpoint
+    has the first of them wins (each prefix decided on its own)."""
     used = set()
     prefix = None
+    chosen: dict[str, str] = {}
     for name, param in module.named_parameters():
         if not isinstance(param, Weight):
             continue
-        source = param.checkpoint_name or name
+        source = _alias(param.checkpoint_name or name, aliases, chosen, checkpoint)
         if prefix is None:
             prefix = next((p for p in prefixes if p + source in checkpoint), prefixes[0])
         source = prefix + source
@@ -50,6 +55,19 @@ def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint,
     if unused:
         logger.info("ignoring %d checkpoint tensors not used by the model, e.g. %s",
                     len(unused), unused[:3])
+
+
+def _alias(source: str, aliases, chosen: dict[str, str], checkpoint) -> str:
+    """``source`` with its aliased module prefix (longest match) respelled."""
+    match = max((a for a in aliases if source.startswith(a[0])), key=lambda a: len(a[0]),
+                default=None)
+    if match is None:
+        return source
+    module_prefix, spellings = match
+    rest = source[len(module_prefix):]
+    if module_prefix not in chosen:
+        chosen[module_prefix] = next((s for s in spellings if s + rest in checkpoint), spellings[0])
+    return chosen[module_prefix] + rest
 
 
 def _loader(checkpoint: SafetensorsCheckpoint, source: str, param: Weight):

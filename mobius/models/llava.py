@@ -1,0 +1,210 @@
+"""LLaVA: CLIP vision tower + two-layer projector + a Llama-family decoder,
+built as three models (task ``image-text-to-text``, mobius/tasks/vision_language.py):
+
+* ``vision``: pixel_values -> CLIP hidden state(s) ``vision_feature_layer``
+  (an index, or a list whose states are concatenated on the feature axis),
+  minus the class token under ``vision_feature_select_strategy`` "default"
+  ("full" keeps it) -> ``multi_modal_projector`` (linear_1, act, linear_2)
+  -> image_features [images * tokens per image, text hidden].
+* ``embedding``: the decoder's token embedding of input_ids, with the
+  positions holding ``image_token_index`` replaced by the image features in
+  order (row-major over [batch, seq], as transformers' ``masked_scatter``).
+* ``model``: the text family's own decoder (Llama, Mistral or Qwen2 classes),
+  built with the causal-LM task's ``inputs_embeds`` flag.
+
+Module names mirror the LLaVA checkpoints on the hub (``vision_tower.vision_model.*``,
+``multi_modal_projector.*``, ``language_model.model.*``, ``language_model.lm_head``);
+the spellings other transformers versions save (``vision_tower.*`` without
+``vision_model``, ``model.language_model.*``, ``lm_head``, ...) are accepted
+through ``checkpoint_aliases``.
+
+config.json: llava-hf checkpoints keep only non-default values in their
+``text_config`` / ``vision_config`` (transformers 4.x saved diffs), so the
+defaults transformers would fill in are filled in here too: LlamaConfig's for a
+Llama text config, CLIPVisionConfig's for a vision config, and LlavaConfig's own
+vision defaults (CLIP ViT-L/14 at 336 px) when ``vision_config`` is absent. The
+ArchitectureConfig of the family describes the decoder (``model_type`` "llava");
+``config.raw`` keeps the normalized ``text_config`` / ``vision_config``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+import onnx_ir as ir
+from onnxscript import nn
+
+from mobius.components.activations import apply_activation
+from mobius.components.linear import Linear
+from mobius.config.architecture import ArchitectureConfig
+from mobius.context import get_build_dtype
+from mobius.errors import ConfigError, UnsupportedModelError
+from mobius.models import llama, mistral, qwen
+from mobius.models.clip import CLIPVisionConfig, CLIPVisionModel, hidden_state_index
+from mobius.models.family import ModelFamily
+from mobius.weights.dtypes import numpy_dtype
+
+#: text_config model_type -> the family whose decoder classes and config switches LLaVA reuses.
+TEXT_FAMILIES: Mapping[str, ModelFamily] = {
+    "llama": llama.FAMILY, "mistral": mistral.FAMILY, "qwen2": qwen.QWEN2,
+}
+
+#: transformers' LlamaConfig defaults, for text configs saved as diffs.
+_LLAMA_DEFAULTS: Mapping[str, Any] = {
+    "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "hidden_act": "silu",
+    "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+    "bos_token_id": 1, "eos_token_id": 2, "attention_bias": False, "mlp_bias": False,
+    "tie_word_embeddings": False,
+}
+
+#: LlavaConfig's vision tower when config.json has no vision_config at all.
+_LLAVA_VISION_DEFAULTS: Mapping[str, Any] = {
+    "model_type": "clip_vision_model", "hidden_size": 1024, "intermediate_size": 4096,
+    "num_hidden_layers": 24, "num_attention_heads": 16, "image_size": 336, "patch_size": 14,
+}
+
+#: LlavaConfig's own defaults.
+_LLAVA_DEFAULTS: Mapping[str, Any] = {
+    "image_token_index": 32000, "projector_hidden_act": "gelu",
+    "vision_feature_select_strategy": "default", "vision_feature_layer": -2,
+    "multimodal_projector_bias": True,
+}
+_LLAVA_KEYS = tuple(_LLAVA_DEFAULTS)
+
+
+def normalize_llava(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The decoder's fields at the top level (what ArchitectureConfig reads), plus
+    the LLaVA keys and the normalized ``text_config`` / ``vision_config``."""
+    text = dict(raw.get("text_config") or {})
+    text_type = text.setdefault("model_type", "llama")
+    if text_type not in TEXT_FAMILIES:
+        raise UnsupportedModelError(
+            f"llava: text_config model_type {text_type!r} is not supported; "
+            f"supported: {', '.join(sorted(TEXT_FAMILIES))}")
+    if text_type == "llama":
+        text = {**_LLAMA_DEFAULTS, **text}
+    if raw.get("vision_config") is None:
+        vision = dict(_LLAVA_VISION_DEFAULTS)
+    else:
+        vision = dict(raw["vision_config"])
+    if vision.get("model_type", "clip_vision_model") != "clip_vision_model":
+        raise UnsupportedModelError(
+            f"llava: vision tower {vision.get('model_type')!r} is not supported; "
+            f"supported: clip_vision_model")
+    llava = {key: raw.get(key, default) for key, default in _LLAVA_DEFAULTS.items()}
+    if raw.get("image_token_id") is not None and raw.get("image_token_index") is None:
+        llava["image_token_index"] = raw["image_token_id"]  # transformers 5 attribute name
+    # LlavaConfig: the top-level flag, or the text config's (saved there by older versions).
+    tie = bool(raw.get("tie_word_embeddings") or text.get("tie_word_embeddings"))
+    out = {**text, **llava, "model_type": "llava",
+           "architectures": list(raw.get("architectures") or ["LlavaForConditionalGeneration"]),
+           "tie_word_embeddings": tie, "text_config": text, "vision_config": vision}
+    for key in ("pad_token_id", "dtype", "torch_dtype"):  # top-level values win
+        if raw.get(key) is not None:
+            out[key] = raw[key]
+    return out
+
+
+def _text_overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
+    text = raw["text_config"]
+    return dict(TEXT_FAMILIES[text["model_type"]].config_overrides(text))
+
+
+class LlavaMultiModalProjector(nn.Module):
+    def __init__(self, in_features: int, hidden_size: int, activation: str, bias: bool):
+        super().__init__()
+        self.activation = activation
+        self.linear_1 = Linear(in_features, hidden_size, bias)
+        self.linear_2 = Linear(hidden_size, hidden_size, bias)
+
+    def forward(self, op, x):
+        return self.linear_2(op, apply_activation(op, self.linear_1(op, x), self.activation))
+
+
+class LlavaForConditionalGeneration(nn.Module):
+    """The vision-language module protocol of mobius/tasks/vision_language.py:
+    ``image_input_shape``, ``encode_images``, ``embed`` and ``language_model``."""
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        raw = normalize_llava(config.raw)  # idempotent: a no-op on make_config's raw
+        vision = CLIPVisionConfig.from_dict(raw["vision_config"])
+        layers = raw["vision_feature_layer"]
+        layers = [layers] if isinstance(layers, int) else list(layers)
+        if not layers:
+            raise ConfigError("llava: vision_feature_layer is an empty list")
+        self.feature_states = [hidden_state_index(i, vision.num_hidden_layers) for i in layers]
+        strategy = raw["vision_feature_select_strategy"]
+        if strategy not in ("default", "full"):
+            raise ConfigError(f"llava: vision_feature_select_strategy {strategy!r} is not "
+                              f"'default' or 'full'")
+        self.drop_class_token = strategy == "default"
+        self.image_token_id = int(raw["image_token_index"])
+        if not 0 <= self.image_token_id < config.vocab_size:
+            raise ConfigError(f"llava: image_token_index {self.image_token_id} is outside the "
+                              f"vocabulary (vocab_size {config.vocab_size})")
+        self.hidden_size = config.hidden_size
+        self.image_input_shape = (vision.num_channels, vision.image_size, vision.image_size)
+        self.tokens_per_image = vision.num_patches + (0 if self.drop_class_token else 1)
+
+        self.vision_tower = CLIPVisionModel(vision, num_layers=max(self.feature_states))
+        self.multi_modal_projector = LlavaMultiModalProjector(
+            vision.hidden_size * len(layers), config.hidden_size, raw["projector_hidden_act"],
+            bool(raw["multimodal_projector_bias"]))
+        self.language_model = TEXT_FAMILIES[raw["text_config"]["model_type"]].module(config)
+        if config.tie_word_embeddings:  # CausalLM names the tied source without our prefix
+            self.language_model.lm_head.weight.checkpoint_name = (
+                "language_model.model.embed_tokens.weight")
+
+    def encode_images(self, op, pixel_values):
+        """pixel_values [images, C, H, W] -> image_features [images * tokens, text hidden]."""
+        states = self.vision_tower(op, pixel_values)
+        selected = [states[i] for i in self.feature_states]
+        if self.drop_class_token:
+            selected = [op.Slice(s, op.Constant(value_ints=[1]),
+                                 op.Constant(value_ints=[np.iinfo(np.int64).max]),
+                                 op.Constant(value_ints=[1])) for s in selected]
+        features = selected[0] if len(selected) == 1 else op.Concat(*selected, axis=-1)
+        projected = self.multi_modal_projector(op, features)  # [images, tokens, text hidden]
+        return op.Reshape(projected, op.Constant(value_ints=[-1, self.hidden_size]))
+
+    def embed(self, op, input_ids, image_features):
+        """Token embeddings [batch, seq, hidden] with image-token positions taken, in
+        order, from image_features [n, hidden]. Image tokens beyond the n features
+        (and every position when n = 0, e.g. decode steps) read a zero row instead of
+        failing; the token id itself is never looked up (it may lie past the table)."""
+        is_image = op.Equal(input_ids, op.Constant(value_int=self.image_token_id))
+        token_ids = op.Where(is_image, op.Constant(value_int=0), input_ids)
+        embeds = self.language_model.model.embed_tokens(op, token_ids)  # [batch, seq, hidden]
+
+        flat = op.Reshape(is_image, op.Constant(value_ints=[-1]))  # [batch * seq]
+        order = op.Sub(op.CumSum(op.Cast(flat, to=ir.DataType.INT64), op.Constant(value_int=0)),
+                       op.Constant(value_int=1))  # k-th image token -> k - 1 ... -> feature row
+        count = op.Shape(image_features, start=0, end=1)  # [1]: the zero row's index
+        zero_row = op.Constant(value=ir.tensor(
+            np.zeros((1, self.hidden_size), dtype=numpy_dtype(get_build_dtype()))))
+        rows = op.Concat(image_features, zero_row, axis=0)  # [n + 1, hidden]
+        index = op.Where(flat, op.Min(order, count), count)
+        picked = op.Reshape(op.Gather(rows, index, axis=0), op.Shape(embeds))
+        return op.Where(op.Unsqueeze(is_image, op.Constant(value_ints=[-1])), picked, embeds)
+
+
+FAMILY = ModelFamily(
+    name="llava",
+    model_types=("llava",),
+    architectures=("LlavaForConditionalGeneration",),
+    module=LlavaForConditionalGeneration,
+    task="image-text-to-text",
+    tiny_preset="tiny-llava",
+    normalize_raw=normalize_llava,
+    config_overrides=_text_overrides,
+    checkpoint_aliases=(
+        ("vision_tower.vision_model.", ("vision_tower.vision_model.", "vision_tower.",
+                                        "model.vision_tower.vision_model.", "model.vision_tower.")),
+        ("multi_modal_projector.", ("multi_modal_projector.", "model.multi_modal_projector.")),
+        ("language_model.model.", ("language_model.model.", "model.language_model.")),
+        ("language_model.lm_head.", ("language_model.lm_head.", "lm_head.")),
+    ),
+)
