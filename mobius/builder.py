@@ -14,7 +14,8 @@ from mobius.ep.registry import get_ep
 from mobius.errors import MobiusError
 from mobius.models.registry import family_for
 from mobius.optimize.pipeline import optimize_model
-from mobius.package.genai_config import decoder_genai_config, vision_language_genai_config
+from mobius.package.genai_config import (decoder_genai_config, vision_language_genai_config,
+                                         whisper_audio_processor_config, whisper_genai_config)
 from mobius.package.model_package import ModelPackage
 from mobius.package.provider_options import genai_provider_options
 from mobius.package.tokenizer_files import find_tokenizer_files
@@ -23,6 +24,7 @@ from mobius.rewrite.rule import DECODER, EMBEDDING, ENCODER, VISION
 from mobius.tasks.causal_lm import NAMED_DIMS, TaskFlags, build_causal_lm
 from mobius.tasks.concrete_dims import apply_concrete_dims
 from mobius.tasks.encoder import build_encoder
+from mobius.tasks.speech_seq2seq import build_speech_seq2seq
 from mobius.tasks.vision_language import IMAGE_DIMS, build_vision_language
 from mobius.weights.attach import attach_weights
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
@@ -37,9 +39,11 @@ TASKS = {
     "feature-extraction": (build_encoder, ENCODER),
     "image-text-to-text": (build_vision_language,
                            {"vision": VISION, "embedding": EMBEDDING, "model": DECODER}),
+    "automatic-speech-recognition": (build_speech_seq2seq,
+                                     {"encoder": ENCODER, "decoder": DECODER}),
 }
 #: tasks onnxruntime-genai generates with (the others get no genai_config.json)
-GENERATIVE_TASKS = ("text-generation", "image-text-to-text")
+GENERATIVE_TASKS = ("text-generation", "image-text-to-text", "automatic-speech-recognition")
 
 
 def build(
@@ -129,6 +133,11 @@ def build_from_module(
     if task == "image-text-to-text":
         genai = vision_language_genai_config(config, image_token_id=module.image_token_id,
                                              **options)
+    elif task == "automatic-speech-recognition":
+        genai = whisper_genai_config(config, module.encoder_config, **options)
+        audio = whisper_audio_processor_config(module.encoder_config.num_mel_bins)
+        return ModelPackage(models=models, genai_config=genai, config=config,
+                            extra_json={"audio_processor_config.json": audio})
     else:
         genai = decoder_genai_config(config, **options)
     return ModelPackage(models=models, genai_config=genai, config=config)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from mobius.errors import UnsupportedModelError
 from mobius.models import bert, gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
 from mobius.models import llava, mixtral, qwen_moe
+from mobius.models import whisper
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -29,6 +30,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     gpt2.FAMILY,
     bert.FAMILY,
     llava.FAMILY,
+    whisper.FAMILY,
 )
 
 _BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}

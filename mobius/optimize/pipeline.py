@@ -18,6 +18,7 @@ from mobius.ep.registry import get_ep
 from mobius.optimize.histogram import describe, diff, op_histogram
 from mobius.optimize.trace import RuleRecord, Tracer
 from mobius.rewrite import library_passes as lib
+from mobius.rewrite.graph_inputs import attention_mask_input
 from mobius.rewrite.rule import ROLES, Rule, RuleContext
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 
@@ -94,12 +95,15 @@ def optimize_model(
         for row in tracer.summary().splitlines():
             tracer.line(row)
     histogram = dict(op_histogram(model))
-    _warn_if_gqa_missing(caps, dtype, model_role, histogram)
+    _warn_if_gqa_missing(caps, dtype, model_role, histogram, model)
     return OptimizationReport(caps.name, dtype, model_role, tracer.records, histogram)
 
 
-def _warn_if_gqa_missing(caps, dtype, role, histogram) -> None:
-    expected = role == "decoder" and caps.fuses_gqa(dtype)
+def _warn_if_gqa_missing(caps, dtype, role, histogram, model=None) -> None:
+    # GQA takes its sequence lengths from the attention_mask input: a decoder
+    # without one (Whisper's) is not expected to fuse.
+    expected = (role == "decoder" and caps.fuses_gqa(dtype)
+                and (model is None or attention_mask_input(model.graph) is not None))
     attention = histogram.get("Attention", 0)
     if expected and attention and not histogram.get("com.microsoft::GroupQueryAttention", 0):
         warnings.warn(

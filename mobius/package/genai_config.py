@@ -129,3 +129,79 @@ def vision_language_genai_config(
     model["image_token_id"] = image_token_id
     model["type"] = config.model_type
     return genai
+
+
+def whisper_genai_config(
+    config: ArchitectureConfig,
+    encoder: Any,
+    *,
+    provider_options: list[dict[str, Any]] | None = None,
+    past_present_share_buffer: bool = False,
+) -> dict[str, Any]:
+    """genai_config.json of a two-model Whisper package (mobius/tasks/speech_seq2seq.py):
+    onnxruntime-genai's ``whisper`` type, with an ``encoder`` section (audio features
+    in; encoder states and every decoder layer's cross-attention K/V out) and a
+    ``decoder`` section (self cache in/out, cross cache in). The section layout and
+    names are those of genai's own model builder (builders/whisper.py).
+
+    ``config`` describes the decoder; ``encoder`` is the encoder's description
+    (``hidden_size``, ``num_heads``, ``num_layers``: mobius.models.whisper's
+    WhisperEncoderConfig). ``past_present_share_buffer`` stays False in practice:
+    the decoder has no attention_mask, so it never gets GroupQueryAttention, and it
+    reads the past length from the self cache's shape, which a shared (max-length)
+    buffer would break.
+    """
+    genai = decoder_genai_config(config, filename="decoder.onnx",
+                                 provider_options=provider_options,
+                                 past_present_share_buffer=past_present_share_buffer)
+    model = genai["model"]
+    decoder = model["decoder"]
+    decoder["inputs"] = {
+        "input_ids": "input_ids",
+        "past_key_names": "past_key_self_%d",
+        "past_value_names": "past_value_self_%d",
+        "cross_past_key_names": "past_key_cross_%d",
+        "cross_past_value_names": "past_value_cross_%d",
+    }
+    decoder["outputs"] = {
+        "logits": "logits",
+        "present_key_names": "present_key_self_%d",
+        "present_value_names": "present_value_self_%d",
+    }
+    model["encoder"] = {
+        "session_options": dict(decoder["session_options"]),
+        "filename": "encoder.onnx",
+        "head_size": encoder.hidden_size // encoder.num_heads,
+        "hidden_size": encoder.hidden_size,
+        "inputs": {"audio_features": "audio_features"},
+        "outputs": {
+            "encoder_hidden_states": "encoder_hidden_states",
+            "cross_present_key_names": "present_key_cross_%d",
+            "cross_present_value_names": "present_value_cross_%d",
+        },
+        "num_attention_heads": encoder.num_heads,
+        "num_hidden_layers": encoder.num_layers,
+        "num_key_value_heads": encoder.num_heads,
+    }
+    model["type"] = "whisper"
+    return genai
+
+
+def whisper_audio_processor_config(num_mel_bins: int) -> dict[str, Any]:
+    """audio_processor_config.json of a Whisper package: what onnxruntime-genai's
+    audio processor (``model.create_multimodal_processor()``) runs on raw audio to
+    make ``audio_features`` -- decode, STFT (n_fft 400, hop 160: 10 ms at 16 kHz),
+    log-mel over 30 s chunks -- as genai's model builder writes it (without the
+    Hann-window values it carries only as a ``_comment``)."""
+    return {
+        "feature_extraction": {
+            "sequence": [
+                {"operation": {"name": "audio_decoder", "type": "AudioDecoder"}},
+                {"operation": {"name": "STFT", "type": "STFTNorm",
+                               "attrs": {"n_fft": 400, "frame_length": 400, "hop_length": 160}}},
+                {"operation": {"name": "log_mel_spectrogram", "type": "LogMelSpectrum",
+                               "attrs": {"chunk_size": 30, "hop_length": 160, "n_fft": 400,
+                                         "n_mel": num_mel_bins}}},
+            ]
+        }
+    }

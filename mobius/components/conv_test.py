@@ -1,0 +1,46 @@
+"""Conv1d vs torch.nn.Conv1d (Whisper's two front-end convolutions and variants), f32."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from mobius.components.conv import Conv1d  # noqa: E402
+from mobius.context import build_context  # noqa: E402
+from testing.onnx_graphs import attach_arrays, component_model, run_model  # noqa: E402
+
+IN, OUT, LENGTH = 6, 10, 14
+
+
+@pytest.mark.parametrize("kernel,stride,padding,bias", [
+    (3, 1, 1, True),   # Whisper conv1
+    (3, 2, 1, True),   # Whisper conv2: halves the length
+    (5, 1, 0, False),  # no padding, no bias
+    (4, 3, 2, True),   # even kernel, stride that does not divide the length
+])
+def test_matches_torch(tmp_path, kernel, stride, padding, bias):
+    torch.manual_seed(0)
+    ref = torch.nn.Conv1d(IN, OUT, kernel, stride=stride, padding=padding, bias=bias).eval()
+    state = {k: v.detach().numpy().copy() for k, v in ref.state_dict().items()}
+    with build_context(None, ir.DataType.FLOAT):
+        conv = Conv1d(IN, OUT, kernel, stride=stride, padding=padding, bias=bias)
+    attach_arrays(conv, state, tmp_path)
+    model = component_model([("x", ir.DataType.FLOAT, ["batch", IN, LENGTH])],
+                            lambda op, x: conv(op, x), ["y"])
+    x = np.random.default_rng(0).standard_normal((2, IN, LENGTH)).astype(np.float32)
+    (y,) = run_model(model, {"x": x})
+    with torch.no_grad():
+        expected = ref(torch.from_numpy(x)).numpy()
+    assert y.shape == expected.shape
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_weight_keeps_the_checkpoint_layout():
+    with build_context(None, ir.DataType.FLOAT16):
+        conv = Conv1d(IN, OUT, 3, bias=False)
+    assert list(conv.weight.shape) == [OUT, IN, 3]
+    assert conv.weight.checkpoint_shape == (OUT, IN, 3) and conv.weight.transform is None
+    assert conv.weight.dtype == ir.DataType.FLOAT16 and conv.bias is None
