@@ -35,18 +35,30 @@ ROTARY_OPS = ("RotaryEmbedding", "com.microsoft::RotaryEmbedding")
 STANDARD_DOMAINS = ("", "ai.onnx")
 
 #: The dtypes each built-in EP is tested with, primary (golden) dtype first:
-#: the EP's GQA dtypes, plus f32 where the EP runs f32 graphs.
-#: ep/registry_coverage is asserted in mobius/ep/capabilities_test.py.
+#: the EP's GQA dtypes plus f32 where the EP builds f32; every dtype for the
+#: EPs without GQA. Each ep/<name> fusion test checks this against the
+#: registry (:func:`expected_dtypes`), so a new GQA dtype cannot go untested.
 EP_DTYPES: dict[str, tuple[str, ...]] = {
     "default": ("f32", "f16", "bf16"),
     "cpu": ("f32",),
-    "cuda": ("f16", "bf16"),
-    "dml": ("f16",),
+    "cuda": ("f16", "bf16", "f32"),
+    "dml": ("f16", "f32"),
     "webgpu": ("f16", "f32"),
     "mlx": ("f16", "f32", "bf16"),
-    "trt-rtx": ("f16", "bf16"),
+    "trt-rtx": ("f16", "bf16", "f32"),
     "onnx-standard": ("f32", "f16", "bf16"),
 }
+
+
+def expected_dtypes(ep: str) -> set[str]:
+    """What EP_DTYPES[ep] must hold, from the registry (see EP_DTYPES)."""
+    from mobius.ep.registry import get_ep
+    from mobius.weights.dtypes import SHORT_NAMES
+
+    caps = get_ep(ep)
+    if not caps.gqa_dtypes:
+        return {SHORT_NAMES[d] for d in caps.dtypes}
+    return {SHORT_NAMES[d] for d in set(caps.gqa_dtypes) | ({ir.DataType.FLOAT} & caps.dtypes)}
 
 
 def primary_dtype(ep: str) -> str:
@@ -54,6 +66,11 @@ def primary_dtype(ep: str) -> str:
 
 
 DECODER_TASK = "text-generation"
+#: Tasks whose package holds a causal-LM decoder under the key "model" (what the
+#: EP expectation tables describe); their other models (vision tower, embedder)
+#: and every model of other tasks (encoders, speech seq2seq) only get the
+#: role invariant: no GroupQueryAttention outside decoders.
+CAUSAL_LM_TASKS = ("text-generation", "image-text-to-text")
 
 
 def family_names(task: str | None = None) -> list[str]:
@@ -84,6 +101,16 @@ def matrix(ep: str, families: Iterable[str] | None = None) -> list[tuple[str, st
     """(family, dtype) pairs of one EP (decoder families by default)."""
     families = decoder_family_names() if families is None else families
     return [(fam, dtype) for fam in families for dtype in EP_DTYPES[ep]]
+
+
+def params(pairs: Iterable[tuple[str, str]]) -> list:
+    """pytest params for (family, dtype) pairs, sharded by family (see testing/run_pytest.py)."""
+    return [pytest.param(fam, dtype, id=f"{fam}-{dtype}", marks=pytest.mark.shard_group(fam))
+            for fam, dtype in pairs]
+
+
+def family_params(families: Iterable[str]) -> list:
+    return [pytest.param(fam, id=fam, marks=pytest.mark.shard_group(fam)) for fam in families]
 
 
 # --------------------------------------------------------------------------
@@ -122,8 +149,22 @@ class Built:
     warnings: list[str]
 
     @property
+    def models(self) -> dict[str, ir.Model]:
+        return self.package.models
+
+    @property
+    def roles(self) -> dict[str, str]:
+        """Package key -> optimizer role, as mobius.builder.TASKS assigns them."""
+        from mobius.builder import TASKS
+
+        roles = TASKS[family(self.family).task][1]
+        return dict(roles) if isinstance(roles, dict) else {"model": roles}
+
+    @property
     def model(self) -> ir.Model:
-        return self.package.models["model"]
+        """The causal-LM decoder ("model"), or the package's only model."""
+        return self.package.models["model"] if "model" in self.models else next(
+            iter(self.models.values()))
 
     @property
     def config(self):
@@ -474,8 +515,26 @@ def builds(tmp_path_factory) -> Builds:
     return Builds(Checkpoints(tmp_path_factory.mktemp("checkpoints")))
 
 
-#: Non-decoder roles (encoders, vision towers, embedders) never get GQA.
-NON_DECODER_CHECKS: tuple[Check, ...] = (Absent(GQA),)
+@dataclasses.dataclass(frozen=True)
+class NoGqaOutsideCausalDecoder(Check):
+    """No GroupQueryAttention in any model of the package but the causal-LM decoder."""
+
+    def failure(self, built, generic):
+        causal = family(built.family).task in CAUSAL_LM_TASKS
+        bad = {key: n for key, m in built.models.items()
+               if not (causal and key == "model")
+               and (n := sum(op_key(x) == GQA for x in all_nodes(m.graph)))}
+        roles = built.roles
+        return (f"GroupQueryAttention in {', '.join(f'{k} ({roles.get(k)})' for k in bad)}"
+                if bad else None)
+
+    def __str__(self):
+        return "no-gqa-outside-decoder"
+
+
+#: Every family: GQA only ever in the causal decoder (never in encoders, vision
+#: towers, embedders, or seq2seq models).
+ROLE_CHECKS: tuple[Check, ...] = (NoGqaOutsideCausalDecoder(),)
 
 
 def fusion_params(ep: str, expectations: dict[str, tuple[Check, ...]],
@@ -489,10 +548,10 @@ def fusion_params(ep: str, expectations: dict[str, tuple[Check, ...]],
     known_gaps = dict(known_gaps or {})
     params = []
     for fam in ep_family_names(ep):
-        decoder = family(fam).task == DECODER_TASK
+        causal = family(fam).task in CAUSAL_LM_TASKS
         for dtype in EP_DTYPES[ep]:
-            for check in (expectations[dtype] if decoder else NON_DECODER_CHECKS):
-                marks = []
+            for check in (expectations[dtype] if causal else ()) + ROLE_CHECKS:
+                marks = [pytest.mark.shard_group(fam)]
                 reason = known_gaps.pop((fam, dtype, str(check)), None)
                 if reason is not None:
                     marks.append(pytest.mark.xfail(strict=True, reason=reason))

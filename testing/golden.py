@@ -41,8 +41,18 @@ def snapshot(built: ep_suite.Built) -> dict:
         "ep": built.ep,
         "dtype": built.dtype,
         "num_layers": getattr(built.config, "num_hidden_layers", None),
-        "ops": dict(sorted(built.histogram.items())),
+        "ops": ops(built),
     }
+
+
+def ops(built: ep_suite.Built) -> dict[str, int]:
+    """The op histogram; for multi-model packages keyed "<model>/<op>" (e.g. "vision/Conv")."""
+    if list(built.models) == ["model"]:
+        return dict(sorted(built.histogram.items()))
+    out = {}
+    for key, model in built.models.items():
+        out.update({f"{key}/{op}": n for op, n in ep_suite.op_histogram(model).items()})
+    return dict(sorted(out.items()))
 
 
 def dumps(snap: dict) -> str:

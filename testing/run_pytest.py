@@ -49,8 +49,17 @@ import pytest  # noqa: E402  (after the sys.path fix-up on purpose)
 NO_TESTS_COLLECTED = 5
 
 
+SHARD_GROUP = "shard_group"
+
+
 class _ShardPlugin:
-    """Keeps items ``index, index + total, ...`` of the collected tests."""
+    """Keeps items ``index, index + total, ...`` of the collected tests.
+
+    Tests marked ``@pytest.mark.shard_group(key)`` are sharded by group
+    instead: all tests of one key run in the same shard (the i-th distinct
+    key goes to shard i % total), so expensive per-key setup -- e.g. a tiny
+    checkpoint and its builds, cached per module -- is paid in one shard only.
+    """
 
     def __init__(self, total: int, index: int) -> None:
         self.total = total
@@ -58,15 +67,21 @@ class _ShardPlugin:
         self.collected = 0
         self.selected = 0
 
+    def pytest_configure(self, config):
+        config.addinivalue_line(
+            "markers", f"{SHARD_GROUP}(key): run all tests with this key in one Bazel shard")
+
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config, items):
         self.collected = len(items)
         if self.total <= 1:
             self.selected = len(items)
             return
-        keep, drop = [], []
+        keep, drop, groups = [], [], {}
         for i, item in enumerate(items):
-            (keep if i % self.total == self.index else drop).append(item)
+            marker = item.get_closest_marker(SHARD_GROUP)
+            slot = groups.setdefault(marker.args[0], len(groups)) if marker else i
+            (keep if slot % self.total == self.index else drop).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)
         items[:] = keep

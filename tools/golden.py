@@ -40,12 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
 
     eps = args.ep or list(ep_suite.EP_DTYPES)
-    families = args.family or ep_suite.family_names()
     mismatches = 0
     with tempfile.TemporaryDirectory(prefix="mobius-golden-") as tmp:
         builds = ep_suite.Builds(ep_suite.Checkpoints(tmp))
         for ep in eps:
             dtype = ep_suite.primary_dtype(ep)
+            served = ep_suite.ep_family_names(ep)  # EpCapabilities.tasks (mlx: LLMs only)
+            families = [f for f in args.family if f in served] if args.family else served
             for family in families:
                 snap = golden.snapshot(builds.get(family, ep, dtype))
                 path = golden.golden_path(ep, family, args.root)

@@ -14,7 +14,7 @@ from testing.ep_suite import builds  # noqa: F401  (module-scoped fixture)
 EP = "cuda"
 
 
-@pytest.mark.parametrize("family", s.family_names())
+@pytest.mark.parametrize("family", s.family_params(s.ep_family_names(EP)))
 def test_golden(builds, family):  # noqa: F811
     snap = golden.snapshot(builds.get(family, EP, s.primary_dtype(EP)))
     lines = golden.diff(golden.load(golden.golden_path(EP, family)), snap)
@@ -22,6 +22,6 @@ def test_golden(builds, family):  # noqa: F811
 
 
 def test_no_stale_snapshots():
-    stale = golden.stale_files(EP, s.family_names())
+    stale = golden.stale_files(EP, s.ep_family_names(EP))
     assert not stale, (f"golden files of unknown families in ep/cuda/golden: {stale}; "
                        f"remove them with ./bazelw run //tools:golden -- --update --ep cuda")

@@ -4,7 +4,7 @@ The cuda graph of every decoder family must give the logits and present KV
 of the generic ("default") graph of the same dtype over a prefill and 3
 greedy decode steps (how, and the tolerances: testing/ep_parity.py):
 
-* unpadded batch, every dtype whose cuda graph the CPU EP runs (f16);
+* unpadded batch, every dtype whose cuda graph the CPU EP runs (f16, f32);
 * left-padded batch (row 1 padded by 3). For graphs whose GroupQueryAttention
   applies RoPE itself (``do_rotary=1``) only the prefill logits are compared:
   ORT's GQA kernel ignores position_ids on the first prompt and rotates Q/K
@@ -30,14 +30,14 @@ CPU_MATRIX = [(f, d) for f, d in s.matrix(EP) if d in CPU_DTYPES]
 OTHER_MATRIX = [(f, d) for f, d in s.matrix(EP) if d in OTHER_DTYPES]
 
 
-@pytest.mark.parametrize("family,dtype", CPU_MATRIX, ids=[f"{f}-{d}" for f, d in CPU_MATRIX])
+@pytest.mark.parametrize("family,dtype", s.params(CPU_MATRIX))
 def test_unpadded(builds, family, dtype):  # noqa: F811
     built, generic = builds.get(family, EP, dtype), builds.get(family, "default", dtype)
     diff = ep_parity.ep_vs_generic(built.model, generic.model, built.config, dtype, pad=0)
     ep_parity.assert_close(diff, dtype, f"{EP}/{dtype} {family} vs default, unpadded")
 
 
-@pytest.mark.parametrize("family,dtype", CPU_MATRIX, ids=[f"{f}-{d}" for f, d in CPU_MATRIX])
+@pytest.mark.parametrize("family,dtype", s.params(CPU_MATRIX))
 def test_left_padded(builds, family, dtype):  # noqa: F811
     built, generic = builds.get(family, EP, dtype), builds.get(family, "default", dtype)
     fused_rope = ep_parity.uses_fused_rotary(built.model)
@@ -47,8 +47,7 @@ def test_left_padded(builds, family, dtype):  # noqa: F811
     ep_parity.assert_close(diff, dtype, f"{EP}/{dtype} {family} vs default, left-padded, {what}")
 
 
-@pytest.mark.parametrize("family,dtype", OTHER_MATRIX,
-                         ids=[f"{f}-{d}" for f, d in OTHER_MATRIX])
+@pytest.mark.parametrize("family,dtype", s.params(OTHER_MATRIX))
 def test_function_bodies_on_onnx_reference(builds, family, dtype):  # noqa: F811
     """Graphs the CPU EP cannot run: same meaning, via onnx.reference (contrib-op bodies)."""
     built, generic = builds.get(family, EP, dtype), builds.get(family, "default", dtype)

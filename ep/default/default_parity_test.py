@@ -22,14 +22,14 @@ CPU_DTYPES = [d for d in s.EP_DTYPES[EP] if ep_parity.cpu_runnable(EP, d)]
 CPU_MATRIX = [(f, d) for f, d in s.matrix(EP) if d in CPU_DTYPES]
 
 
-@pytest.mark.parametrize("family,dtype", CPU_MATRIX, ids=[f"{f}-{d}" for f, d in CPU_MATRIX])
+@pytest.mark.parametrize("family,dtype", s.params(CPU_MATRIX))
 def test_cached_decode_equals_recompute(builds, family, dtype):  # noqa: F811
     built = builds.get(family, EP, dtype)
     diff = ep_parity.recompute_diff(built.model, built.config, dtype)
     ep_parity.assert_close(diff, dtype, f"default/{dtype} {family}: cached decode vs recompute")
 
 
-@pytest.mark.parametrize("family,dtype", CPU_MATRIX, ids=[f"{f}-{d}" for f, d in CPU_MATRIX])
+@pytest.mark.parametrize("family,dtype", s.params(CPU_MATRIX))
 def test_left_padding_is_invisible(builds, family, dtype):  # noqa: F811
     built = builds.get(family, EP, dtype)
     diff = ep_parity.padding_diff(built.model, built.config, dtype)

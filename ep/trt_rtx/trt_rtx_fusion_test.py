@@ -1,8 +1,10 @@
 """L2 fusion coverage for the trt-rtx EP: the expectation table below, per build dtype.
 
-Every decoder family's tiny transformers checkpoint is built with
+Every family's tiny transformers checkpoint is built with
 ``mobius.build(..., execution_provider="trt-rtx", dtype=...)`` and each check
-(testing/ep_suite.py) must hold; non-decoder families must get no GQA.
+(testing/ep_suite.py) must hold for the causal-LM decoder; in every family,
+no model but that decoder may get GroupQueryAttention (encoders, vision
+towers, embedders, speech seq2seq).
 
 TensorRT-RTX: GQA, but zero Skip*LayerNormalization (TensorRT fuses the
 residual Add + norm itself; the contrib op is inlined to standard ops).
@@ -24,9 +26,18 @@ _TRT_RTX = (
     s.NoGqaWarning(),
 )
 
+#: f32 is not a TensorRT-RTX GQA dtype: attention stays standard.
+_F32 = (
+    s.Absent(s.GQA),
+    s.PerLayer("Attention"),
+    s.Absent(s.SKIP_SIMPLIFIED, s.SKIP_LAYER_NORM),
+    s.NoGqaWarning(),
+)
+
 EXPECTATIONS = {
     "f16": _TRT_RTX,
     "bf16": _TRT_RTX,
+    "f32": _F32,
 }
 
 #: (family, dtype, check) -> why it cannot hold yet (strict xfail: names the missing rule).
@@ -39,4 +50,4 @@ def test_expectation(builds, family, dtype, check):  # noqa: F811
 
 
 def test_table_covers_the_ep_dtypes():
-    assert set(EXPECTATIONS) == set(s.EP_DTYPES[EP])
+    assert set(EXPECTATIONS) == set(s.EP_DTYPES[EP]) == s.expected_dtypes(EP)

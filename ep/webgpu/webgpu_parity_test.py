@@ -25,14 +25,14 @@ OTHER_DTYPES = [d for d in s.EP_DTYPES[EP] if not ep_parity.cpu_runnable(EP, d)]
 CPU_MATRIX = [(f, d) for f, d in s.matrix(EP) if d in CPU_DTYPES]
 
 
-@pytest.mark.parametrize("family,dtype", CPU_MATRIX, ids=[f"{f}-{d}" for f, d in CPU_MATRIX])
+@pytest.mark.parametrize("family,dtype", s.params(CPU_MATRIX))
 def test_unpadded(builds, family, dtype):  # noqa: F811
     built, generic = builds.get(family, EP, dtype), builds.get(family, "default", dtype)
     diff = ep_parity.ep_vs_generic(built.model, generic.model, built.config, dtype, pad=0)
     ep_parity.assert_close(diff, dtype, f"{EP}/{dtype} {family} vs default, unpadded")
 
 
-@pytest.mark.parametrize("family,dtype", CPU_MATRIX, ids=[f"{f}-{d}" for f, d in CPU_MATRIX])
+@pytest.mark.parametrize("family,dtype", s.params(CPU_MATRIX))
 def test_left_padded(builds, family, dtype):  # noqa: F811
     built, generic = builds.get(family, EP, dtype), builds.get(family, "default", dtype)
     fused_rope = ep_parity.uses_fused_rotary(built.model)
