@@ -86,7 +86,7 @@ def check_supported(caps: EpCapabilities, dtype: ir.DataType, task: str | None =
         raise MobiusError(f"EP {caps.name!r} does not support {SHORT_NAMES[dtype]}; "
                           f"build with --dtype {names.replace(', ', ' or ')}")
     if task is not None and caps.tasks is not None and task not in caps.tasks:
-        what = f"{family} is a {task} model" if family else f"task {task!r}"
+        what = f"{family} is a {task!r} model" if family else f"this is a {task!r} model"
         raise MobiusError(f"EP {caps.name!r} only runs {', '.join(sorted(caps.tasks))} models "
                           f"and {what}; use --ep default or cpu")
 

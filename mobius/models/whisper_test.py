@@ -60,7 +60,7 @@ def _io(graph) -> dict:
 def test_builds_and_passes_the_full_checker(checkpoint, tmp_path, ep, dtype):
     caps = mobius.get_ep(ep)
     if caps.tasks is not None and TASK not in caps.tasks:
-        with pytest.raises(MobiusError, match=rf"EP '{ep}' only runs .* and whisper is a {TASK}"):
+        with pytest.raises(MobiusError, match=rf"EP '{ep}' only runs .* and whisper is a '{TASK}'"):
             mobius.build(checkpoint, execution_provider=ep, dtype=dtype)
         return
     package = mobius.build(checkpoint, execution_provider=ep, dtype=dtype)

@@ -25,6 +25,7 @@ from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 
 def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.bias_gelu import BiasGeluFusion
+    from mobius.rewrite.float32_compute import Float32Compute
     from mobius.rewrite.gelu import GeluFusion
     from mobius.rewrite.group_query_attention import GroupQueryAttentionFusion
     from mobius.rewrite.if_to_where import IfToWhere
@@ -47,7 +48,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
                   MoEFusion()]),
         ("inline", [InlineUnsupportedFunctions()]),
         ("lower", [UnpackQKV(), SeparateRoPE(),
-                   IfToWhere(), Int32GraphIO(), ShapeElimination()]),
+                   IfToWhere(), Int32GraphIO(), ShapeElimination(), Float32Compute()]),
         ("fold", [lib.RemoveUnused(), lib.ConstantFolding()]),
     ]
 
