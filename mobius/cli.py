@@ -79,7 +79,9 @@ def _run(args: argparse.Namespace) -> int:
     if not output:
         raise MobiusError("no output folder given (positional OUTPUT or --output)")
     from mobius.builder import build
+    from mobius.package.model_package import ModelPackage
 
+    ModelPackage.check_output(output, overwrite=args.overwrite)  # fail before a long build
     package = build(args.model, execution_provider=args.ep, dtype=args.dtype,
                     trace_optimization=args.trace, progress=not args.quiet)
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)

@@ -129,7 +129,7 @@ def hf_logits(model, input_ids, attention_mask, tokens):
             mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype)], dim=1)
             positions = torch.from_numpy(position_ids_for(mask.numpy(), 1))
             out = model(input_ids=torch.from_numpy(token), attention_mask=mask,
-                        position_ids=positions, past_key_values=cache, use_cache=True)
+                        position_ids=positions, cache=cache, use_cache=True)
             cache = out.past_key_values
             all_logits.append(out.logits.float().numpy())
     return all_logits

@@ -44,8 +44,13 @@ class ModelPackage:
     def filename(key: str) -> str:
         return "model.onnx" if key == "model" else f"{key}.onnx"
 
-    def save(self, output_dir: str, *, overwrite: bool = False, progress: bool = False) -> str:
-        """Writes the package into ``output_dir`` atomically; returns its absolute path."""
+    @staticmethod
+    def check_output(output_dir: str, *, overwrite: bool = False) -> str:
+        """Refuses an output path that save() would refuse; returns it absolute.
+
+        The CLI calls this before building, so a bad path fails in seconds,
+        not after a long build.
+        """
         output_dir = os.path.abspath(output_dir)
         if os.path.exists(output_dir):
             if not os.path.isdir(output_dir):
@@ -54,6 +59,11 @@ class ModelPackage:
                 raise OutputError(
                     f"output folder {output_dir} is not empty; pass --overwrite to replace it"
                 )
+        return output_dir
+
+    def save(self, output_dir: str, *, overwrite: bool = False, progress: bool = False) -> str:
+        """Writes the package into ``output_dir`` atomically; returns its absolute path."""
+        output_dir = self.check_output(output_dir, overwrite=overwrite)
         parent = os.path.dirname(output_dir)
         try:
             os.makedirs(parent, exist_ok=True)

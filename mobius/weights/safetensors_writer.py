@@ -46,7 +46,9 @@ def write_sharded(folder: str, tensors: Iterable[tuple[str, np.ndarray]], num_sh
     ``tensors`` is consumed lazily; it must be a sequence (its length splits the shards).
     """
     items = list(tensors) if not isinstance(tensors, list) else tensors
+    num_shards = max(1, min(num_shards, len(items)))
     per_shard = -(-len(items) // num_shards)
+    num_shards = -(-len(items) // per_shard)  # no empty trailing shard
     weight_map = {}
     total = 0
     for shard in range(num_shards):
