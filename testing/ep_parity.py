@@ -45,7 +45,8 @@ class Run:
     presents: list[list[np.ndarray]]  # per step: [present.0.key, present.0.value, ...] as float32
 
 
-def run(sess, config, input_ids, attention_mask, steps: int, np_dtype, tokens=None) -> tuple[Run, list]:
+def run(sess, config, input_ids, attention_mask, steps: int, np_dtype,
+        tokens=None) -> tuple[Run, list]:
     """Prefill + ``steps`` decode steps. Greedy tokens unless ``tokens`` are given."""
     types = {i.name: i.type for i in sess.get_inputs()}
     layers, kv, hd = config.num_hidden_layers, config.num_key_value_heads, config.head_dim
@@ -155,13 +156,13 @@ def tolerances(diff: Diff, dtype: str) -> tuple[float, float]:
     f32: 1e-4 absolute -- the EP kernels (GQA, Skip*LayerNorm) and the
     standard ops differ only in summation order, measured <= 1.5e-6.
 
-    f16 / bf16: 8 spacings of the dtype at the tensor's largest magnitude. Both graphs
-    round every intermediate to 11 significant bits, but at different points
+    f16 / bf16: 8 spacings of the dtype at the tensor's largest magnitude.
+    Both graphs round every intermediate to the dtype, but at different points
     (GQA accumulates QK^T and softmax in float32, Skip*LayerNorm sums the
     residual in float32, the standard-op graph rounds after each op). Each
     rounding moves a value by <= 1/2 spacing and a 2-4 layer model compounds
-    a handful of them; measured worst case is 1.75 (f16) and 2.5 (bf16) spacings, so 8 leaves 3x
-    headroom, while any real defect (wrong scale, swapped heads, a dropped
+    a handful of them; measured worst case is 1.75 (f16) and 2.5 (bf16)
+    spacings, so 8 leaves 3x headroom, while any real defect (wrong scale, swapped heads, a dropped
     norm) moves values by >= 10% of their scale, i.e. >100 spacings. bf16
     (run through onnx.reference) uses the same count of its coarser spacing.
     """

@@ -65,7 +65,8 @@ def test_cpu_package_generates_like_transformers(tmp_path_factory, family):
     genai_rows = harness.genai_generate(path, PROMPTS, NEW_TOKENS, intra_op_num_threads=THREADS)
     hf_rows, margins = harness.hf_generate(folder, PROMPTS, NEW_TOKENS, return_margins=True)
     mismatch = [
-        f"row {i}: genai {g}\n        transformers {h} (top-1/top-2 gaps {[round(m, 4) for m in gaps]})"
+        f"row {i}: genai {g}\n        transformers {h} "
+        f"(top-1/top-2 gaps {[round(m, 4) for m in gaps]})"
         for i, (g, h, gaps) in enumerate(zip(genai_rows, hf_rows, margins)) if g != h]
     assert not mismatch, (f"{family} cpu package (GQA={uses_gqa}, shared KV buffer="
                           f"{uses_gqa}):\n" + "\n".join(mismatch))

@@ -23,5 +23,6 @@ def test_golden(builds, family):  # noqa: F811
 
 def test_no_stale_snapshots():
     stale = golden.stale_files(EP, s.ep_family_names(EP))
-    assert not stale, (f"golden files of unknown families in ep/onnx_standard/golden: {stale}; "
-                       f"remove them with ./bazelw run //tools:golden -- --update --ep onnx-standard")
+    assert not stale, (f"golden files of unknown families in ep/onnx_standard/golden: "
+                       f"{stale}; remove them with "
+                       f"./bazelw run //tools:golden -- --update --ep onnx-standard")
