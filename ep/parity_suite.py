@@ -1,0 +1,75 @@
+"""L3 parity of one EP's graphs, on onnxruntime's CPU EP: the shared suite.
+
+``ep/<name>/<name>_parity_test.py`` instantiates it with
+``globals().update(parity_suite.tests_for("<ep>"))``. The EP graph of every
+decoder family must give the logits and present KV of the generic
+("default") graph of the same dtype over a prefill and 3 greedy decode steps
+(how, and the tolerances: testing/ep_parity.py):
+
+* unpadded batch, every dtype whose EP graph the CPU EP runs;
+* left-padded batch (row 1 padded by 3). For graphs whose GroupQueryAttention
+  applies RoPE itself (``do_rotary=1``) only the prefill logits are compared:
+  ORT's GQA kernel ignores position_ids on the first prompt and rotates Q/K
+  by cache slot (so a left-padded row's cached keys are rotated pad-count
+  positions too far -- its prefill logits still match, RoPE being relative),
+  but rotates decode steps at position_ids, so padded rows go wrong from the
+  first decode step on: a known kernel limitation (docs/eps.md).
+* dtypes the CPU EP cannot run (NOT_CPU_RUNNABLE in testing/ep_parity.py;
+  test_not_cpu_runnable proves it) run through onnx.reference instead, custom
+  ops via their function bodies: that checks the rewritten graph's meaning,
+  not the EP's kernels.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+
+from testing import ep_parity, ep_suite as s
+
+
+def tests_for(ep: str) -> dict[str, Callable]:
+    """The parametrized test functions for ``ep`` (to put in a test module's globals)."""
+    cpu_dtypes = [d for d in s.EP_DTYPES[ep] if ep_parity.cpu_runnable(ep, d)]
+    other_dtypes = [d for d in s.EP_DTYPES[ep] if not ep_parity.cpu_runnable(ep, d)]
+    cpu_matrix = [(f, d) for f, d in s.matrix(ep) if d in cpu_dtypes]
+    other_matrix = [(f, d) for f, d in s.matrix(ep) if d in other_dtypes]
+
+    @pytest.mark.parametrize("family,dtype", s.params(cpu_matrix))
+    def test_unpadded(builds, family, dtype):
+        built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
+        diff = ep_parity.ep_vs_generic(built.model, generic.model, built.config, dtype, pad=0)
+        ep_parity.assert_close(diff, dtype, f"{ep}/{dtype} {family} vs default, unpadded")
+
+    @pytest.mark.parametrize("family,dtype", s.params(cpu_matrix))
+    def test_left_padded(builds, family, dtype):
+        built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
+        fused_rope = ep_parity.uses_fused_rotary(built.model)
+        diff = ep_parity.ep_vs_generic(built.model, generic.model, built.config, dtype, pad=3,
+                                       steps=0 if fused_rope else 3, presents=not fused_rope)
+        what = "prefill logits only (fused RoPE)" if fused_rope else "3 decode steps"
+        ep_parity.assert_close(diff, dtype,
+                               f"{ep}/{dtype} {family} vs default, left-padded, {what}")
+
+    tests = {"test_unpadded": test_unpadded, "test_left_padded": test_left_padded}
+    if not other_dtypes:
+        return tests
+
+    @pytest.mark.parametrize("family,dtype", s.params(other_matrix))
+    def test_function_bodies_on_onnx_reference(builds, family, dtype):
+        """Graphs the CPU EP cannot run: same meaning, via onnx.reference (contrib-op bodies)."""
+        built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
+        diff = ep_parity.ep_vs_generic(built.model, generic.model, built.config, dtype, pad=3,
+                                       backend="reference")
+        ep_parity.assert_close(diff, dtype, f"{ep}/{dtype} {family} vs default (onnx.reference)")
+
+    @pytest.mark.parametrize("dtype", other_dtypes)
+    def test_not_cpu_runnable(builds, dtype):
+        """What docs/eps.md lists as not CPU-runnable really fails on the CPU EP."""
+        built = builds.get("llama", ep, dtype)
+        ep_parity.assert_not_cpu_runnable(built.model, built.config, dtype)
+
+    tests["test_function_bodies_on_onnx_reference"] = test_function_bodies_on_onnx_reference
+    tests["test_not_cpu_runnable"] = test_not_cpu_runnable
+    return tests

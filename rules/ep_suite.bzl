@@ -1,0 +1,49 @@
+"""ep_suite(): the standard test targets of one built-in EP under ep/<dir>/.
+
+    load("//rules:ep_suite.bzl", "ep_suite")
+    ep_suite(ep_dir = "cpu", fusion_shards = 2, parity_shards = 2, golden_shards = 2)
+
+expands into
+  :fusion       L2 expectation table per build dtype (<dir>_fusion_test.py)
+  :parity       L3 EP graph vs generic graph on onnxruntime's CPU EP (<dir>_parity_test.py)
+  :golden       L5 op-histogram snapshots in golden/<family>.json (a test_suite over
+                :golden_test: a test named "golden" would shadow the golden/ data
+                folder in its runfiles)
+"""
+
+load("//rules:defs.bzl", "mobius_py_test")
+
+_DEPS = [
+    "//ep:init",
+    "//testing:ep_suite",
+    "//third_party:torch",
+    "//third_party:transformers",
+]
+
+def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
+    mobius_py_test(
+        name = "fusion",
+        size = "medium",
+        srcs = ["__init__.py", ep_dir + "_fusion_test.py"],
+        shard_count = fusion_shards,
+        deps = _DEPS,
+    )
+    mobius_py_test(
+        name = "parity",
+        size = "medium",
+        srcs = ["__init__.py", ep_dir + "_parity_test.py"],
+        shard_count = parity_shards,
+        deps = _DEPS + ["//ep:parity_suite", "//testing:ep_parity"],
+    )
+    native.test_suite(
+        name = "golden",
+        tests = [":golden_test"],
+    )
+    mobius_py_test(
+        name = "golden_test",
+        size = "medium",
+        srcs = ["__init__.py", ep_dir + "_golden_test.py"],
+        shard_count = golden_shards,
+        data = native.glob(["golden/*.json"]),
+        deps = _DEPS + ["//ep:golden_suite", "//testing:golden"],
+    )
