@@ -23,6 +23,7 @@ import onnx_ir as ir
 
 from mobius.contrib.group_query_attention import GqaSpec, make_gqa_node
 from mobius.rewrite.graph_inputs import attention_mask_input
+from mobius.rewrite.fusion_util import constant, emit
 from mobius.rewrite.rule import DECODER, NodeRule, RuleContext, attr, producer, sole_consumer
 
 #: CPU GQA kernels rotate in blocks: do_rotary needs head_size % 16 == 0 there.
@@ -109,10 +110,10 @@ class GroupQueryAttentionFusion(NodeRule):
             if src is not None and src.inputs[0].shape is not None and len(src.inputs[0].shape) == 3:
                 value = src.inputs[0]
             else:
-                value = _emit(new_nodes, "Reshape", [side.heads_4d, _const(graph, [0, 0, side.num_heads * d])])
+                value = emit(new_nodes, "Reshape", [side.heads_4d, constant(graph, [0, 0, side.num_heads * d])])
             if side.rotary is not None and not absorb:
                 cos, sin = side.rotary.inputs[1], side.rotary.inputs[2]
-                value = _emit(new_nodes, "RotaryEmbedding", [value, cos, sin],
+                value = emit(new_nodes, "RotaryEmbedding", [value, cos, sin],
                               interleaved=0, num_heads=side.num_heads,
                               rotary_embedding_dim=attr(side.rotary, "rotary_embedding_dim", 0))
             return value
@@ -193,31 +194,11 @@ def _sequence_lengths(graph: ir.Graph, new_nodes: list[ir.Node]) -> tuple[ir.Val
                                   for v in cached):
         return cached
     mask = attention_mask_input(graph)
-    shape = _emit(new_nodes, "Shape", [mask])
-    total = _emit(new_nodes, "Cast", [_emit(new_nodes, "Gather", [shape, _const(graph, 1)], axis=0)],
+    shape = emit(new_nodes, "Shape", [mask])
+    total = emit(new_nodes, "Cast", [emit(new_nodes, "Gather", [shape, constant(graph, 1)], axis=0)],
                   to=ir.DataType.INT32)
-    batch = _emit(new_nodes, "Gather", [shape, _const(graph, [0])], axis=0)
-    last = _emit(new_nodes, "Sub", [total, _const(graph, np.array(1, dtype=np.int32))])
-    seqlens = _emit(new_nodes, "Expand", [last, batch])
+    batch = emit(new_nodes, "Gather", [shape, constant(graph, [0])], axis=0)
+    last = emit(new_nodes, "Sub", [total, constant(graph, np.array(1, dtype=np.int32))])
+    seqlens = emit(new_nodes, "Expand", [last, batch])
     graph.meta[_LENGTHS_KEY] = (seqlens, total)
     return seqlens, total
-
-
-def _emit(nodes: list[ir.Node], op_type: str, inputs, **attributes) -> ir.Value:
-    node = ir.Node("", op_type, inputs, attributes=ir.convenience.convert_attributes(attributes))
-    nodes.append(node)
-    return node.outputs[0]
-
-
-def _const(graph: ir.Graph, value) -> ir.Value:
-    array = np.asarray(value, dtype=np.int64) if not isinstance(value, np.ndarray) else value
-    tensor = ir.tensor(array)
-    values = "_".join(str(x) for x in array.reshape(-1))
-    name = f"mobius_const_{array.dtype}_r{array.ndim}_{values}".replace("-", "m")
-    existing = graph.initializers.get(name)
-    if existing is not None:
-        return existing
-    init = ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=ir.Shape(array.shape),
-                    const_value=tensor)
-    graph.register_initializer(init)
-    return init

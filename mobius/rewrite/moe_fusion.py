@@ -48,6 +48,7 @@ import onnx_ir as ir
 
 from mobius.contrib.moe import OP_TYPE, MoeSpec, make_moe_node
 from mobius.ep.capabilities import FLOAT_DTYPES
+from mobius.rewrite.fusion_util import constant
 from mobius.rewrite.rule import NodeRule, RuleContext, attr, initializer_array, producer
 
 F32 = ir.DataType.FLOAT
@@ -133,7 +134,7 @@ class MoEFusion(NodeRule):
         graph = model.graph
         dtype = match.x.dtype
         num_experts = len(match.experts)
-        shape_2d = _const(graph, np.array([-1, num_experts], dtype=np.int64))
+        shape_2d = constant(graph, np.array([-1, num_experts], dtype=np.int64))
         reshape = ir.Node("", "Reshape", [match.logits, shape_2d],
                           name=f"{match.anchor.name}/MoE/router_logits")
         logits_2d = reshape.outputs[0]
@@ -425,15 +426,3 @@ def _common_prefix(names: list[str]) -> str:
 
     prefix = os.path.commonprefix(names)
     return prefix[: prefix.rfind(".") + 1] if "." in prefix else prefix + "."
-
-
-def _const(graph: ir.Graph, array: np.ndarray) -> ir.Value:
-    values = "_".join(str(v) for v in array.reshape(-1))
-    name = f"mobius_const_{array.dtype}_r{array.ndim}_{values}".replace("-", "m")
-    existing = graph.initializers.get(name)
-    if existing is not None:
-        return existing
-    value = ir.Value(name=name, type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
-                     shape=ir.Shape(array.shape), const_value=ir.tensor(array))
-    graph.register_initializer(value)
-    return value

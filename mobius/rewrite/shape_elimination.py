@@ -40,6 +40,7 @@ import warnings
 import numpy as np
 import onnx_ir as ir
 
+from mobius.rewrite.fusion_util import constant, emit
 from mobius.rewrite.rule import Rule, RuleContext, attr
 
 #: Named dims that may legally be 0 at run time (an empty KV cache on the first
@@ -135,7 +136,7 @@ class _Lowering:
         elif len(pieces) == 1:
             result = pieces[0]
         else:
-            result = _emit(new_nodes, "Concat", pieces, axis=0)
+            result = emit(new_nodes, "Concat", pieces, axis=0)
         _typed(result, ir.DataType.INT64, [end - start])
         self.graph.insert_before(node, new_nodes)
         old = node.outputs[0]
@@ -172,28 +173,28 @@ class _Lowering:
         others = [a for a in range(rank) if a != axis]
         x = value
         if others:
-            x = _emit(new_nodes, "Slice", [
+            x = emit(new_nodes, "Slice", [
                 x, self._const(new_nodes, np.zeros(len(others), dtype=np.int64)),
                 self._const(new_nodes, np.ones(len(others), dtype=np.int64)),
                 self._const(new_nodes, np.array(others, dtype=np.int64))])
             _typed(x, value.dtype, [dim if a == axis else 1 for a in range(rank)])
-            x = _emit(new_nodes, "Reshape", [x, self._const(new_nodes, np.array([-1], np.int64))])
+            x = emit(new_nodes, "Reshape", [x, self._const(new_nodes, np.array([-1], np.int64))])
             _typed(x, value.dtype, [dim])
         if value.dtype in _INTEGER_OR_BOOL:
-            true = _emit(new_nodes, "Equal", [x, x])
+            true = emit(new_nodes, "Equal", [x, x])
         else:  # x == x is false for NaN; b | !b is true for every value
-            b = _typed(_emit(new_nodes, "Cast", [x], to=ir.DataType.BOOL), ir.DataType.BOOL, [dim])
-            not_b = _typed(_emit(new_nodes, "Not", [b]), ir.DataType.BOOL, [dim])
-            true = _emit(new_nodes, "Or", [b, not_b])
+            b = _typed(emit(new_nodes, "Cast", [x], to=ir.DataType.BOOL), ir.DataType.BOOL, [dim])
+            not_b = _typed(emit(new_nodes, "Not", [b]), ir.DataType.BOOL, [dim])
+            true = emit(new_nodes, "Or", [b, not_b])
         _typed(true, ir.DataType.BOOL, [dim])
-        ones = _typed(_emit(new_nodes, "Cast", [true], to=ir.DataType.INT32), ir.DataType.INT32, [dim])
-        total = _typed(_emit(new_nodes, "ReduceSum", [ones], keepdims=1), ir.DataType.INT32, [1])
-        return _typed(_emit(new_nodes, "Cast", [total], to=ir.DataType.INT64), ir.DataType.INT64, [1])
+        ones = _typed(emit(new_nodes, "Cast", [true], to=ir.DataType.INT32), ir.DataType.INT32, [dim])
+        total = _typed(emit(new_nodes, "ReduceSum", [ones], keepdims=1), ir.DataType.INT32, [1])
+        return _typed(emit(new_nodes, "Cast", [total], to=ir.DataType.INT64), ir.DataType.INT64, [1])
 
     def _const(self, new_nodes, array: np.ndarray) -> ir.Value:
         if self.is_main:
-            return _initializer(self.graph, array)
-        value = _emit(new_nodes, "Constant", [], value=ir.tensor(array))
+            return constant(self.graph, array)
+        value = emit(new_nodes, "Constant", [], value=ir.tensor(array))
         return _typed(value, ir.DataType.INT64, array.shape)
 
 
@@ -270,22 +271,3 @@ def _typed(value: ir.Value, dtype: ir.DataType | None, dims) -> ir.Value:
         value.type = ir.TensorType(dtype)
     value.shape = ir.Shape([d.value if isinstance(d, ir.SymbolicDim) else d for d in dims])
     return value
-
-
-def _emit(nodes: list[ir.Node], op_type: str, inputs, **attributes) -> ir.Value:
-    node = ir.Node("", op_type, inputs, attributes=ir.convenience.convert_attributes(attributes))
-    nodes.append(node)
-    return node.outputs[0]
-
-
-def _initializer(graph: ir.Graph, array: np.ndarray) -> ir.Value:
-    values = "_".join(str(x) for x in array.reshape(-1))
-    name = f"mobius_const_{array.dtype}_r{array.ndim}_{values}".replace("-", "m")
-    existing = graph.initializers.get(name)
-    if existing is not None:
-        return existing
-    tensor = ir.tensor(array)
-    init = ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=ir.Shape(array.shape),
-                    const_value=tensor)
-    graph.register_initializer(init)
-    return init

@@ -22,6 +22,7 @@ import onnx_ir as ir
 
 from mobius.contrib.group_query_attention import GqaSpec, retarget_gqa_node, spec_from_node
 from mobius.rewrite.pack_qkv import Projection, lazy_initializer, projection
+from mobius.rewrite.fusion_util import constant
 from mobius.rewrite.rule import DECODER, NodeRule, RuleContext
 
 
@@ -61,7 +62,7 @@ def unpack_query(graph: ir.Graph, gqa: ir.Node, spec: GqaSpec) -> tuple[ir.Value
 
 def split_packed(graph: ir.Graph, before: ir.Node, packed: ir.Value, widths) -> tuple:
     """q, k, v = Split(packed, widths, axis=-1), inserted before ``before``."""
-    sizes = _int64_initializer(graph, np.array(widths, dtype=np.int64))
+    sizes = constant(graph, np.array(widths, dtype=np.int64))
     split = ir.Node("", "Split", [packed, sizes], attributes=[ir.AttrInt64("axis", -1)],
                     num_outputs=3, name=f"{before.name}/split_qkv" if before.name else None)
     for out, width in zip(split.outputs, widths):
@@ -122,14 +123,3 @@ def _part_name(packed_name: str | None, role: str, kind: str) -> str:
     if packed_name and "qkv_proj" in packed_name:
         return packed_name.replace("qkv_proj", f"{role}_proj")
     return f"{packed_name or 'qkv_' + kind}.{role}"
-
-
-def _int64_initializer(graph: ir.Graph, array: np.ndarray) -> ir.Value:
-    name = "mobius_const_int64_r1_" + "_".join(str(int(x)) for x in array)
-    existing = graph.initializers.get(name)
-    if existing is not None:
-        return existing
-    value = ir.Value(name=name, type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape(array.shape),
-                     const_value=ir.tensor(array))
-    graph.register_initializer(value)
-    return value
