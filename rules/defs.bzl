@@ -20,6 +20,7 @@ def mobius_py_test(
         tags = [],
         shard_count = None,
         data = [],
+        tiny = [],
         **kwargs):
     """A py_test that runs pytest on `srcs` through //testing:run_pytest.py.
 
@@ -34,6 +35,9 @@ def mobius_py_test(
       tags: Bazel tags; "gpu" keeps the test out of the default `bazel test`.
       shard_count: optional number of shards; shard i runs every N-th test.
       data: runtime files.
+      tiny: built-in tiny checkpoint names the test builds by name (e.g.
+        mobius.build("tiny-llama")); each adds //testing/tiny:<name> to data,
+        a Bazel-built directory the runner makes mobius read.
       **kwargs: passed on to py_test (args are appended to pytest's argv,
         e.g. args = ["-k", "not slow"]; env, timeout, flaky, visibility, ...).
     """
@@ -50,7 +54,7 @@ def mobius_py_test(
         main = _RUNNER,
         args = ["$(rootpath %s)" % s for s in test_srcs] + extra_args,
         deps = test_deps,
-        data = data,
+        data = data + ["//testing/tiny:" + t for t in tiny],
         size = size,
         tags = tags,
         shard_count = shard_count,

@@ -13,7 +13,12 @@ It honours Bazel's test protocol:
 * ``XML_OUTPUT_FILE``: JUnit XML report.
 * ``TESTBRIDGE_TEST_ONLY`` (``bazel test --test_filter=EXPR``): passed to
   pytest as ``-k EXPR``.
-* ``TEST_TMPDIR``: pytest's ``--basetemp`` (``tmp_path`` lands in the sandbox).
+* ``TEST_TMPDIR``: pytest's ``--basetemp`` (``tmp_path`` lands in the sandbox),
+  and the root of every cache a test may fill (``MOBIUS_CACHE``,
+  ``XDG_CACHE_HOME``), so that no test reads or writes under ``$HOME``.
+
+``MOBIUS_TINY_DIR`` points at the runfiles' ``testing/tiny``, where the
+``tiny_checkpoint`` targets in a test's data land (see //rules:tiny.bzl).
 
 The exit code is pytest's, except that "no tests collected" (5) counts as a
 failure unless this is a shard that legitimately got no tests (fewer tests than
@@ -43,6 +48,21 @@ _ROOT = _workspace_root()
 # stub put on sys.path (e.g. the runfiles directory itself).
 if sys.path[:1] != [_ROOT]:
     sys.path.insert(0, _ROOT)
+
+
+
+def _hermetic_env() -> None:
+    """Caches into TEST_TMPDIR, and Bazel-built tiny checkpoints where mobius looks."""
+    tmp = os.environ.get("TEST_TMPDIR")
+    if tmp:
+        os.environ.setdefault("MOBIUS_CACHE", os.path.join(tmp, "mobius-cache"))
+        os.environ.setdefault("XDG_CACHE_HOME", os.path.join(tmp, "xdg-cache"))
+    tiny = os.path.join(_ROOT, "testing", "tiny")
+    if os.path.isdir(tiny):
+        os.environ.setdefault("MOBIUS_TINY_DIR", tiny)
+
+
+_hermetic_env()
 
 import pytest  # noqa: E402  (after the sys.path fix-up on purpose)
 

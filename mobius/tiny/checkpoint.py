@@ -27,10 +27,24 @@ def tiny_cache_dir() -> str:
     return os.path.join(root, "tiny")
 
 
+def prebuilt_tiny_checkpoint(name: str, seed: int = 0) -> str | None:
+    """The Bazel-built copy of ``name`` (a ``tiny_checkpoint`` target in the test's data),
+    found under ``$MOBIUS_TINY_DIR/<name>``; None when there is none."""
+    root = os.environ.get("MOBIUS_TINY_DIR")
+    folder = os.path.join(root, name) if root and seed == 0 else None
+    return folder if folder and os.path.isfile(os.path.join(folder, "model.safetensors")) else None
+
+
 def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) -> str:
-    """Returns a folder holding the tiny checkpoint ``name``, creating it if needed."""
+    """Returns a folder holding the tiny checkpoint ``name``, creating it if needed.
+
+    Without ``folder``: a prebuilt copy (see prebuilt_tiny_checkpoint) if there is one,
+    else the per-user cache (``$MOBIUS_CACHE``; the Bazel test runner points it into
+    ``$TEST_TMPDIR``)."""
     if name not in TINY_PRESETS:
         raise MobiusError(f"unknown tiny model {name!r}; built-in: {', '.join(sorted(TINY_PRESETS))}")
+    if folder is None and (prebuilt := prebuilt_tiny_checkpoint(name, seed)):
+        return prebuilt
     folder = folder or os.path.join(tiny_cache_dir(), f"{name}-v{_FORMAT_VERSION}-seed{seed}")
     if os.path.isfile(os.path.join(folder, "model.safetensors")):
         return folder

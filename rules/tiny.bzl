@@ -1,0 +1,61 @@
+"""tiny_checkpoint: a built-in tiny random checkpoint as a Bazel-built directory.
+
+    load("//rules:tiny.bzl", "tiny_checkpoint")
+    tiny_checkpoint(name = "tiny-llama")   # preset defaults to the name
+
+The output is the directory <package>/<name>/ (config.json, model.safetensors,
+tokenizer files), written by //mobius/tiny:generate as a build action, so Bazel
+caches it like any other output. A test consumes it through `data` (or
+mobius_py_test's `tiny = [...]`); the test runner points $MOBIUS_TINY_DIR at
+//testing/tiny, where make_tiny_checkpoint(name) finds it.
+"""
+
+# Every preset in mobius/tiny/presets.py (//testing/tiny:presets_test keeps them equal).
+TINY_PRESETS = [
+    "tiny-bert",
+    "tiny-gemma",
+    "tiny-gemma2",
+    "tiny-gemma3",
+    "tiny-gpt2",
+    "tiny-granite",
+    "tiny-llama",
+    "tiny-llava",
+    "tiny-mistral",
+    "tiny-mixtral",
+    "tiny-olmo2",
+    "tiny-phi",
+    "tiny-phi3",
+    "tiny-phi3.5",
+    "tiny-qwen2",
+    "tiny-qwen2-moe",
+    "tiny-qwen3",
+    "tiny-qwen3-moe",
+    "tiny-smollm3",
+    "tiny-whisper",
+]
+
+def _tiny_checkpoint_impl(ctx):
+    preset = ctx.attr.preset or ctx.label.name
+    out = ctx.actions.declare_directory(ctx.label.name)
+    ctx.actions.run(
+        outputs = [out],
+        executable = ctx.executable._generator,
+        arguments = [preset, out.path],
+        mnemonic = "TinyCheckpoint",
+        progress_message = "Generating tiny checkpoint %s" % preset,
+        use_default_shell_env = True,
+    )
+    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
+
+tiny_checkpoint = rule(
+    implementation = _tiny_checkpoint_impl,
+    doc = "A built-in tiny checkpoint (mobius/tiny/presets.py) generated at build time.",
+    attrs = {
+        "preset": attr.string(doc = "Preset name; defaults to the target name."),
+        "_generator": attr.label(
+            default = "//mobius/tiny:generate",
+            executable = True,
+            cfg = "exec",
+        ),
+    },
+)

@@ -1,0 +1,50 @@
+"""The Bazel-built tiny checkpoints: one target per preset, complete, and what mobius makes."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+
+import pytest
+from safetensors.numpy import load_file
+
+from mobius.tiny.checkpoint import make_tiny_checkpoint, prebuilt_tiny_checkpoint
+from mobius.tiny.presets import TINY_PRESETS
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _bzl_presets() -> list[str]:
+    with open(os.path.join(_ROOT, "rules", "tiny.bzl")) as f:
+        text = f.read()
+    match = re.search(r"^TINY_PRESETS = (\[.*?\])$", text, re.S | re.M)
+    assert match, "rules/tiny.bzl has no TINY_PRESETS list"
+    return ast.literal_eval(match.group(1))
+
+
+def test_bzl_list_is_every_preset_sorted():
+    names = _bzl_presets()
+    assert names == sorted(TINY_PRESETS), "update TINY_PRESETS in rules/tiny.bzl"
+
+
+@pytest.mark.parametrize("name", sorted(TINY_PRESETS))
+def test_each_preset_is_built_and_found(name):
+    folder = prebuilt_tiny_checkpoint(name)
+    assert folder and os.environ["MOBIUS_TINY_DIR"] in folder, f"{name} is not in the test's data"
+    assert make_tiny_checkpoint(name) == folder  # read, not regenerated into a cache
+    files = set(os.listdir(folder))
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= files, files
+
+
+def test_prebuilt_equals_a_fresh_generation(tmp_path):
+    built = load_file(os.path.join(prebuilt_tiny_checkpoint("tiny-qwen3"), "model.safetensors"))
+    fresh = load_file(os.path.join(make_tiny_checkpoint("tiny-qwen3", str(tmp_path / "q")),
+                                   "model.safetensors"))
+    assert built.keys() == fresh.keys()
+    for key, value in fresh.items():
+        assert (built[key] == value).all(), key
+
+
+def test_other_seeds_are_not_taken_from_the_prebuilt_copy():
+    assert prebuilt_tiny_checkpoint("tiny-llama", seed=1) is None
