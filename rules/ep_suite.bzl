@@ -13,6 +13,9 @@ expands into
 
 load("//rules:defs.bzl", "mobius_py_test")
 
+# transformers' tiny checkpoints, built once (testing/ep_suite.Checkpoints reads them).
+_DATA = ["//testing/tiny:hf"]
+
 _DEPS = [
     "//ep:init",
     "//testing:ep_suite",
@@ -26,6 +29,7 @@ def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
         size = "medium",
         srcs = ["__init__.py", ep_dir + "_fusion_test.py"],
         shard_count = fusion_shards,
+        data = _DATA,
         deps = _DEPS,
     )
     mobius_py_test(
@@ -33,6 +37,7 @@ def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
         size = "medium",
         srcs = ["__init__.py", ep_dir + "_parity_test.py"],
         shard_count = parity_shards,
+        data = _DATA,
         deps = _DEPS + ["//ep:parity_suite", "//testing:ep_parity"],
     )
     native.test_suite(
@@ -44,6 +49,6 @@ def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
         size = "medium",
         srcs = ["__init__.py", ep_dir + "_golden_test.py"],
         shard_count = golden_shards,
-        data = native.glob(["golden/*.json"]),
+        data = _DATA + native.glob(["golden/*.json"]),
         deps = _DEPS + ["//ep:golden_suite", "//testing:golden"],
     )

@@ -59,3 +59,30 @@ tiny_checkpoint = rule(
         ),
     },
 )
+
+def _hf_checkpoints_impl(ctx):
+    out = ctx.actions.declare_directory(ctx.label.name)
+    ctx.actions.run(
+        outputs = [out],
+        executable = ctx.executable._writer,
+        arguments = [out.path] + ctx.attr.presets,
+        mnemonic = "HfCheckpoints",
+        progress_message = "Writing %d transformers tiny checkpoints" % len(ctx.attr.presets),
+        use_default_shell_env = True,
+    )
+    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
+
+hf_checkpoints = rule(
+    implementation = _hf_checkpoints_impl,
+    doc = """Tiny checkpoints written by transformers itself (testing/hf_checkpoints.py, seed 0),
+    one subdirectory per preset, in one action (torch is imported once). Output:
+    <package>/<name>/<preset>/; testing.hf_checkpoints.prebuilt_hf_checkpoint finds them.""",
+    attrs = {
+        "presets": attr.string_list(mandatory = True),
+        "_writer": attr.label(
+            default = "//testing:write_hf_checkpoints",
+            executable = True,
+            cfg = "exec",
+        ),
+    },
+)

@@ -118,7 +118,8 @@ def family_params(families: Iterable[str]) -> list:
 
 
 class Checkpoints:
-    """Tiny transformers checkpoints under ``root``, written on first use.
+    """Tiny transformers checkpoints: the Bazel-built ones (//testing/tiny:hf), else written
+    under ``root`` on first use.
 
     Use one instance per test module (a module-scoped fixture), so each
     family's checkpoint is written once per module.
@@ -130,10 +131,12 @@ class Checkpoints:
 
     def folder(self, family_name: str) -> str:
         if family_name not in self._folders:
-            from testing.hf_checkpoints import make_hf_checkpoint
+            from testing.hf_checkpoints import make_hf_checkpoint, prebuilt_hf_checkpoint
 
-            folder = os.path.join(self.root, family_name)
-            make_hf_checkpoint(folder, family(family_name).tiny_preset)
+            preset = family(family_name).tiny_preset
+            folder = prebuilt_hf_checkpoint(preset)  # in the suites' data: no torch import here
+            if folder is None:
+                folder = make_hf_checkpoint(os.path.join(self.root, family_name), preset)
             self._folders[family_name] = folder
         return self._folders[family_name]
 

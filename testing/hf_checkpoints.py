@@ -14,6 +14,14 @@ from mobius.tiny.presets import TINY_PRESETS
 from mobius.tiny.tokenizer import write_tiny_tokenizer
 
 
+def prebuilt_hf_checkpoint(preset: str) -> str | None:
+    """The Bazel-built transformers checkpoint of ``preset`` (//testing/tiny:hf in the test's
+    data, found under ``$MOBIUS_TINY_DIR/hf``): seed 0, no overrides; None when absent."""
+    root = os.environ.get("MOBIUS_TINY_DIR")
+    folder = os.path.join(root, "hf", preset) if root else None
+    return folder if folder and os.path.isfile(os.path.join(folder, "config.json")) else None
+
+
 def make_hf_checkpoint(folder: str, preset: str, seed: int = 0, **overrides) -> str:
     """Saves a random transformers model for ``preset`` (+ overrides) into ``folder``."""
     import torch

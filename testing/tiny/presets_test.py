@@ -1,4 +1,5 @@
-"""The Bazel-built tiny checkpoints: one target per preset, complete, and what mobius makes."""
+"""The Bazel-built tiny checkpoints (mobius' own and transformers'): complete, found, and
+equal to what the generators make."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from safetensors.numpy import load_file
 
 from mobius.tiny.checkpoint import make_tiny_checkpoint, prebuilt_tiny_checkpoint
 from mobius.tiny.presets import TINY_PRESETS
+from testing.hf_checkpoints import make_hf_checkpoint, prebuilt_hf_checkpoint
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -48,3 +50,19 @@ def test_prebuilt_equals_a_fresh_generation(tmp_path):
 
 def test_other_seeds_are_not_taken_from_the_prebuilt_copy():
     assert prebuilt_tiny_checkpoint("tiny-llama", seed=1) is None
+
+
+@pytest.mark.parametrize("name", sorted(TINY_PRESETS))
+def test_each_transformers_checkpoint_is_built(name):
+    folder = prebuilt_hf_checkpoint(name)
+    assert folder and folder.startswith(os.environ["MOBIUS_TINY_DIR"]), f"{name}: no hf/{name}"
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(os.listdir(folder))
+
+
+def test_transformers_checkpoint_is_seed_zero_without_overrides(tmp_path):
+    built = load_file(os.path.join(prebuilt_hf_checkpoint("tiny-qwen3"), "model.safetensors"))
+    fresh = load_file(os.path.join(make_hf_checkpoint(str(tmp_path / "q"), "tiny-qwen3"),
+                                   "model.safetensors"))
+    assert built.keys() == fresh.keys()
+    for key, value in fresh.items():
+        assert (built[key] == value).all(), key
