@@ -62,3 +62,50 @@ def mobius_py_test(
         srcs_version = "PY3",
         **kwargs
     )
+
+def _deps(deps, implied):
+    """deps + implied, without duplicates, in buildifier order (":x" before "//x")."""
+    merged = {d: True for d in deps + implied}.keys()
+    return sorted(merged, key = lambda d: (not d.startswith(":"), d))
+
+def mobius_model(name, deps = [], tags = [], **kwargs):
+    """A model family module mobius/models/<name>.py: py_library :<name>.
+
+    Adds :init and :family to deps, and the tag "family:<name>" by which
+    //tools:affected scopes a change to this file (family tests, EP suites).
+    """
+    native.py_library(
+        name = name,
+        srcs = [name + ".py"],
+        deps = _deps(deps, [":family", ":init"]),
+        tags = ["family:" + name] + tags,
+        **kwargs
+    )
+
+def rewrite_rule(name, deps = [], tags = [], **kwargs):
+    """A rewrite rule module mobius/rewrite/<name>.py: py_library :<name>.
+
+    Adds :init and :rule to deps, and the tag "rule:<name>" (see mobius_model).
+    A test that depends on :<name> directly is that rule's test.
+    """
+    native.py_library(
+        name = name,
+        srcs = [name + ".py"],
+        deps = _deps(deps, [":init", ":rule"]),
+        tags = ["rule:" + name] + tags,
+        **kwargs
+    )
+
+def ep_capabilities(name, deps = [], tags = [], **kwargs):
+    """One built-in EP's capability record mobius/ep/<name>.py: py_library :<name>.
+
+    Adds :init and :capabilities to deps, and the tag "ep:<name>"
+    (ep_suite() tags the suite under ep/<name>/ the same way).
+    """
+    native.py_library(
+        name = name,
+        srcs = [name + ".py"],
+        deps = _deps(deps, [":capabilities", ":init"]),
+        tags = ["ep:" + name] + tags,
+        **kwargs
+    )

@@ -24,11 +24,14 @@ _DEPS = [
 ]
 
 def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
+    # "ep:<dir>" is the scope tag //tools:affected matches against //mobius/ep:<dir>.
+    tags = ["ep:" + ep_dir]
     mobius_py_test(
         name = "fusion",
         size = "medium",
         srcs = ["__init__.py", ep_dir + "_fusion_test.py"],
         shard_count = fusion_shards,
+        tags = tags,
         data = _DATA,
         deps = _DEPS,
     )
@@ -37,6 +40,7 @@ def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
         size = "medium",
         srcs = ["__init__.py", ep_dir + "_parity_test.py"],
         shard_count = parity_shards,
+        tags = tags,
         data = _DATA,
         deps = _DEPS + ["//ep:parity_suite", "//testing:ep_parity"],
     )
@@ -49,6 +53,7 @@ def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
         size = "medium",
         srcs = ["__init__.py", ep_dir + "_golden_test.py"],
         shard_count = golden_shards,
+        tags = tags,
         data = _DATA + native.glob(["golden/*.json"]),
         deps = _DEPS + ["//ep:golden_suite", "//testing:golden"],
     )

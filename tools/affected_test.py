@@ -1,0 +1,80 @@
+"""tools/affected.py's selection on this workspace's real build graph (read by tools/build_graph.py,
+since Bazel cannot run inside a test): what a rule, model, EP or shared change selects."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tools.affected import Node, select
+from tools.build_graph import BuildGraph
+
+ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the source tree
+
+
+@pytest.fixture(scope="module")
+def affected():
+    graph = BuildGraph(ROOT)
+    nodes = {t.label: Node(t.label, t.kind, t.tags, t.srcs, t.deps) for t in graph.targets.values()}
+    return lambda *files: select(list(files), lambda f: graph.rdeps({f}), nodes)
+
+
+def _suites(ep):
+    return {f"//ep/{ep}:fusion", f"//ep/{ep}:parity", f"//ep/{ep}:golden_test"}
+
+
+def test_rule_change_selects_its_tests_and_the_ep_suites_not_other_families(affected):
+    got = affected("//mobius/rewrite:bias_gelu.py")
+    tests = set(got["tests"])
+    assert "//mobius/rewrite:bias_gelu_test" in tests
+    assert _suites("cpu") | _suites("webgpu") | _suites("cuda") <= tests
+    for other in ("//mobius/models:whisper_test", "//mobius/models:llava_test",
+                  "//mobius/rewrite:skip_layer_norm_test", "//mobius/rewrite:moe_fusion_test"):
+        assert other not in tests, other
+    assert got["families"] == []
+
+
+def test_model_change_selects_its_family_not_others(affected):
+    got = affected("//mobius/models:whisper.py")
+    tests = set(got["tests"])
+    assert {"//mobius/models:whisper_test", "//mobius/models:whisper_parity_test"} <= tests
+    assert _suites("cpu") <= tests  # every EP suite builds every family
+    assert "//mobius/models:llava_test" not in tests
+    assert "//mobius/rewrite:bias_gelu_test" not in tests
+    assert got["families"] == ["whisper"]
+
+
+def test_base_family_change_reaches_the_families_built_on_it(affected):
+    got = affected("//mobius/models:llama.py")
+    assert {"llama", "mistral", "granite"} <= set(got["families"])
+    assert "whisper" not in got["families"]
+    assert "//mobius/models:whisper_test" not in got["tests"]
+
+
+def test_ep_change_selects_that_ep_suite_only(affected):
+    got = affected("//mobius/ep:webgpu.py")
+    tests = set(got["tests"])
+    assert _suites("webgpu") <= tests
+    assert not (_suites("cpu") | _suites("cuda")) & tests
+    assert got["eps"] == ["webgpu"]
+
+
+def test_shared_change_selects_everything_that_depends_on_it(affected):
+    got = affected("//mobius/components:attention.py")
+    tests = set(got["tests"])
+    assert _suites("cpu") | _suites("webgpu") <= tests
+    assert {"//mobius/models:whisper_test", "//mobius/models:llava_test"} <= tests
+    assert len(got["eps"]) == 8
+
+
+def test_unrelated_change_selects_nothing(affected):
+    got = affected("//docs:eps.md")
+    assert "//ep:docs_test" in got["tests"]
+    assert not any(t.startswith("//ep/") for t in got["tests"])
+
+
+def test_ep_change_does_not_select_family_scoped_tests(affected):
+    got = affected("//mobius/ep:webgpu.py")
+    assert "//mobius/models:whisper_test" not in got["tests"]
+    assert got["families"] == []
