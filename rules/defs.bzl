@@ -66,7 +66,8 @@ def mobius_py_test(
 def _deps(deps, implied):
     """deps + implied, without duplicates, in buildifier order (":x" before "//x")."""
     merged = {d: True for d in deps + implied}.keys()
-    return sorted(merged, key = lambda d: (not d.startswith(":"), d))
+    local = sorted([d for d in merged if d.startswith(":")])
+    return local + sorted([d for d in merged if not d.startswith(":")])
 
 def mobius_model(name, deps = [], tags = [], **kwargs):
     """A model family module mobius/models/<name>.py: py_library :<name>.
