@@ -17,6 +17,9 @@ It honours Bazel's test protocol:
   and the root of every cache a test may fill (``MOBIUS_CACHE``,
   ``XDG_CACHE_HOME``), so that no test reads or writes under ``$HOME``.
 
+``MOBIUS_GPU_SITE`` (``--config=gpu``): a folder with onnxruntime's GPU wheels, put
+ahead of the CPU ones on ``sys.path``.
+
 ``MOBIUS_TINY_DIR`` points at the runfiles' ``testing/tiny``, where the
 ``tiny_checkpoint`` targets in a test's data land (see //rules:tiny.bzl).
 
@@ -51,6 +54,15 @@ if sys.path[:1] != [_ROOT]:
 
 
 
+def _gpu_site() -> None:
+    """--config=gpu: onnxruntime-gpu / genai-cuda from their own folder (see ./bazelw)."""
+    site = os.environ.get("MOBIUS_GPU_SITE")
+    if site:
+        if not os.path.isdir(site):
+            raise SystemExit(f"run_pytest: MOBIUS_GPU_SITE={site} does not exist")
+        sys.path.insert(1, site)
+
+
 def _hermetic_env() -> None:
     """Caches into TEST_TMPDIR, and Bazel-built tiny checkpoints where mobius looks."""
     tmp = os.environ.get("TEST_TMPDIR")
@@ -63,6 +75,7 @@ def _hermetic_env() -> None:
 
 
 _hermetic_env()
+_gpu_site()
 
 import pytest  # noqa: E402  (after the sys.path fix-up on purpose)
 
