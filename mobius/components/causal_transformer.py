@@ -19,7 +19,7 @@ from onnxscript import nn
 
 from mobius.components.attention_mask import causal_padding_mask
 from mobius.components.embedding import Embedding
-from mobius.components.linear import Linear
+from mobius.components.lm_head import LMHead
 from mobius.components.rotary import RotaryEmbedding
 from mobius.config.architecture import ArchitectureConfig
 from mobius.config.rope import RopeConfig
@@ -104,19 +104,14 @@ class CausalLM(nn.Module):
 
     def __init__(self, config: ArchitectureConfig, model: nn.Module, *,
                  lm_head_bias: bool = False, final_logit_softcap: float | None = None,
-                 logits_divisor: float | None = None,
-                 embedding_name: str = "model.embed_tokens.weight", body_attribute: str = "model"):
-        """embedding_name: the input embedding's checkpoint name, which a tied
-        lm_head reads; body_attribute: the body's checkpoint prefix (GPT-2: transformer)."""
+                 logits_divisor: float | None = None, body_attribute: str = "model"):
+        """body_attribute: the body's checkpoint prefix (GPT-2: transformer). A tied
+        lm_head reads the body's input embedding (one initializer for both)."""
         super().__init__()
         self.body_attribute = body_attribute
         setattr(self, body_attribute, model)
-        self.lm_head = Linear(
-            config.hidden_size,
-            config.vocab_size,
-            bias=lm_head_bias,
-            checkpoint_name=embedding_name if config.tie_word_embeddings else None,
-        )
+        tied = getattr(model, model.attributes[0]) if config.tie_word_embeddings else None
+        self.lm_head = LMHead(config.hidden_size, config.vocab_size, lm_head_bias, tied=tied)
         self.final_logit_softcap = final_logit_softcap
         self.logits_divisor = logits_divisor
 

@@ -36,6 +36,9 @@ class EpCapabilities:
         supports_fused_moe: a fused com.microsoft MoE kernel exists.
         supports_packed_multi_head_attention: PackedMultiHeadAttention exists.
         supports_if / supports_shape / supports_int64: graph-level constraints.
+        prepacks_2d_weights: the EP copies a constant 2-D MatMul/Gemm weight into
+            its own packed layout at session load (a weight another node also
+            reads is then held twice).
         default_int4_accuracy_level: MatMulNBits accuracy_level for INT4 builds.
         provider_options: onnxruntime-genai provider name -> option dict.
         enable_graph_capture: genai/ORT graph capture (CUDA graphs etc.).
@@ -61,6 +64,7 @@ class EpCapabilities:
     supports_if: bool = True
     supports_shape: bool = True
     supports_int64: bool = True
+    prepacks_2d_weights: bool = False
     default_int4_accuracy_level: int = 0
     provider_options: Mapping[str, Mapping[str, Any]] = dataclasses.field(
         default_factory=lambda: types.MappingProxyType({})

@@ -9,6 +9,7 @@ FAST_GELU = "FastGelu"
 MATMUL_NBITS = "MatMulNBits"
 MOE = "MoE"
 PACKED_MHA = "PackedMultiHeadAttention"
+FUSED_MATMUL = "FusedMatMul"
 
 ORT_COMMON = frozenset({GQA, SKIP_SIMPLIFIED_LAYER_NORM, SKIP_LAYER_NORM, ROTARY, BIAS_GELU,
                         FAST_GELU, MATMUL_NBITS})

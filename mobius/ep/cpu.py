@@ -17,7 +17,8 @@ CAPABILITIES = EpCapabilities(
     supports_fused_rope=True,
     supports_skip_layer_norm=True,
     supports_fused_matmul=True,
-    contrib_ops=contrib_ops.ORT_COMMON,
+    prepacks_2d_weights=True,
+    contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.FUSED_MATMUL},
     default_int4_accuracy_level=4,
     description="onnxruntime CPU EP",
 )

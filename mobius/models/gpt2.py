@@ -57,8 +57,7 @@ class GPT2LMHeadModel(CausalLM):
             embedding_attribute="wte", layers_attribute="h", norm_attribute="ln_f",
             position_embedding=Embedding(config.max_position_embeddings, config.hidden_size),
         )
-        super().__init__(config, body, embedding_name="transformer.wte.weight",
-                         body_attribute="transformer")
+        super().__init__(config, body, body_attribute="transformer")
 
 
 _KEYS = {"n_embd": "hidden_size", "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",

@@ -37,6 +37,7 @@ from onnxscript import nn
 
 from mobius.components.activations import apply_activation
 from mobius.components.linear import Linear
+from mobius.components.lm_head import LMHead
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
 from mobius.errors import ConfigError, UnsupportedModelError
@@ -154,9 +155,12 @@ class LlavaForConditionalGeneration(nn.Module):
             vision.hidden_size * len(layers), config.hidden_size, raw["projector_hidden_act"],
             bool(raw["multimodal_projector_bias"]))
         self.language_model = TEXT_FAMILIES[raw["text_config"]["model_type"]].module(config)
-        if config.tie_word_embeddings:  # CausalLM names the tied source without our prefix
-            self.language_model.lm_head.weight.checkpoint_name = (
-                "language_model.model.embed_tokens.weight")
+        if config.tie_word_embeddings:
+            # The embedding runs in embedding.onnx, the head in model.onnx: each
+            # file holds its own copy of the matrix (same layout, no transpose).
+            self.language_model.lm_head = LMHead(
+                config.hidden_size, config.vocab_size,
+                checkpoint_name="language_model.model.embed_tokens.weight")
 
     def encode_images(self, op, pixel_values):
         """pixel_values [images, C, H, W] -> image_features [images * tokens, text hidden]."""

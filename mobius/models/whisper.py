@@ -67,6 +67,7 @@ from mobius.components.conv import Conv1d
 from mobius.components.embedding import Embedding
 from mobius.components.layer_norm import LayerNorm
 from mobius.components.linear import Linear
+from mobius.components.lm_head import LMHead
 from mobius.components.weight import Weight
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
@@ -327,8 +328,8 @@ class WhisperForConditionalGeneration(nn.Module):
         self.audio_input_shape = (encoder.num_mel_bins, encoder.num_frames)
         self.encoder_length = encoder.max_source_positions
         self.model = WhisperModel(config, encoder)
-        tied = "model.decoder.embed_tokens.weight" if config.tie_word_embeddings else None
-        self.proj_out = Linear(config.hidden_size, config.vocab_size, False, checkpoint_name=tied)
+        tied = self.model.decoder.embed_tokens if config.tie_word_embeddings else None
+        self.proj_out = LMHead(config.hidden_size, config.vocab_size, tied=tied)
 
     def encode(self, op, audio_features):
         """-> (encoder_hidden_states, [(cross key, cross value) per decoder layer])."""

@@ -1,0 +1,101 @@
+"""Fuse: a tied LM head's Gemm -> com.microsoft FusedMatMul on a 3-D view of the matrix.
+
+ONNX Runtime's CPU EP repacks the constant 2-D B of every MatMul and Gemm into
+a private buffer when the session loads. A tied head's matrix is also read by
+the embedding's Gather, so the original stays too: the process would hold the
+matrix twice. A 3-D B is read in place instead (MLAS only packs 2-D weights),
+so the matrix is stored as [1, vocab, hidden] and shared by::
+
+    Reshape(Gemm(Reshape(x, [-1, H]), W, transB=1), shape)  ->  FusedMatMul(x, W3, transB=1)
+    Gather(W, ids, axis=0)                                   ->  Squeeze(Gather(W3, ids, axis=1), [0])
+
+``W`` is an initializer read only by that Gemm (as B, without a bias) and by
+Gathers along axis 0. Same bytes, one copy on disk and in memory.
+
+Legality: ``caps.prepacks_2d_weights`` and a FusedMatMul kernel, for builds
+computed in float32 (the kernel's type).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import onnx_ir as ir
+
+from mobius.ep.contrib_ops import FUSED_MATMUL
+from mobius.rewrite.fusion_util import constant, derived_name, emit, take_over
+from mobius.rewrite.rule import NodeRule, RuleContext, attr, producer, sole_consumer
+
+MS_DOMAIN = "com.microsoft"
+
+
+@dataclasses.dataclass
+class _Match:
+    gemm: ir.Node
+    out: ir.Node  # the Reshape back to [..., vocab]
+    x: ir.Value  # the head's input, before the Reshape to 2-D
+    weight: ir.Value
+    gathers: list[ir.Node]
+
+
+class TiedHeadFusedMatMul(NodeRule):
+    name = "TiedHeadFusedMatMul"
+
+    def applies(self, ctx: RuleContext) -> bool:
+        computes_f32 = ctx.dtype == ir.DataType.FLOAT or not ctx.caps.computes(ctx.dtype)
+        return (ctx.caps.prepacks_2d_weights and ctx.caps.has_kernel(FUSED_MATMUL)
+                and computes_f32)
+
+    def match(self, node: ir.Node) -> _Match | None:
+        if node.op_type != "Gemm" or node.domain != "" or len(node.inputs) != 2:
+            return None
+        if attr(node, "transB", 0) != 1 or attr(node, "transA", 0) or attr(node, "alpha", 1.0) != 1:
+            return None
+        rows, weight = node.inputs
+        flatten = producer(rows, "Reshape")
+        out = sole_consumer(node.outputs[0])
+        if flatten is None or out is None or out.op_type != "Reshape" or out.domain != "":
+            return None
+        if weight is None or not weight.is_initializer() or weight.const_value is None:
+            return None
+        gathers = [use.node for use in weight.uses() if use.node is not node]
+        if not all(_row_gather(g, weight) for g in gathers):
+            return None
+        return _Match(node, out, flatten.inputs[0], weight, gathers)
+
+    def check(self, match: _Match, ctx: RuleContext) -> bool:
+        shape = match.weight.shape
+        return shape is not None and len(shape) == 2 and match.x.shape is not None
+
+    def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
+        _add_leading_axis(match.weight)
+        axis0 = constant(model.graph, [0])
+        for gather in match.gathers:
+            nodes: list[ir.Node] = []
+            rows = emit(nodes, "Gather", [match.weight, gather.inputs[1]], axis=1)
+            squeezed = emit(nodes, "Squeeze", [rows, axis0])
+            model.graph.insert_before(gather, nodes)
+            take_over(gather.outputs[0], squeezed)
+        fused = ir.Node(MS_DOMAIN, FUSED_MATMUL, [match.x, match.weight],
+                        attributes=[ir.AttrInt64("transB", 1)],
+                        name=derived_name(match.gemm, FUSED_MATMUL))
+        model.graph.insert_before(match.out, fused)
+        take_over(match.out.outputs[0], fused.outputs[0])
+        if MS_DOMAIN not in model.opset_imports:
+            model.opset_imports[MS_DOMAIN] = 1
+
+
+def _row_gather(node: ir.Node, weight: ir.Value) -> bool:
+    """A Gather of whole rows of ``weight`` (axis 0, weight as its data input)."""
+    return (node.op_type == "Gather" and node.domain == "" and node.inputs[0] is weight
+            and node.inputs[1] is not weight and attr(node, "axis", 0) == 0)
+
+
+def _add_leading_axis(weight: ir.Value) -> None:
+    """[V, H] -> [1, V, H] in place: same bytes, read when the model is saved."""
+    old = weight.const_value
+    shape = ir.Shape([1, *old.shape])
+    weight.const_value = ir.LazyTensor(
+        lambda: ir.Tensor(old.numpy().reshape(shape.numpy()), name=old.name),
+        old.dtype, shape, name=old.name)
+    weight.shape = shape
