@@ -9,6 +9,7 @@ from mobius.errors import UnsupportedModelError
 from mobius.models import bert, gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
 from mobius.models import llava, mixtral, qwen_moe
 from mobius.models import whisper
+from mobius.models import olmo
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -24,6 +25,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     gemma.GEMMA3,
     granite.FAMILY,
     olmo2.FAMILY,
+    olmo.FAMILY,
     smollm3.FAMILY,
     phi3.FAMILY,
     phi.FAMILY,

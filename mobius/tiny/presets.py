@@ -85,6 +85,8 @@ TINY_PRESETS: dict[str, dict] = {
     },
     "tiny-olmo2": {**_COMMON, "model_type": "olmo2", "architectures": ["Olmo2ForCausalLM"],
                    "rms_norm_eps": 1e-5},
+    "tiny-olmo": {**_COMMON, "model_type": "olmo", "architectures": ["OlmoForCausalLM"],
+                  "attention_bias": True, "clip_qkv": 0.1},
     "tiny-smollm3": {**_COMMON, "model_type": "smollm3", "architectures": ["SmolLM3ForCausalLM"],
                      "num_hidden_layers": 4, "no_rope_layers": [1, 1, 1, 0],
                      "no_rope_layer_interval": 4},
