@@ -33,11 +33,13 @@ class Attention(nn.Module):
         scale: float | None = None,
         softcap: float | None = None,
         clip_qkv: float | None = None,
+        qk_norm_names: tuple[str, str] = ("q_norm", "k_norm"),
     ):
         """q_norm/k_norm: optional norms of the projected queries/keys, applied
         per head ([.., head_dim], Qwen3/Gemma3) or over the whole projection
         (OLMo2) per ``qk_norm_per_head``. softcap: tanh-capping of the logits.
-        clip_qkv: clamp the Q/K/V projections to [-clip_qkv, clip_qkv] (OLMo)."""
+        clip_qkv: clamp the Q/K/V projections to [-clip_qkv, clip_qkv] (OLMo).
+        qk_norm_names: the norms' checkpoint attribute names (StableLM: q_layernorm)."""
         super().__init__()
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
@@ -51,8 +53,9 @@ class Attention(nn.Module):
         self.k_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias)
         self.v_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias)
         self.o_proj = Linear(num_heads * head_dim, hidden_size, o_bias)
-        self.q_norm = q_norm
-        self.k_norm = k_norm
+        self.qk_norm_names = qk_norm_names
+        setattr(self, qk_norm_names[0], q_norm)
+        setattr(self, qk_norm_names[1], k_norm)
 
     def _heads(self, op, x, num_heads, norm):
         """[batch, seq, heads*dim] -> [batch, heads, seq, dim] (+ optional QK norm)."""
@@ -70,8 +73,9 @@ class Attention(nn.Module):
         return op.Clip(x, scalar(op, -self.clip_qkv), scalar(op, self.clip_qkv))
 
     def forward(self, op, hidden, cos, sin, mask, past_key, past_value):
-        q = self._heads(op, self._project(op, self.q_proj, hidden), self.num_heads, self.q_norm)
-        k = self._heads(op, self._project(op, self.k_proj, hidden), self.num_kv_heads, self.k_norm)
+        q_norm, k_norm = (getattr(self, name) for name in self.qk_norm_names)
+        q = self._heads(op, self._project(op, self.q_proj, hidden), self.num_heads, q_norm)
+        k = self._heads(op, self._project(op, self.k_proj, hidden), self.num_kv_heads, k_norm)
         v = self._heads(op, self._project(op, self.v_proj, hidden), self.num_kv_heads, None)
         if self.rotary_dim:
             q = apply_rotary(op, q, cos, sin, self.rotary_dim, self.head_dim)

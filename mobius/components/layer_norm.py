@@ -31,3 +31,30 @@ class LayerNorm(nn.Module):
     def forward(self, op, x):
         return op.LayerNormalization(x, self.weight, self.bias, axis=-1, epsilon=self.eps,
                                      stash_type=1)
+
+
+class PerHeadLayerNorm(nn.Module):
+    """One LayerNorm per attention head over x [batch, seq, heads, head_dim]:
+    StableLM's ``norms.{h}`` (one module per head) or, with ``stacked``,
+    Cohere's single ``weight`` [heads, head_dim]; both without a bias."""
+
+    def __init__(self, head_dim: int, num_heads: int, eps: float, *, stacked: bool = False):
+        super().__init__()
+        self.eps = eps
+        self.num_heads = num_heads
+        self.stacked = stacked
+        if stacked:
+            self.weight = Weight([num_heads, head_dim])
+            self.unit = constant(np.ones([head_dim], numpy_dtype(get_build_dtype())), "unit")
+        else:
+            self.norms = nn.ModuleList([LayerNorm(head_dim, eps, bias=False)
+                                        for _ in range(num_heads)])
+
+    def forward(self, op, x):
+        if self.stacked:
+            normed = op.LayerNormalization(x, self.unit, axis=-1, epsilon=self.eps, stash_type=1)
+            return op.Mul(normed, self.weight)
+        heads = op.Split(x, axis=2, num_outputs=self.num_heads, _outputs=self.num_heads)
+        if self.num_heads == 1:
+            heads = [heads]
+        return op.Concat(*(norm(op, h) for norm, h in zip(self.norms, heads)), axis=2)

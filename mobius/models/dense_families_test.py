@@ -29,7 +29,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
-from mobius.errors import ConfigError  # noqa: E402
+from mobius.errors import ConfigError, WeightsError  # noqa: E402
 from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint  # noqa: E402
 from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
 
@@ -42,6 +42,21 @@ CASES: dict[str, tuple[str, dict, dict | None]] = {
     "olmo": ("tiny-olmo", {}, None),
     "olmo_clip_qkv": ("tiny-olmo", {}, {"clip_qkv": None}),
     "olmo_no_bias": ("tiny-olmo", {"attention_bias": False, "clip_qkv": None}, None),
+    "starcoder2": ("tiny-starcoder2", {}, {"use_bias": False}),
+    "starcoder2_sliding_window": ("tiny-starcoder2", {"sliding_window": 4},
+                                  {"sliding_window": None}),
+    "stablelm": ("tiny-stablelm", {}, {"qk_layernorm": False}),
+    "stablelm_qkv_bias": ("tiny-stablelm", {}, {"use_qkv_bias": False}),
+    "stablelm_parallel_residual": ("tiny-stablelm", {"use_parallel_residual": True},
+                                   {"use_parallel_residual": False}),
+    "stablelm_rotary_half": ("tiny-stablelm", {"partial_rotary_factor": 0.5},
+                             {"partial_rotary_factor": None}),
+}
+
+#: case -> the tensor its reverted config needs but the checkpoint lacks (a structural
+#: switch: reverting it makes the build refuse the checkpoint instead of changing logits).
+REVERT_NEEDS: dict[str, str] = {
+    "stablelm_parallel_residual": "post_attention_layernorm",
 }
 
 #: (preset, overrides, expected message part): switch values a family rejects up front.
@@ -120,6 +135,10 @@ def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, case):
             raw[key] = value
     with open(config_path, "w") as f:
         json.dump(raw, f)
+    if case in REVERT_NEEDS:
+        with pytest.raises(WeightsError, match=REVERT_NEEDS[case]):
+            build(reverted, dtype="f32")
+        return
     hf_model = load_hf_model(folder)
     run, _ = _parity(reverted, tmp_path / "pkg", "default", pad=3, steps=3, hf_model=hf_model)
     assert run.max_abs_diff > CHANGED, f"{case}: the switch changes nothing ({run.max_abs_diff:.3g})"

@@ -9,7 +9,7 @@ from mobius.errors import UnsupportedModelError
 from mobius.models import bert, gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
 from mobius.models import llava, mixtral, qwen_moe
 from mobius.models import whisper
-from mobius.models import olmo
+from mobius.models import olmo, stablelm, starcoder2
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -26,6 +26,8 @@ FAMILIES: tuple[ModelFamily, ...] = (
     granite.FAMILY,
     olmo2.FAMILY,
     olmo.FAMILY,
+    starcoder2.FAMILY,
+    stablelm.FAMILY,
     smollm3.FAMILY,
     phi3.FAMILY,
     phi.FAMILY,
