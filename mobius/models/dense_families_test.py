@@ -50,7 +50,7 @@ CASES: dict[str, tuple[str, dict, dict | None]] = {
     "stablelm_parallel_residual": ("tiny-stablelm", {"use_parallel_residual": True},
                                    {"use_parallel_residual": False}),
     "stablelm_rotary_half": ("tiny-stablelm", {"partial_rotary_factor": 0.5},
-                             {"partial_rotary_factor": None}),
+                             {"rope_parameters.partial_rotary_factor": None}),
 }
 
 #: case -> the tensor its reverted config needs but the checkpoint lacks (a structural
@@ -128,11 +128,15 @@ def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, case):
     config_path = os.path.join(reverted, "config.json")
     with open(config_path) as f:
         raw = json.load(f)
-    for key, value in CASES[case][2].items():
+    for path, value in CASES[case][2].items():  # "a.b": key b of the dict under a
+        *parents, key = path.split(".")
+        target = raw
+        for parent in parents:
+            target = target[parent]
         if value is None:
-            raw.pop(key, None)
+            target.pop(key, None)
         else:
-            raw[key] = value
+            target[key] = value
     with open(config_path, "w") as f:
         json.dump(raw, f)
     if case in REVERT_NEEDS:
