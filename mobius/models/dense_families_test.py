@@ -51,6 +51,10 @@ CASES: dict[str, tuple[str, dict, dict | None]] = {
                                    {"use_parallel_residual": False}),
     "stablelm_rotary_half": ("tiny-stablelm", {"partial_rotary_factor": 0.5},
                              {"rope_parameters.partial_rotary_factor": None}),
+    "cohere": ("tiny-cohere", {}, {"use_qk_norm": False}),
+    "cohere_logit_scale": ("tiny-cohere", {}, {"logit_scale": None}),
+    "cohere_untied": ("tiny-cohere", {"tie_word_embeddings": False, "use_qk_norm": False}, None),
+    "cohere2": ("tiny-cohere2", {}, {"sliding_window": 64}),
 }
 
 #: case -> the tensor its reverted config needs but the checkpoint lacks (a structural
@@ -167,3 +171,16 @@ def test_random_checkpoint_randomizes_every_parameter(tmp_path):
     constant = [n for n, p in model.named_parameters() if p.numel() > 1
                 and np.ptp(p.detach().numpy()) == 0]
     assert not constant, constant
+
+
+@pytest.mark.parametrize("pattern", [2, 4])
+def test_cohere2_sliding_window_pattern_gives_the_transformers_layer_types(pattern):
+    """Older Cohere2 configs spell the layer types as sliding_window_pattern."""
+    import transformers
+
+    from mobius.models.cohere import normalize_cohere2
+
+    raw = {"model_type": "cohere2", "num_hidden_layers": 6, "sliding_window_pattern": pattern}
+    expected = transformers.Cohere2Config(num_hidden_layers=6,
+                                          sliding_window_pattern=pattern).layer_types
+    assert normalize_cohere2(raw)["layer_types"] == list(expected)
