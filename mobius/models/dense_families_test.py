@@ -55,6 +55,10 @@ CASES: dict[str, tuple[str, dict, dict | None]] = {
     "cohere_logit_scale": ("tiny-cohere", {}, {"logit_scale": None}),
     "cohere_untied": ("tiny-cohere", {"tie_word_embeddings": False, "use_qk_norm": False}, None),
     "cohere2": ("tiny-cohere2", {}, {"sliding_window": 64}),
+    "glm": ("tiny-glm", {}, {"attention_bias": False}),
+    "glm_full_rotary": ("tiny-glm", {"partial_rotary_factor": 1.0},
+                        {"rope_parameters.partial_rotary_factor": None}),
+    "glm4": ("tiny-glm4", {}, {"attention_bias": False}),
 }
 
 #: case -> the tensor its reverted config needs but the checkpoint lacks (a structural

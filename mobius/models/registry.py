@@ -9,7 +9,7 @@ from mobius.errors import UnsupportedModelError
 from mobius.models import bert, gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
 from mobius.models import llava, mixtral, qwen_moe
 from mobius.models import whisper
-from mobius.models import cohere, olmo, stablelm, starcoder2
+from mobius.models import cohere, glm, olmo, stablelm, starcoder2
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -30,6 +30,8 @@ FAMILIES: tuple[ModelFamily, ...] = (
     stablelm.FAMILY,
     cohere.COHERE,
     cohere.COHERE2,
+    glm.GLM,
+    glm.GLM4,
     smollm3.FAMILY,
     phi3.FAMILY,
     phi.FAMILY,

@@ -15,6 +15,7 @@ from mobius.components.layer_norm import LayerNorm, PerHeadLayerNorm
 from mobius.components.mlp import GatedMLP
 from mobius.config.architecture import ArchitectureConfig
 from mobius.config.options import read_options
+from mobius.config.rope import with_partial_rotary_default
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
 
@@ -51,11 +52,7 @@ class StableLmForCausalLM(CausalLM):
 
 def normalize_stablelm(raw: Mapping[str, Any]) -> dict[str, Any]:
     """StableLM's partial_rotary_factor defaults to 0.25, not 1."""
-    out = dict(raw)
-    params = out.get("rope_parameters") or out.get("rope_scaling") or {}
-    if "partial_rotary_factor" not in out and "partial_rotary_factor" not in params:
-        out["partial_rotary_factor"] = 0.25
-    return out
+    return with_partial_rotary_default(raw, 0.25)
 
 
 FAMILY = ModelFamily(

@@ -92,6 +92,8 @@ class GroupQueryAttentionFusion(NodeRule):
                 return False
             if match.q.rotary.inputs[1] is not match.k.rotary.inputs[1]:
                 return False
+            if attr(match.q.rotary, "interleaved", 0) != attr(match.k.rotary, "interleaved", 0):
+                return False
         return attention_mask_input(match.attention.graph) is not None
 
     def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
@@ -103,6 +105,7 @@ class GroupQueryAttentionFusion(NodeRule):
         absorb = (rotary is not None and ctx.caps.supports_fused_rope
                   and d % ROTARY_HEAD_SIZE_MULTIPLE == 0
                   and _rope_tables(rotary)[0].shape[1] * 2 == d)
+        interleaved = int(attr(rotary, "interleaved", 0)) if rotary is not None else 0
         new_nodes: list[ir.Node] = []
 
         def flat(side: _Side) -> ir.Value:
@@ -114,7 +117,7 @@ class GroupQueryAttentionFusion(NodeRule):
             if side.rotary is not None and not absorb:
                 cos, sin = side.rotary.inputs[1], side.rotary.inputs[2]
                 value = emit(new_nodes, "RotaryEmbedding", [value, cos, sin],
-                              interleaved=0, num_heads=side.num_heads,
+                              interleaved=interleaved, num_heads=side.num_heads,
                               rotary_embedding_dim=attr(side.rotary, "rotary_embedding_dim", 0))
             return value
 
@@ -128,7 +131,8 @@ class GroupQueryAttentionFusion(NodeRule):
             inputs += [None, None, None]
         inputs.append(node.inputs[3])
         spec = GqaSpec(match.q.num_heads, match.k.num_heads, d, float(scale), absorb,
-                       softcap=float(attr(node, "softcap", 0.0) or 0.0))
+                       softcap=float(attr(node, "softcap", 0.0) or 0.0),
+                       rotary_interleaved=bool(absorb and interleaved))
         gqa = make_gqa_node(model, spec, inputs, name=node.name + "/GroupQueryAttention")
         new_nodes.append(gqa)
         graph.insert_before(node, new_nodes)
@@ -147,8 +151,6 @@ def _side(value: ir.Value, may_rotate: bool) -> _Side | None:
     if rotary is not None:
         if len(rotary.inputs) > 3 and rotary.inputs[3] is not None:
             return None  # already position-indexed tables: not our pattern
-        if attr(rotary, "interleaved", 0):
-            return None
         value = rotary.inputs[0]
     transpose = producer(value, "Transpose")
     if transpose is None or list(attr(transpose, "perm", [])) != [0, 2, 1, 3]:
