@@ -59,6 +59,10 @@ CASES: dict[str, tuple[str, dict, dict | None]] = {
     "glm_full_rotary": ("tiny-glm", {"partial_rotary_factor": 1.0},
                         {"rope_parameters.partial_rotary_factor": None}),
     "glm4": ("tiny-glm4", {}, {"attention_bias": False}),
+    "nemotron": ("tiny-nemotron", {}, {"attention_bias": False}),
+    "nemotron_mlp_bias": ("tiny-nemotron", {}, {"mlp_bias": False}),
+    "nemotron_full_rotary": ("tiny-nemotron", {"partial_rotary_factor": 1.0},
+                             {"rope_parameters.partial_rotary_factor": None}),
 }
 
 #: case -> the tensor its reverted config needs but the checkpoint lacks (a structural
