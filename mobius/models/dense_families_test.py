@@ -63,16 +63,35 @@ CASES: dict[str, tuple[str, dict, dict | None]] = {
     "nemotron_mlp_bias": ("tiny-nemotron", {}, {"mlp_bias": False}),
     "nemotron_full_rotary": ("tiny-nemotron", {"partial_rotary_factor": 1.0},
                              {"rope_parameters.partial_rotary_factor": None}),
+    "falcon": ("tiny-falcon", {}, {"bias": False}),
+    "falcon_one_norm": ("tiny-falcon", {"num_ln_in_parallel_attn": 1},
+                        {"num_ln_in_parallel_attn": None}),
+    "falcon_7b_multi_query": ("tiny-falcon", {"new_decoder_architecture": False, "bias": False,
+                                              "tie_word_embeddings": False},
+                              {"parallel_attn": False}),
+    "falcon_multi_head_sequential": ("tiny-falcon", {"new_decoder_architecture": False,
+                                                     "multi_query": False, "parallel_attn": False,
+                                                     "num_kv_heads": 4},
+                                     {"parallel_attn": True}),
 }
 
 #: case -> the tensor its reverted config needs but the checkpoint lacks (a structural
 #: switch: reverting it makes the build refuse the checkpoint instead of changing logits).
 REVERT_NEEDS: dict[str, str] = {
     "stablelm_parallel_residual": "post_attention_layernorm",
+    "falcon_one_norm": "ln_attn",
+    "falcon_7b_multi_query": "post_attention_layernorm",
 }
 
 #: (preset, overrides, expected message part): switch values a family rejects up front.
-REJECTED: dict[str, tuple[str, dict, str]] = {}
+REJECTED: dict[str, tuple[str, dict, str]] = {
+    "falcon_alibi": ("tiny-falcon", {"alibi": True}, "falcon: alibi"),
+    "falcon_sequential_new_architecture": ("tiny-falcon", {"parallel_attn": False},
+                                           "new_decoder_architecture with parallel_attn false"),
+    "falcon_two_norms_old_architecture": (
+        "tiny-falcon", {"new_decoder_architecture": False, "num_ln_in_parallel_attn": 2},
+        "num_ln_in_parallel_attn 2 without"),
+}
 
 
 def random_checkpoint(folder: str, preset: str, **overrides) -> str:

@@ -107,6 +107,15 @@ TINY_PRESETS: dict[str, dict] = {
     "tiny-nemotron": {**_COMMON, "model_type": "nemotron", "architectures": ["NemotronForCausalLM"],
                       "hidden_act": "relu2", "norm_eps": 1e-5, "attention_bias": True,
                       "mlp_bias": True, "partial_rotary_factor": 0.5},
+    # Falcon 40B/180B layout: grouped fused QKV (2 query heads per K/V head), two norms.
+    "tiny-falcon": {
+        "model_type": "falcon", "architectures": ["FalconForCausalLM"], "vocab_size": VOCAB_SIZE,
+        "hidden_size": 64, "num_attention_heads": 4, "num_kv_heads": 2, "num_hidden_layers": 2,
+        "ffn_hidden_size": 172, "max_position_embeddings": 256, "layer_norm_epsilon": 1e-5,
+        "new_decoder_architecture": True, "parallel_attn": True, "bias": True, "alibi": False,
+        "multi_query": True, "activation": "gelu", "rope_theta": 10000.0,
+        "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "tie_word_embeddings": True,
+    },
     "tiny-smollm3": {**_COMMON, "model_type": "smollm3", "architectures": ["SmolLM3ForCausalLM"],
                      "num_hidden_layers": 4, "no_rope_layers": [1, 1, 1, 0],
                      "no_rope_layer_interval": 4},
