@@ -73,6 +73,9 @@ CASES: dict[str, tuple[str, dict, dict | None]] = {
                                                      "multi_query": False, "parallel_attn": False,
                                                      "num_kv_heads": 4},
                                      {"parallel_attn": True}),
+    "exaone4": ("tiny-exaone4", {}, {"sliding_window": 64}),
+    "exaone4_no_sliding_window": ("tiny-exaone4", {"sliding_window": None,
+                                                   "layer_types": ["full_attention"] * 3}, None),
 }
 
 #: case -> the tensor its reverted config needs but the checkpoint lacks (a structural
@@ -211,3 +214,22 @@ def test_cohere2_sliding_window_pattern_gives_the_transformers_layer_types(patte
     expected = transformers.Cohere2Config(num_hidden_layers=6,
                                           sliding_window_pattern=pattern).layer_types
     assert normalize_cohere2(raw)["layer_types"] == list(expected)
+
+
+@pytest.mark.parametrize("pattern", [2, 4, "LLLG", "LG"])
+def test_exaone4_sliding_window_pattern_gives_the_layer_types(pattern):
+    """Configs without layer_types: an int pattern as transformers computes it; a
+    string pattern (L local, G global) repeated over the layers."""
+    import transformers
+
+    from mobius.models.exaone4 import normalize_exaone4
+
+    raw = {"model_type": "exaone4", "num_hidden_layers": 6, "sliding_window": 4,
+           "sliding_window_pattern": pattern}
+    if isinstance(pattern, int):
+        expected = list(transformers.Exaone4Config(
+            num_hidden_layers=6, sliding_window=4, sliding_window_pattern=pattern).layer_types)
+    else:
+        expected = ["sliding_attention" if pattern[i % len(pattern)] == "L" else
+                    "full_attention" for i in range(6)]
+    assert normalize_exaone4(raw)["layer_types"] == expected

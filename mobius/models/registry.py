@@ -9,7 +9,7 @@ from mobius.errors import UnsupportedModelError
 from mobius.models import bert, gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
 from mobius.models import llava, mixtral, qwen_moe
 from mobius.models import whisper
-from mobius.models import cohere, falcon, glm, nemotron, olmo, stablelm, starcoder2
+from mobius.models import cohere, exaone4, falcon, glm, nemotron, olmo, stablelm, starcoder2
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -34,6 +34,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     glm.GLM4,
     nemotron.FAMILY,
     falcon.FAMILY,
+    exaone4.FAMILY,
     smollm3.FAMILY,
     phi3.FAMILY,
     phi.FAMILY,
