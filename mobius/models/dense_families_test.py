@@ -76,6 +76,9 @@ CASES: dict[str, tuple[str, dict, dict | None]] = {
     "exaone4": ("tiny-exaone4", {}, {"sliding_window": 64}),
     "exaone4_no_sliding_window": ("tiny-exaone4", {"sliding_window": None,
                                                    "layer_types": ["full_attention"] * 3}, None),
+    "ernie4_5": ("tiny-ernie4_5", {}, {"use_bias": False}),
+    "ernie4_5_untied": ("tiny-ernie4_5", {"tie_word_embeddings": False, "use_bias": False},
+                        None),
 }
 
 #: case -> the tensor its reverted config needs but the checkpoint lacks (a structural
@@ -233,3 +236,14 @@ def test_exaone4_sliding_window_pattern_gives_the_layer_types(pattern):
         expected = ["sliding_attention" if pattern[i % len(pattern)] == "L" else
                     "full_attention" for i in range(6)]
     assert normalize_exaone4(raw)["layer_types"] == expected
+
+
+def test_ernie4_5_head_dim_defaults_to_128():
+    """transformers' Ernie4_5Config: head_dim 128 when the key is absent."""
+    import transformers
+
+    from mobius.models.ernie4_5 import FAMILY
+
+    raw = {"model_type": "ernie4_5", "vocab_size": 300, "hidden_size": 64,
+           "intermediate_size": 100, "num_hidden_layers": 1, "num_attention_heads": 4}
+    assert FAMILY.make_config(raw).head_dim == transformers.Ernie4_5Config(**raw).head_dim == 128

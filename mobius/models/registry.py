@@ -9,7 +9,7 @@ from mobius.errors import UnsupportedModelError
 from mobius.models import bert, gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
 from mobius.models import llava, mixtral, qwen_moe
 from mobius.models import whisper
-from mobius.models import cohere, exaone4, falcon, glm, nemotron, olmo, stablelm, starcoder2
+from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, nemotron, olmo, stablelm, starcoder2
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -35,6 +35,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     nemotron.FAMILY,
     falcon.FAMILY,
     exaone4.FAMILY,
+    ernie4_5.FAMILY,
     smollm3.FAMILY,
     phi3.FAMILY,
     phi.FAMILY,
