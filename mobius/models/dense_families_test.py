@@ -79,6 +79,11 @@ CASES: dict[str, tuple[str, dict, dict | None]] = {
     "ernie4_5": ("tiny-ernie4_5", {}, {"use_bias": False}),
     "ernie4_5_untied": ("tiny-ernie4_5", {"tie_word_embeddings": False, "use_bias": False},
                         None),
+    "hunyuan_v1_dense": ("tiny-hunyuan_v1_dense", {}, {"attention_bias": False}),
+    "hunyuan_v1_dense_ntk_alpha": (
+        "tiny-hunyuan_v1_dense", {"rope_parameters": {"rope_type": "dynamic", "alpha": 50.0,
+                                                      "factor": 1.0, "rope_theta": 10000.0}},
+        {"rope_parameters.alpha": None}),
 }
 
 #: case -> the tensor its reverted config needs but the checkpoint lacks (a structural

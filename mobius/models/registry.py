@@ -9,7 +9,8 @@ from mobius.errors import UnsupportedModelError
 from mobius.models import bert, gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
 from mobius.models import llava, mixtral, qwen_moe
 from mobius.models import whisper
-from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, nemotron, olmo, stablelm, starcoder2
+from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, hunyuan_v1_dense, nemotron
+from mobius.models import olmo, stablelm, starcoder2
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -36,6 +37,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     falcon.FAMILY,
     exaone4.FAMILY,
     ernie4_5.FAMILY,
+    hunyuan_v1_dense.FAMILY,
     smollm3.FAMILY,
     phi3.FAMILY,
     phi.FAMILY,
