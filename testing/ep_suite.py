@@ -251,9 +251,12 @@ def residual_norm_pairs(model: ir.Model) -> dict[str, int]:
     """Residual ``Add -> (RMS|Layer)Normalization`` pairs a Skip*LayerNorm fusion would take.
 
     Counts norms whose data input is an Add of two computed (non-constant)
-    tensors, keyed by the fused op the pair becomes.
+    tensors, keyed by the fused op the pair becomes. An Add read by several
+    norms (Falcon's ln_attn and ln_mlp) counts once: one Skip*LayerNorm takes
+    it, and the other norms read that op's sum output.
     """
     pairs = Counter()
+    seen = set()
     fused = {"RMSNormalization": SKIP_SIMPLIFIED, "SimplifiedLayerNormalization": SKIP_SIMPLIFIED,
              "LayerNormalization": SKIP_LAYER_NORM}
     for node in model.graph:
@@ -262,8 +265,9 @@ def residual_norm_pairs(model: ir.Model) -> dict[str, int]:
         add = node.inputs[0].producer() if node.inputs[0] is not None else None
         if add is None or add.op_type != "Add" or add.domain not in STANDARD_DOMAINS:
             continue
-        if any(is_constant(v) for v in add.inputs):
+        if any(is_constant(v) for v in add.inputs) or id(add) in seen:
             continue
+        seen.add(id(add))
         pairs[fused[node.op_type]] += 1
     return dict(pairs)
 

@@ -38,7 +38,15 @@ EXPECTATIONS = {
 }
 
 #: (family, dtype, check) -> why it cannot hold yet (strict xfail: names the missing rule).
-KNOWN_GAPS: dict[tuple[str, str, str], str] = {}
+#: HunYuan normalizes Q/K per head *after* RoPE: GroupQueryAttention's do_rotary would
+#: rotate the normed Q/K, so RoPE stays a RotaryEmbedding ahead of the norm (not a
+#: missing rule: no fused form exists).
+_NORM_AFTER_ROPE = "QK norm after RoPE: RoPE cannot move into GroupQueryAttention"
+
+KNOWN_GAPS: dict[tuple[str, str, str], str] = {
+    ("hunyuan_v1_dense", "f16", "rope-in-gqa"): _NORM_AFTER_ROPE,
+    ("hunyuan_v1_dense", "bf16", "rope-in-gqa"): _NORM_AFTER_ROPE,
+}
 
 
 @pytest.mark.parametrize("family,dtype,check", s.fusion_params(EP, EXPECTATIONS, KNOWN_GAPS))

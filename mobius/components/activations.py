@@ -2,7 +2,8 @@
 
 from mobius.errors import ConfigError
 
-SUPPORTED_ACTIVATIONS = ("silu", "swish", "gelu", "gelu_new", "gelu_pytorch_tanh", "quick_gelu", "relu")
+SUPPORTED_ACTIVATIONS = ("silu", "swish", "gelu", "gelu_new", "gelu_pytorch_tanh", "quick_gelu", "relu",
+                         "relu2")
 
 
 def apply_activation(op, x, name: str):
@@ -16,6 +17,9 @@ def apply_activation(op, x, name: str):
         return op.Mul(x, op.Sigmoid(op.Mul(x, op.CastLike(op.Constant(value_float=1.702), x))))
     if name == "relu":
         return op.Relu(x)
+    if name == "relu2":  # Nemotron: squared ReLU
+        relu = op.Relu(x)
+        return op.Mul(relu, relu)
     raise ConfigError(
         f"config.json: hidden_act {name!r} is not supported; supported: {', '.join(SUPPORTED_ACTIVATIONS)}"
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from onnxscript import nn
 
+from mobius.components.causal_transformer import scalar
 from mobius.components.linear import Linear
 from mobius.components.rotary import apply_rotary
 
@@ -31,10 +32,18 @@ class Attention(nn.Module):
         qk_norm_per_head: bool = True,
         scale: float | None = None,
         softcap: float | None = None,
+        clip_qkv: float | None = None,
+        qk_norm_names: tuple[str, str] = ("q_norm", "k_norm"),
+        rotary_interleaved: bool = False,
+        qk_norm_after_rope: bool = False,
     ):
         """q_norm/k_norm: optional norms of the projected queries/keys, applied
         per head ([.., head_dim], Qwen3/Gemma3) or over the whole projection
-        (OLMo2) per ``qk_norm_per_head``. softcap: tanh-capping of the logits."""
+        (OLMo2) per ``qk_norm_per_head``. softcap: tanh-capping of the logits.
+        clip_qkv: clamp the Q/K/V projections to [-clip_qkv, clip_qkv] (OLMo).
+        qk_norm_names: the norms' checkpoint attribute names (StableLM: q_layernorm).
+        rotary_interleaved: RoPE rotates adjacent pairs (Cohere, GLM).
+        qk_norm_after_rope: the per-head QK norms apply to the rotated Q/K (HunYuan)."""
         super().__init__()
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
@@ -43,12 +52,16 @@ class Attention(nn.Module):
         self.scale = scale if scale is not None else head_dim**-0.5
         self.softcap = softcap
         self.qk_norm_per_head = qk_norm_per_head
+        self.clip_qkv = clip_qkv
+        self.rotary_interleaved = rotary_interleaved
+        self.qk_norm_after_rope = qk_norm_after_rope
         self.q_proj = Linear(hidden_size, num_heads * head_dim, qkv_bias)
         self.k_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias)
         self.v_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias)
         self.o_proj = Linear(num_heads * head_dim, hidden_size, o_bias)
-        self.q_norm = q_norm
-        self.k_norm = k_norm
+        self.qk_norm_names = qk_norm_names
+        setattr(self, qk_norm_names[0], q_norm)
+        setattr(self, qk_norm_names[1], k_norm)
 
     def _heads(self, op, x, num_heads, norm):
         """[batch, seq, heads*dim] -> [batch, heads, seq, dim] (+ optional QK norm)."""
@@ -59,13 +72,27 @@ class Attention(nn.Module):
             x = norm(op, x)
         return op.Transpose(x, perm=[0, 2, 1, 3])
 
+    def _project(self, op, proj, hidden):
+        x = proj(op, hidden)
+        if self.clip_qkv is None:
+            return x
+        return op.Clip(x, scalar(op, -self.clip_qkv), scalar(op, self.clip_qkv))
+
     def forward(self, op, hidden, cos, sin, mask, past_key, past_value):
-        q = self._heads(op, self.q_proj(op, hidden), self.num_heads, self.q_norm)
-        k = self._heads(op, self.k_proj(op, hidden), self.num_kv_heads, self.k_norm)
-        v = self._heads(op, self.v_proj(op, hidden), self.num_kv_heads, None)
+        q_norm, k_norm = (getattr(self, name) for name in self.qk_norm_names)
+        late = self.qk_norm_after_rope
+        q = self._heads(op, self._project(op, self.q_proj, hidden), self.num_heads,
+                        None if late else q_norm)
+        k = self._heads(op, self._project(op, self.k_proj, hidden), self.num_kv_heads,
+                        None if late else k_norm)
+        v = self._heads(op, self._project(op, self.v_proj, hidden), self.num_kv_heads, None)
         if self.rotary_dim:
-            q = apply_rotary(op, q, cos, sin, self.rotary_dim, self.head_dim)
-            k = apply_rotary(op, k, cos, sin, self.rotary_dim, self.head_dim)
+            q = apply_rotary(op, q, cos, sin, self.rotary_dim, self.head_dim,
+                             self.rotary_interleaved)
+            k = apply_rotary(op, k, cos, sin, self.rotary_dim, self.head_dim,
+                             self.rotary_interleaved)
+        if late and q_norm is not None:  # [batch, heads, seq, head_dim]: per head, last axis
+            q, k = q_norm(op, q), k_norm(op, k)
         attn, present_key, present_value = scaled_dot_product_attention(
             op, q, k, v, mask, past_key, past_value, self.scale, self.softcap)
         attn = op.Transpose(attn, perm=[0, 2, 1, 3])

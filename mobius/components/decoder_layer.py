@@ -40,25 +40,36 @@ class PreNormDecoderLayer(nn.Module):
         return hidden, present_key, present_value
 
 
+#: Gemma 2/3's names of the four sandwich norms, in order: before attention,
+#: after attention, before the MLP, after the MLP.
+GEMMA_SANDWICH_NAMES = ("input_layernorm", "post_attention_layernorm",
+                        "pre_feedforward_layernorm", "post_feedforward_layernorm")
+
+
 class SandwichNormDecoderLayer(nn.Module):
     def __init__(self, self_attn: nn.Module, mlp: nn.Module, input_layernorm: nn.Module,
                  post_attention_layernorm: nn.Module, pre_feedforward_layernorm: nn.Module,
-                 post_feedforward_layernorm: nn.Module):
+                 post_feedforward_layernorm: nn.Module,
+                 names: tuple[str, str, str, str] = GEMMA_SANDWICH_NAMES):
+        """names: the four norms' attribute names (GLM-4: input_layernorm,
+        post_self_attn_layernorm, post_attention_layernorm, post_mlp_layernorm)."""
         super().__init__()
         self.self_attn = self_attn
         self.mlp = mlp
-        self.input_layernorm = input_layernorm
-        self.post_attention_layernorm = post_attention_layernorm
-        self.pre_feedforward_layernorm = pre_feedforward_layernorm
-        self.post_feedforward_layernorm = post_feedforward_layernorm
+        self.names = names
+        norms = (input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
+                 post_feedforward_layernorm)
+        for name, norm in zip(names, norms):
+            setattr(self, name, norm)
 
     def forward(self, op, hidden, cos, sin, mask, past_key, past_value):
+        pre_attn, post_attn, pre_mlp, post_mlp = (getattr(self, n) for n in self.names)
         attn, present_key, present_value = self.self_attn(
-            op, self.input_layernorm(op, hidden), cos, sin, mask, past_key, past_value
+            op, pre_attn(op, hidden), cos, sin, mask, past_key, past_value
         )
-        hidden = op.Add(hidden, self.post_attention_layernorm(op, attn))
-        mlp = self.mlp(op, self.pre_feedforward_layernorm(op, hidden))
-        hidden = op.Add(hidden, self.post_feedforward_layernorm(op, mlp))
+        hidden = op.Add(hidden, post_attn(op, attn))
+        mlp = self.mlp(op, pre_mlp(op, hidden))
+        hidden = op.Add(hidden, post_mlp(op, mlp))
         return hidden, present_key, present_value
 
 

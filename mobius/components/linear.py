@@ -23,6 +23,9 @@ class FusedRows:
     start: int
     stop: int
     total: int
+    #: explicit output rows, for fused layouts that interleave the parts (Falcon's
+    #: query_key_value: per head or per KV group); start/stop are then ignored
+    rows: tuple[int, ...] | None = None
 
 
 class Linear(nn.Module):
@@ -40,7 +43,7 @@ class Linear(nn.Module):
         self.out_features = out_features
         if fused is not None:
             prefix = fused.prefix
-            cols = slice(fused.start, fused.stop)
+            cols = slice(fused.start, fused.stop) if fused.rows is None else np.array(fused.rows)
             total = fused.total
         else:
             cols, total = slice(None), out_features

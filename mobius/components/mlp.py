@@ -21,14 +21,18 @@ class GatedMLP(nn.Module):
 
 
 class MLP(nn.Module):
-    """fc2(act(fc1(x))); attribute names as in Phi; GPT-2 passes its own Linears."""
+    """fc2(act(fc1(x))); attribute names as in Phi, or ``names`` (StarCoder2:
+    c_fc, c_proj; Nemotron: up_proj, down_proj); GPT-2 passes its own Linears."""
 
     def __init__(self, hidden_size: int, intermediate_size: int, activation: str,
-                 bias: bool = True, fc1: Linear | None = None, fc2: Linear | None = None):
+                 bias: bool = True, fc1: Linear | None = None, fc2: Linear | None = None,
+                 names: tuple[str, str] = ("fc1", "fc2")):
         super().__init__()
         self.activation = activation
-        self.fc1 = fc1 or Linear(hidden_size, intermediate_size, bias)
-        self.fc2 = fc2 or Linear(intermediate_size, hidden_size, bias)
+        self.names = names
+        setattr(self, names[0], fc1 or Linear(hidden_size, intermediate_size, bias))
+        setattr(self, names[1], fc2 or Linear(intermediate_size, hidden_size, bias))
 
     def forward(self, op, x):
-        return self.fc2(op, apply_activation(op, self.fc1(op, x), self.activation))
+        fc1, fc2 = (getattr(self, name) for name in self.names)
+        return fc2(op, apply_activation(op, fc1(op, x), self.activation))

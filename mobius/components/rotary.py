@@ -86,7 +86,9 @@ def _tables(rope: RopeConfig, inv_freq: np.ndarray) -> tuple[np.ndarray, np.ndar
     return np.cos(angles) * scale, np.sin(angles) * scale
 
 
-def apply_rotary(op, x, cos, sin, rotary_dim: int, head_dim: int):
-    """Rotates x [batch, heads, seq, head_dim] (rotate-half convention)."""
+def apply_rotary(op, x, cos, sin, rotary_dim: int, head_dim: int, interleaved: bool = False):
+    """Rotates x [batch, heads, seq, head_dim]: rotate-half pairs (i, i + rotary_dim/2),
+    or with ``interleaved`` adjacent pairs (2i, 2i + 1) (Cohere, GLM)."""
     partial = rotary_dim if rotary_dim != head_dim else 0
-    return op.RotaryEmbedding(x, cos, sin, interleaved=0, rotary_embedding_dim=partial)
+    return op.RotaryEmbedding(x, cos, sin, interleaved=int(interleaved),
+                              rotary_embedding_dim=partial)

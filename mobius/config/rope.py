@@ -199,3 +199,13 @@ class RopeConfig:
 
 def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
     return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def with_partial_rotary_default(raw: Mapping[str, Any], factor: float) -> dict[str, Any]:
+    """``raw`` with ``partial_rotary_factor`` set to a family's own default
+    (StableLM 0.25, GLM 0.5) when config.json spells it nowhere."""
+    out = dict(raw)
+    params = out.get("rope_parameters") or out.get("rope_scaling") or {}
+    if "partial_rotary_factor" not in out and "partial_rotary_factor" not in params:
+        out["partial_rotary_factor"] = factor
+    return out

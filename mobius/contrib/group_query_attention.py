@@ -32,17 +32,19 @@ class GqaSpec:
     do_rotary: bool
     packed_qkv: bool = False
     softcap: float = 0.0  # tanh-capping of the scaled logits (Gemma 2); 0 = off
+    rotary_interleaved: bool = False  # do_rotary rotates adjacent pairs (Cohere, GLM)
 
     @property
     def overload(self) -> str:
         cap = f"_c{self.softcap:.6g}" if self.softcap else ""
+        interleaved = "_i1" if self.rotary_interleaved else ""
         return (f"h{self.num_heads}_kv{self.kv_num_heads}_d{self.head_dim}_s{self.scale:.6g}"
-                f"_r{int(self.do_rotary)}_p{int(self.packed_qkv)}{cap}")
+                f"_r{int(self.do_rotary)}_p{int(self.packed_qkv)}{cap}{interleaved}")
 
     def attributes(self) -> dict:
         attributes = {"num_heads": self.num_heads, "kv_num_heads": self.kv_num_heads,
                       "scale": self.scale, "do_rotary": int(self.do_rotary),
-                      "rotary_interleaved": 0}
+                      "rotary_interleaved": int(self.rotary_interleaved)}
         if self.softcap:
             attributes["softcap"] = float(self.softcap)
         return attributes
@@ -66,7 +68,7 @@ def spec_from_node(node: ir.Node) -> GqaSpec | None:
     if node.domain != MS_DOMAIN or node.op_type != OP_TYPE:
         return None
     attrs = {name: a.value for name, a in node.attributes.items()}
-    if attrs.get("rotary_interleaved", 0) or attrs.get(
+    if attrs.get(
             "smooth_softmax", 0) or attrs.get("local_window_size", -1) != -1 or attrs.get(
             "qk_output", 0):
         return None
@@ -87,7 +89,8 @@ def spec_from_node(node: ir.Node) -> GqaSpec | None:
     scale = float(attrs.get("scale", 0.0)) or head_dim**-0.5
     packed = len(node.inputs) < 3 or (node.inputs[1] is None and node.inputs[2] is None)
     return GqaSpec(int(attrs["num_heads"]), int(attrs["kv_num_heads"]), head_dim, scale,
-                   bool(attrs.get("do_rotary", 0)), packed, float(attrs.get("softcap", 0.0)))
+                   bool(attrs.get("do_rotary", 0)), packed, float(attrs.get("softcap", 0.0)),
+                   bool(attrs.get("rotary_interleaved", 0)))
 
 
 def retarget_gqa_node(model: ir.Model, node: ir.Node, spec: GqaSpec, inputs: list) -> None:
@@ -119,8 +122,9 @@ def _body(op, spec: GqaSpec, query, key, value, past_key, past_value, seqlens_k,
 
     q, k, v = heads(query, h), heads(key, kv), heads(value, kv)
     if spec.do_rotary:
-        q = op.RotaryEmbedding(q, cos_cache, sin_cache, position_ids, interleaved=0)
-        k = op.RotaryEmbedding(k, cos_cache, sin_cache, position_ids, interleaved=0)
+        interleaved = int(spec.rotary_interleaved)
+        q = op.RotaryEmbedding(q, cos_cache, sin_cache, position_ids, interleaved=interleaved)
+        k = op.RotaryEmbedding(k, cos_cache, sin_cache, position_ids, interleaved=interleaved)
     y, present_key, present_value = op.Attention(
         q, k, v, attention_bias, past_key, past_value, scale=spec.scale, is_causal=0, _outputs=3,
         **({"softcap": spec.softcap} if spec.softcap else {})

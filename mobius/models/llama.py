@@ -24,6 +24,7 @@ def llama_attention(config: ArchitectureConfig, **overrides) -> Attention:
         o_bias=config.o_bias,
         q_norm=RMSNorm(config.head_dim, config.rms_norm_eps) if qk_norm else None,
         k_norm=RMSNorm(config.head_dim, config.rms_norm_eps) if qk_norm else None,
+        rotary_interleaved=config.rope.interleaved,
     )
     kwargs.update(overrides)
     rotary_dim = kwargs.pop("rotary_dim", config.rope.rotary_dim)

@@ -9,6 +9,8 @@ from mobius.errors import UnsupportedModelError
 from mobius.models import bert, gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
 from mobius.models import llava, mixtral, qwen_moe
 from mobius.models import whisper
+from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, hunyuan_v1_dense, nemotron
+from mobius.models import olmo, stablelm, starcoder2
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -24,6 +26,18 @@ FAMILIES: tuple[ModelFamily, ...] = (
     gemma.GEMMA3,
     granite.FAMILY,
     olmo2.FAMILY,
+    olmo.FAMILY,
+    starcoder2.FAMILY,
+    stablelm.FAMILY,
+    cohere.COHERE,
+    cohere.COHERE2,
+    glm.GLM,
+    glm.GLM4,
+    nemotron.FAMILY,
+    falcon.FAMILY,
+    exaone4.FAMILY,
+    ernie4_5.FAMILY,
+    hunyuan_v1_dense.FAMILY,
     smollm3.FAMILY,
     phi3.FAMILY,
     phi.FAMILY,

@@ -10,6 +10,8 @@ Rewrite:
         seqlens_k, total_sequence_length, [cos_cache, sin_cache, pos], attention_bias=mask)
 with RoPE absorbed (``do_rotary=1``) when the EP fuses RoPE and the kernel's
 head-size constraint holds, else applied to the 3-D tensors beforehand.
+A per-head norm of the rotated Q/K (``RMSNormalization(RotaryEmbedding(q4))``,
+HunYuan) keeps RoPE outside and is re-applied per head on the 3-D tensors.
 ``seqlens_k`` / ``total_sequence_length`` are computed once per graph.
 Legal only for the decoder role and dtypes in ``caps.gqa_dtypes``.
 """
@@ -37,6 +39,7 @@ class _Side:
     heads_4d: ir.Value
     rotary: ir.Node | None
     num_heads: int
+    post_norm: ir.Node | None = None  # a per-head norm of the rotated tensor
 
 
 @dataclasses.dataclass
@@ -92,6 +95,10 @@ class GroupQueryAttentionFusion(NodeRule):
                 return False
             if match.q.rotary.inputs[1] is not match.k.rotary.inputs[1]:
                 return False
+            if attr(match.q.rotary, "interleaved", 0) != attr(match.k.rotary, "interleaved", 0):
+                return False
+            if (match.q.post_norm is None) != (match.k.post_norm is None):
+                return False
         return attention_mask_input(match.attention.graph) is not None
 
     def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
@@ -101,8 +108,10 @@ class GroupQueryAttentionFusion(NodeRule):
         scale = attr(node, "scale", None) or d**-0.5
         rotary = match.q.rotary
         absorb = (rotary is not None and ctx.caps.supports_fused_rope
+                  and match.q.post_norm is None
                   and d % ROTARY_HEAD_SIZE_MULTIPLE == 0
                   and _rope_tables(rotary)[0].shape[1] * 2 == d)
+        interleaved = int(attr(rotary, "interleaved", 0)) if rotary is not None else 0
         new_nodes: list[ir.Node] = []
 
         def flat(side: _Side) -> ir.Value:
@@ -114,8 +123,10 @@ class GroupQueryAttentionFusion(NodeRule):
             if side.rotary is not None and not absorb:
                 cos, sin = side.rotary.inputs[1], side.rotary.inputs[2]
                 value = emit(new_nodes, "RotaryEmbedding", [value, cos, sin],
-                              interleaved=0, num_heads=side.num_heads,
+                              interleaved=interleaved, num_heads=side.num_heads,
                               rotary_embedding_dim=attr(side.rotary, "rotary_embedding_dim", 0))
+            if side.post_norm is not None:
+                value = _per_head(graph, new_nodes, side, value, d)
             return value
 
         q, k, v = flat(match.q), flat(match.k), flat(match.v)
@@ -128,7 +139,8 @@ class GroupQueryAttentionFusion(NodeRule):
             inputs += [None, None, None]
         inputs.append(node.inputs[3])
         spec = GqaSpec(match.q.num_heads, match.k.num_heads, d, float(scale), absorb,
-                       softcap=float(attr(node, "softcap", 0.0) or 0.0))
+                       softcap=float(attr(node, "softcap", 0.0) or 0.0),
+                       rotary_interleaved=bool(absorb and interleaved))
         gqa = make_gqa_node(model, spec, inputs, name=node.name + "/GroupQueryAttention")
         new_nodes.append(gqa)
         graph.insert_before(node, new_nodes)
@@ -143,12 +155,15 @@ class GroupQueryAttentionFusion(NodeRule):
 
 
 def _side(value: ir.Value, may_rotate: bool) -> _Side | None:
+    post_norm = producer(value, "RMSNormalization") if may_rotate else None
+    if post_norm is not None:
+        if attr(post_norm, "axis", -1) != -1 or producer(post_norm.inputs[0], "RotaryEmbedding") is None:
+            return None
+        value = post_norm.inputs[0]
     rotary = producer(value, "RotaryEmbedding") if may_rotate else None
     if rotary is not None:
         if len(rotary.inputs) > 3 and rotary.inputs[3] is not None:
             return None  # already position-indexed tables: not our pattern
-        if attr(rotary, "interleaved", 0):
-            return None
         value = rotary.inputs[0]
     transpose = producer(value, "Transpose")
     if transpose is None or list(attr(transpose, "perm", [])) != [0, 2, 1, 3]:
@@ -156,7 +171,16 @@ def _side(value: ir.Value, may_rotate: bool) -> _Side | None:
     heads_4d = transpose.inputs[0]
     if heads_4d.shape is None or len(heads_4d.shape) != 4 or not isinstance(heads_4d.shape[2], int):
         return None
-    return _Side(heads_4d, rotary, heads_4d.shape[2])
+    return _Side(heads_4d, rotary, heads_4d.shape[2], post_norm)
+
+
+def _per_head(graph: ir.Graph, new_nodes: list, side: _Side, value: ir.Value, d: int) -> ir.Value:
+    """side.post_norm applied per head to the 3-D [B, S, N*D] ``value``."""
+    norm = side.post_norm
+    heads = emit(new_nodes, "Reshape", [value, constant(graph, [0, 0, side.num_heads, d])])
+    normed = emit(new_nodes, "RMSNormalization", [heads, norm.inputs[1]],
+                  **{name: a.value for name, a in norm.attributes.items()})
+    return emit(new_nodes, "Reshape", [normed, constant(graph, [0, 0, side.num_heads * d])])
 
 
 def _rope_tables(rotary: ir.Node):

@@ -79,13 +79,14 @@ class SeparateRoPE(NodeRule):
         rotated = []
         for value, heads, role in ((q, spec.num_heads, "q"), (k, spec.kv_num_heads, "k")):
             node = ir.Node("", "RotaryEmbedding", [value, cos, sin], attributes=[
-                ir.AttrInt64("interleaved", 0), ir.AttrInt64("num_heads", heads),
+                ir.AttrInt64("interleaved", int(spec.rotary_interleaved)), ir.AttrInt64("num_heads", heads),
                 ir.AttrInt64("rotary_embedding_dim", partial)],
                 name=f"{gqa.name}/rotary_{role}" if gqa.name else None)
             node.outputs[0].type, node.outputs[0].shape = value.type, value.shape
             graph.insert_before(gqa, node)
             rotated.append(node.outputs[0])
-        new_spec = dataclasses.replace(spec, do_rotary=False, packed_qkv=False)
+        new_spec = dataclasses.replace(spec, do_rotary=False, packed_qkv=False,
+                                       rotary_interleaved=False)
         inputs = list(gqa.inputs) + [None] * (11 - len(gqa.inputs))
         inputs[:3] = [rotated[0], rotated[1], v]
         inputs[7:10] = [None, None, None]

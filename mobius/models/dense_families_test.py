@@ -1,0 +1,254 @@
+"""Dense decoder families of issue 11 (OLMo, StarCoder2, StableLM, Cohere, GLM, Nemotron, ...):
+L3 parity with transformers for each family and each config switch it reads.
+
+* Every case is a transformers-written tiny checkpoint in which **every**
+  parameter is random (biases and norm shifts included: see
+  :func:`random_checkpoint`).
+* Parity: f32 logits within 1e-4 of transformers over a left-padded batch
+  prefill + 3 cached greedy decode steps, on the default and cpu EPs. Graphs
+  whose GroupQueryAttention applies RoPE itself are compared unpadded over
+  every step and left-padded over the prefill only (ORT's GQA kernel takes
+  decode-step rotary positions from cache slots: a known kernel limitation,
+  see ep/parity_suite.py).
+* Switches: a case that sets a switch to a non-default value also names the
+  config.json edit that reverts it (``revert``); the graph built from the same
+  weights with the reverted config must give different logits, so the case
+  proves both that the switch is read and that it changes the output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from mobius.builder import build  # noqa: E402
+from mobius.errors import ConfigError, WeightsError  # noqa: E402
+from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint  # noqa: E402
+from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
+
+TOLERANCE = 1e-4
+#: A reverted switch must move some logit by at least this much.
+CHANGED = 1e-3
+
+#: case: (tiny preset, config overrides, config.json edit that reverts the switch or None).
+CASES: dict[str, tuple[str, dict, dict | None]] = {
+    "olmo": ("tiny-olmo", {}, None),
+    "olmo_clip_qkv": ("tiny-olmo", {}, {"clip_qkv": None}),
+    "olmo_no_bias": ("tiny-olmo", {"attention_bias": False, "clip_qkv": None}, None),
+    "starcoder2": ("tiny-starcoder2", {}, {"use_bias": False}),
+    "starcoder2_sliding_window": ("tiny-starcoder2", {"sliding_window": 4},
+                                  {"sliding_window": None}),
+    "stablelm": ("tiny-stablelm", {}, {"qk_layernorm": False}),
+    "stablelm_qkv_bias": ("tiny-stablelm", {}, {"use_qkv_bias": False}),
+    "stablelm_parallel_residual": ("tiny-stablelm", {"use_parallel_residual": True},
+                                   {"use_parallel_residual": False}),
+    "stablelm_rotary_half": ("tiny-stablelm", {"partial_rotary_factor": 0.5},
+                             {"rope_parameters.partial_rotary_factor": None}),
+    "cohere": ("tiny-cohere", {}, {"use_qk_norm": False}),
+    "cohere_logit_scale": ("tiny-cohere", {}, {"logit_scale": None}),
+    "cohere_untied": ("tiny-cohere", {"tie_word_embeddings": False, "use_qk_norm": False}, None),
+    "cohere2": ("tiny-cohere2", {}, {"sliding_window": 64}),
+    "glm": ("tiny-glm", {}, {"attention_bias": False}),
+    "glm_full_rotary": ("tiny-glm", {"partial_rotary_factor": 1.0},
+                        {"rope_parameters.partial_rotary_factor": None}),
+    "glm4": ("tiny-glm4", {}, {"attention_bias": False}),
+    "nemotron": ("tiny-nemotron", {}, {"attention_bias": False}),
+    "nemotron_mlp_bias": ("tiny-nemotron", {}, {"mlp_bias": False}),
+    "nemotron_full_rotary": ("tiny-nemotron", {"partial_rotary_factor": 1.0},
+                             {"rope_parameters.partial_rotary_factor": None}),
+    "falcon": ("tiny-falcon", {}, {"bias": False}),
+    "falcon_one_norm": ("tiny-falcon", {"num_ln_in_parallel_attn": 1},
+                        {"num_ln_in_parallel_attn": None}),
+    "falcon_7b_multi_query": ("tiny-falcon", {"new_decoder_architecture": False, "bias": False,
+                                              "tie_word_embeddings": False},
+                              {"parallel_attn": False}),
+    "falcon_multi_head_sequential": ("tiny-falcon", {"new_decoder_architecture": False,
+                                                     "multi_query": False, "parallel_attn": False,
+                                                     "num_kv_heads": 4},
+                                     {"parallel_attn": True}),
+    "exaone4": ("tiny-exaone4", {}, {"sliding_window": 64}),
+    "exaone4_no_sliding_window": ("tiny-exaone4", {"sliding_window": None,
+                                                   "layer_types": ["full_attention"] * 3}, None),
+    "ernie4_5": ("tiny-ernie4_5", {}, {"use_bias": False}),
+    "ernie4_5_untied": ("tiny-ernie4_5", {"tie_word_embeddings": False, "use_bias": False},
+                        None),
+    "hunyuan_v1_dense": ("tiny-hunyuan_v1_dense", {}, {"attention_bias": False}),
+    "hunyuan_v1_dense_ntk_alpha": (
+        "tiny-hunyuan_v1_dense", {"rope_parameters": {"rope_type": "dynamic", "alpha": 50.0,
+                                                      "factor": 1.0, "rope_theta": 10000.0}},
+        {"rope_parameters.alpha": None}),
+}
+
+#: case -> the tensor its reverted config needs but the checkpoint lacks (a structural
+#: switch: reverting it makes the build refuse the checkpoint instead of changing logits).
+REVERT_NEEDS: dict[str, str] = {
+    "stablelm_parallel_residual": "post_attention_layernorm",
+    "falcon_one_norm": "ln_attn",
+    "falcon_7b_multi_query": "post_attention_layernorm",
+}
+
+#: (preset, overrides, expected message part): switch values a family rejects up front.
+REJECTED: dict[str, tuple[str, dict, str]] = {
+    "falcon_alibi": ("tiny-falcon", {"alibi": True}, "falcon: alibi"),
+    "falcon_sequential_new_architecture": ("tiny-falcon", {"parallel_attn": False},
+                                           "new_decoder_architecture with parallel_attn false"),
+    "falcon_two_norms_old_architecture": (
+        "tiny-falcon", {"new_decoder_architecture": False, "num_ln_in_parallel_attn": 2},
+        "num_ln_in_parallel_attn 2 without"),
+}
+
+
+def random_checkpoint(folder: str, preset: str, **overrides) -> str:
+    """make_hf_checkpoint, then every parameter perturbed (transformers starts biases
+    at 0 and norm shifts at 0/1, where a dropped or misplaced one goes unseen)."""
+    import torch
+
+    make_hf_checkpoint(folder, preset, **overrides)
+    model = load_hf_model(folder)
+    generator = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for _, param in model.named_parameters():
+            param.add_(0.1 * torch.randn(param.shape, generator=generator))
+    model.save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    made = {}
+
+    def get(case: str) -> str:
+        if case not in made:
+            preset, overrides, _ = CASES[case]
+            folder = str(tmp_path_factory.mktemp(f"ckpt-{case}"))
+            made[case] = random_checkpoint(folder, preset, **overrides)
+        return made[case]
+
+    return get
+
+
+def _uses_fused_rotary(package) -> bool:
+    return any(n.op_type == "GroupQueryAttention" and n.attributes.get("do_rotary") is not None
+               and n.attributes["do_rotary"].value == 1 for n in package.models["model"].graph)
+
+
+def _parity(folder, out, ep, *, pad, steps, hf_model=None):
+    package = build(folder, execution_provider=ep, dtype="f32")
+    path = package.save(str(out), overwrite=True)
+    built = BuiltPackage(path, package.config, "f32")
+    return f32_parity(built, hf_model or load_hf_model(folder), pad=pad, steps=steps), package
+
+
+@pytest.mark.parametrize("ep", ["default", "cpu"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_f32_parity_with_transformers(checkpoints, tmp_path, case, ep):
+    folder = checkpoints(case)
+    hf_model = load_hf_model(folder)
+    run, package = _parity(folder, tmp_path / "a", ep, pad=3, steps=3, hf_model=hf_model)
+    if _uses_fused_rotary(package):  # left-padded: prefill only; all steps unpadded
+        run, _ = _parity(folder, tmp_path / "b", ep, pad=3, steps=0, hf_model=hf_model)
+        unpadded, _ = _parity(folder, tmp_path / "c", ep, pad=0, steps=3, hf_model=hf_model)
+        assert unpadded.max_abs_diff <= TOLERANCE, f"{case}/{ep} unpadded: {unpadded.max_abs_diff:.3g}"
+    assert run.max_abs_diff <= TOLERANCE, f"{case}/{ep}: max |logit diff| {run.max_abs_diff:.3g}"
+
+
+SWITCH_CASES = sorted(c for c, (_, _, revert) in CASES.items() if revert)
+
+
+@pytest.mark.parametrize("case", SWITCH_CASES)
+def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, case):
+    folder = checkpoints(case)
+    reverted = str(tmp_path / "reverted")
+    shutil.copytree(folder, reverted)
+    config_path = os.path.join(reverted, "config.json")
+    with open(config_path) as f:
+        raw = json.load(f)
+    for path, value in CASES[case][2].items():  # "a.b": key b of the dict under a
+        *parents, key = path.split(".")
+        target = raw
+        for parent in parents:
+            target = target[parent]
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = value
+    with open(config_path, "w") as f:
+        json.dump(raw, f)
+    if case in REVERT_NEEDS:
+        with pytest.raises(WeightsError, match=REVERT_NEEDS[case]):
+            build(reverted, dtype="f32")
+        return
+    hf_model = load_hf_model(folder)
+    run, _ = _parity(reverted, tmp_path / "pkg", "default", pad=3, steps=3, hf_model=hf_model)
+    assert run.max_abs_diff > CHANGED, f"{case}: the switch changes nothing ({run.max_abs_diff:.3g})"
+
+
+@pytest.mark.parametrize("case", sorted(REJECTED))
+def test_unsupported_switches_are_rejected_up_front(tmp_path, case):
+    from mobius.tiny.presets import TINY_PRESETS
+
+    preset, overrides, message = REJECTED[case]
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**TINY_PRESETS[preset], **overrides}))
+    with pytest.raises(ConfigError, match=message):
+        build(str(folder), dtype="f32")
+
+
+def test_random_checkpoint_randomizes_every_parameter(tmp_path):
+    """The premise of this file: no parameter keeps transformers' constant init."""
+    folder = random_checkpoint(str(tmp_path / "ckpt"), "tiny-olmo")
+    model = load_hf_model(folder)
+    constant = [n for n, p in model.named_parameters() if p.numel() > 1
+                and np.ptp(p.detach().numpy()) == 0]
+    assert not constant, constant
+
+
+@pytest.mark.parametrize("pattern", [2, 4])
+def test_cohere2_sliding_window_pattern_gives_the_transformers_layer_types(pattern):
+    """Older Cohere2 configs spell the layer types as sliding_window_pattern."""
+    import transformers
+
+    from mobius.models.cohere import normalize_cohere2
+
+    raw = {"model_type": "cohere2", "num_hidden_layers": 6, "sliding_window_pattern": pattern}
+    expected = transformers.Cohere2Config(num_hidden_layers=6,
+                                          sliding_window_pattern=pattern).layer_types
+    assert normalize_cohere2(raw)["layer_types"] == list(expected)
+
+
+@pytest.mark.parametrize("pattern", [2, 4, "LLLG", "LG"])
+def test_exaone4_sliding_window_pattern_gives_the_layer_types(pattern):
+    """Configs without layer_types: an int pattern as transformers computes it; a
+    string pattern (L local, G global) repeated over the layers."""
+    import transformers
+
+    from mobius.models.exaone4 import normalize_exaone4
+
+    raw = {"model_type": "exaone4", "num_hidden_layers": 6, "sliding_window": 4,
+           "sliding_window_pattern": pattern}
+    if isinstance(pattern, int):
+        expected = list(transformers.Exaone4Config(
+            num_hidden_layers=6, sliding_window=4, sliding_window_pattern=pattern).layer_types)
+    else:
+        expected = ["sliding_attention" if pattern[i % len(pattern)] == "L" else
+                    "full_attention" for i in range(6)]
+    assert normalize_exaone4(raw)["layer_types"] == expected
+
+
+def test_ernie4_5_head_dim_defaults_to_128():
+    """transformers' Ernie4_5Config: head_dim 128 when the key is absent."""
+    import transformers
+
+    from mobius.models.ernie4_5 import FAMILY
+
+    raw = {"model_type": "ernie4_5", "vocab_size": 300, "hidden_size": 64,
+           "intermediate_size": 100, "num_hidden_layers": 1, "num_attention_heads": 4}
+    assert FAMILY.make_config(raw).head_dim == transformers.Ernie4_5Config(**raw).head_dim == 128
