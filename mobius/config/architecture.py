@@ -10,12 +10,13 @@ are supplied by the model family when it calls :meth:`ArchitectureConfig.from_di
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Any, Mapping
 
+from mobius.checkpoint_files import contained_file
 from mobius.config.rope import RopeConfig
 from mobius.errors import ConfigError
+from mobius.json_input import read_json_file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,12 +185,8 @@ class ArchitectureConfig:
 
 
 def read_json(path: str) -> dict[str, Any]:
-    """Reads a JSON file, turning parse errors into one-line ConfigErrors."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{os.path.basename(path)} is not valid JSON: {e}") from e
+    """Reads a JSON object file, turning every problem into a one-line ConfigError."""
+    data = read_json_file(path, os.path.basename(path), ConfigError)
     if not isinstance(data, dict):
         raise ConfigError(f"{os.path.basename(path)} must hold a JSON object")
     return data
@@ -197,9 +194,10 @@ def read_json(path: str) -> dict[str, Any]:
 
 def load_config(folder: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Returns (config.json, generation_config.json or {}) of a checkpoint folder."""
-    config_path = os.path.join(folder, "config.json")
+    config_path = contained_file(folder, "config.json", "the checkpoint", ConfigError)
     if not os.path.isfile(config_path):
         raise ConfigError(f"{folder}: no config.json found (is this a Hugging Face checkpoint?)")
-    generation_path = os.path.join(folder, "generation_config.json")
+    generation_path = contained_file(folder, "generation_config.json", "the checkpoint",
+                                     ConfigError)
     generation = read_json(generation_path) if os.path.isfile(generation_path) else {}
     return read_json(config_path), generation
