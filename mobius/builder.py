@@ -73,6 +73,7 @@ def build(
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
                                 dtype=build_dtype, trace_optimization=trace_optimization)
     package.files_to_copy = find_tokenizer_files(folder)
+    package.source = folder
     if not package.files_to_copy:
         logger.warning("%s has no tokenizer files; the package will have none", folder)
     return package
