@@ -21,6 +21,23 @@ BOOLEAN_KEYS = frozenset({
     "scale_embedding", "use_qk_norm", "do_sample", "tie_encoder_decoder", "is_encoder_decoder",
 })
 
+#: keys that name something (an activation, a type): a JSON string where given
+STRING_KEYS = frozenset({
+    "model_type", "hidden_act", "hidden_activation", "activation_function",
+    "projector_hidden_act", "vision_feature_select_strategy", "rope_type", "type",
+})
+
+#: float keys read as a number (the integer sizes go through positive_int, which says more)
+NUMBER_KEYS = frozenset({
+    "rope_theta", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "factor",
+    "partial_rotary_factor", "attention_multiplier", "residual_multiplier",
+    "embedding_multiplier", "logits_scaling", "query_pre_attn_scalar",
+    "attn_logit_softcapping", "final_logit_softcapping", "rope_local_base_freq",
+    "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "mscale",
+    "mscale_all_dim", "attention_factor", "temperature", "top_p", "repetition_penalty",
+    "type_vocab_size",
+})
+
 #: upper bounds of the size fields (the largest released models stay far below)
 LIMITS = {
     "hidden_size": 1 << 17,
@@ -45,8 +62,7 @@ def check_values(raw: Any, file: str = "config.json") -> None:
         if isinstance(value, dict):
             for key, item in value.items():
                 where = f"{path}.{key}" if path else str(key)
-                if key in BOOLEAN_KEYS and item is not None and not isinstance(item, bool):
-                    raise ConfigError(f"{file}: {where!r} must be true or false, got {item!r}")
+                _check_type(file, key, where, item)
                 stack.append((where, item))
         elif isinstance(value, list):
             stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
@@ -54,6 +70,17 @@ def check_values(raw: Any, file: str = "config.json") -> None:
             raise ConfigError(f"{file}: {path!r} is {value}; numbers must be finite")
         elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
             raise ConfigError(f"{file}: {path!r} is {value}, out of range")
+
+
+def _check_type(file: str, key: str, where: str, value: Any) -> None:
+    if value is None:
+        return
+    if key in BOOLEAN_KEYS and not isinstance(value, bool):
+        raise ConfigError(f"{file}: {where!r} must be true or false, got {value!r}")
+    if key in STRING_KEYS and not isinstance(value, str):
+        raise ConfigError(f"{file}: {where!r} must be a string, got {value!r}")
+    if key in NUMBER_KEYS and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise ConfigError(f"{file}: {where!r} must be a number, got {value!r}")
 
 
 def positive_int(key: str, value: Any, file: str = "config.json") -> int:

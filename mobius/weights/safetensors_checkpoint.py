@@ -165,9 +165,10 @@ def _entry(name: str, tensor_name: str, entry: Any, data_start: int, size: int) 
             raise WeightsError(f"{name} is corrupt: bad header entry for {tensor_name!r}")
         return tuple(value)
 
-    if not isinstance(entry, dict) or entry.get("dtype") not in _SAFETENSORS_DTYPES:
+    dtype_name = entry.get("dtype") if isinstance(entry, dict) else None
+    if not isinstance(dtype_name, str) or dtype_name not in _SAFETENSORS_DTYPES:
         raise WeightsError(f"{name} is corrupt: bad header entry for {tensor_name!r}")
-    dtype = _SAFETENSORS_DTYPES[entry["dtype"]]
+    dtype = _SAFETENSORS_DTYPES[dtype_name]
     shape = ints(entry.get("shape"))
     offsets = ints(entry.get("data_offsets"))
     if len(offsets) != 2:
