@@ -28,6 +28,7 @@ from mobius.tasks.speech_seq2seq import build_speech_seq2seq
 from mobius.tasks.vision_language import IMAGE_DIMS, build_vision_language
 from mobius.weights.attach import attach_weights
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
+from mobius.weights.plausibility import check_config_fits_checkpoint
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 
 logger = logging.getLogger(__name__)
@@ -67,12 +68,14 @@ def build(
     check_supported(caps, build_dtype, family.task, family.name)
     config = family.make_config(raw, generation)
     checkpoint = SafetensorsCheckpoint(folder)
+    check_config_fits_checkpoint(raw, checkpoint)  # before any graph or table is built
     with build_context(caps, build_dtype):
         module = family.module(config)
     attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases)
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
                                 dtype=build_dtype, trace_optimization=trace_optimization)
     package.files_to_copy = find_tokenizer_files(folder)
+    package.source = folder
     if not package.files_to_copy:
         logger.warning("%s has no tokenizer files; the package will have none", folder)
     return package

@@ -51,6 +51,19 @@ def _ep_names() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as e:  # also during argument parsing and imports
+        path = getattr(e, "path", None)
+        if path:
+            print(f"mobius: interrupted; the package was already complete in {path}",
+                  file=sys.stderr)
+        else:
+            print("mobius: interrupted; nothing was written", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     # `bazel run` executes in the runfiles tree; relative paths are the user's.
     workdir = os.environ.get("BUILD_WORKING_DIRECTORY")
     if workdir:
@@ -65,11 +78,19 @@ def main(argv: list[str] | None = None) -> int:
     except (MobiusError, ValueError, OSError) as e:
         if args.debug:
             raise
-        print(f"mobius: error: {e}", file=sys.stderr)
+        print(f"mobius: error: {_one_line(e)}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("mobius: interrupted; nothing was written", file=sys.stderr)
-        return 130
+
+
+def _one_line(e: Exception) -> str:
+    """The error's message; an existing output's names the CLI flag, not the Python argument."""
+    from mobius.package.output_swap import OutputExistsError
+
+    if isinstance(e, OutputExistsError):
+        return f"output folder {e.path} {e.when}; pass --overwrite to replace it"
+    if isinstance(e, OSError) and e.filename and e.strerror:
+        return f"{e.strerror}: {e.filename}"
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -78,11 +99,17 @@ def _run(args: argparse.Namespace) -> int:
     output = args.output_flag or args.output
     if not output:
         raise MobiusError("no output folder given (positional OUTPUT or --output)")
-    from mobius.builder import build
+    from mobius.builder import build, check_supported
+    from mobius.ep.registry import get_ep
     from mobius.package.model_package import ModelPackage
+    from mobius.source import resolve_checkpoint
+    from mobius.weights.dtypes import parse_dtype
 
     ModelPackage.check_output(output, overwrite=args.overwrite)  # fail before a long build
-    package = build(args.model, execution_provider=args.ep, dtype=args.dtype,
+    check_supported(get_ep(args.ep), parse_dtype(args.dtype))  # before any download
+    folder = resolve_checkpoint(args.model)
+    ModelPackage.check_output(output, overwrite=args.overwrite, source=folder)
+    package = build(folder, execution_provider=args.ep, dtype=args.dtype,
                     trace_optimization=args.trace, progress=not args.quiet)
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:

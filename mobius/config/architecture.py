@@ -10,12 +10,15 @@ are supplied by the model family when it calls :meth:`ArchitectureConfig.from_di
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Any, Mapping
 
+from mobius.checkpoint_files import contained_file
+from mobius.config.fields import (boolean, check_values, finite_float, positive_int, token_id,
+                                  token_ids)
 from mobius.config.rope import RopeConfig
 from mobius.errors import ConfigError
+from mobius.json_input import read_json_file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,14 +33,26 @@ class GenerationDefaults:
     max_length: int | None = None
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "GenerationDefaults":
+    def from_dict(cls, raw: Mapping[str, Any],
+                  file: str = "generation_config.json") -> "GenerationDefaults":
+        def number(key: str, default: float, positive: bool = True) -> float:
+            value = raw.get(key)
+            return default if value is None else finite_float(key, value, positive=positive,
+                                                              file=file)
+
+        top_k = raw.get("top_k")
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int)
+                                  or top_k < 0):
+            raise ConfigError(f"{file}: 'top_k' must be a non-negative integer, got {top_k!r}")
+        max_length = raw.get("max_length")
         return cls(
-            do_sample=bool(raw.get("do_sample", False)),
-            temperature=float(raw.get("temperature", 1.0) or 1.0),
-            top_k=int(raw.get("top_k", 50) or 50),
-            top_p=float(raw.get("top_p", 1.0) or 1.0),
-            repetition_penalty=float(raw.get("repetition_penalty", 1.0) or 1.0),
-            max_length=raw.get("max_length"),
+            do_sample=boolean(raw, "do_sample", False, file),
+            temperature=number("temperature", 1.0) if raw.get("temperature") != 0 else 1.0,
+            top_k=top_k or 50,
+            top_p=number("top_p", 1.0) if raw.get("top_p") != 0 else 1.0,
+            repetition_penalty=number("repetition_penalty", 1.0),
+            max_length=None if max_length is None else positive_int("max_length", max_length,
+                                                                    file),
         )
 
 
@@ -85,12 +100,15 @@ class ArchitectureConfig:
         [1, 2]``, ...) is a one-line ConfigError, never a raw TypeError.
         """
         try:
+            check_values(raw)
+            check_values(generation or {}, "generation_config.json")
             values = cls._normalize(raw, generation)
+            values.update(family_overrides)
+            _check_overrides(values)
         except ConfigError:
             raise
-        except (TypeError, ValueError, AttributeError, KeyError) as e:
+        except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as e:
             raise ConfigError(f"config.json has a malformed value: {e}") from e
-        values.update(family_overrides)
         return cls(**values)
 
     @classmethod
@@ -102,11 +120,6 @@ class ArchitectureConfig:
             if key not in raw or raw[key] is None:
                 raise ConfigError(f"config.json: required field {key!r} is missing")
             return raw[key]
-
-        def positive_int(key: str, value: Any) -> int:
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"config.json: {key!r} must be a positive integer, got {value!r}")
-            return value
 
         hidden = positive_int("hidden_size", need("hidden_size"))
         heads = positive_int("num_attention_heads", need("num_attention_heads"))
@@ -131,25 +144,33 @@ class ArchitectureConfig:
         max_pos = positive_int("max_position_embeddings", raw.get("max_position_embeddings", 2048))
         raw.setdefault("max_position_embeddings", max_pos)
 
-        eos = raw.get("eos_token_id")
+        vocab = positive_int("vocab_size", need("vocab_size"))
         gen = dict(generation or {})
-        if gen.get("eos_token_id") is not None:
-            eos = gen["eos_token_id"]
-        eos_tuple = tuple(eos) if isinstance(eos, (list, tuple)) else ((eos,) if eos is not None else ())
+
+        def token(key: str, many: bool = False):
+            file = "generation_config.json" if gen.get(key) is not None else "config.json"
+            value = gen[key] if gen.get(key) is not None else raw.get(key)
+            return (token_ids if many else token_id)(key, value, vocab, file)
 
         layer_types = tuple(raw.get("layer_types") or ())
         if layer_types and len(layer_types) != layers:
             raise ConfigError(
                 f"config.json: layer_types has {len(layer_types)} entries for {layers} layers"
             )
-        sliding = raw.get("sliding_window")
-        if raw.get("use_sliding_window") is False:
+        sliding = raw.get("sliding_window") or None
+        if raw.get("use_sliding_window") is False or sliding is None:
             sliding = None
+        else:
+            sliding = positive_int("sliding_window", sliding)
+        pad = gen.get("pad_token_id", raw.get("pad_token_id"))
+        if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int)):
+            raise ConfigError(f"config.json: 'pad_token_id' must be an integer, got {pad!r}")
+        bias = boolean(raw, "attention_bias", False)
 
         values = dict(
             model_type=str(need("model_type")),
             architectures=tuple(raw.get("architectures") or ()),
-            vocab_size=positive_int("vocab_size", need("vocab_size")),
+            vocab_size=vocab,
             hidden_size=hidden,
             intermediate_size=positive_int("intermediate_size", need("intermediate_size")),
             num_hidden_layers=layers,
@@ -159,18 +180,20 @@ class ArchitectureConfig:
             max_position_embeddings=max_pos,
             rope=RopeConfig.from_hf(raw, head_dim),
             hidden_act=str(raw.get("hidden_act") or raw.get("hidden_activation") or "silu"),
-            rms_norm_eps=float(raw.get("rms_norm_eps", raw.get("layer_norm_eps", 1e-6))),
-            tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-            qkv_bias=bool(raw.get("attention_bias", False)),
-            o_bias=bool(raw.get("attention_bias", False)),
-            mlp_bias=bool(raw.get("mlp_bias", False)),
-            sliding_window=int(sliding) if sliding else None,
+            rms_norm_eps=finite_float(
+                "rms_norm_eps", raw.get("rms_norm_eps", raw.get("layer_norm_eps", 1e-6))),
+            tie_word_embeddings=boolean(raw, "tie_word_embeddings", False),
+            qkv_bias=bias,
+            o_bias=bias,
+            mlp_bias=boolean(raw, "mlp_bias", False),
+            sliding_window=sliding,
             layer_types=layer_types,
-            bos_token_id=gen.get("bos_token_id", raw.get("bos_token_id")),
-            eos_token_id=eos_tuple,
-            pad_token_id=gen.get("pad_token_id", raw.get("pad_token_id")),
+            bos_token_id=token("bos_token_id"),
+            eos_token_id=token("eos_token_id", many=True),
+            pad_token_id=pad,
             checkpoint_dtype=raw.get("dtype") or raw.get("torch_dtype"),
-            generation=GenerationDefaults.from_dict({**raw, **gen}),
+            generation=GenerationDefaults.from_dict(
+                {**raw, **gen}, "generation_config.json" if gen else "config.json"),
             raw=raw,
         )
         return values
@@ -183,13 +206,20 @@ class ArchitectureConfig:
         return self.sliding_window
 
 
+def _check_overrides(values: dict[str, Any]) -> None:
+    """Family overrides may pass config.json values through: their types are checked too."""
+    for key in ("tie_word_embeddings", "qkv_bias", "o_bias", "mlp_bias", "qk_norm"):
+        if key in values and not isinstance(values[key], bool):
+            raise ConfigError(f"config.json: {key!r} must be true or false, got {values[key]!r}")
+    for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"):
+        if key in values:
+            positive_int(key, values[key])
+    values["rms_norm_eps"] = finite_float("rms_norm_eps", values["rms_norm_eps"])
+
+
 def read_json(path: str) -> dict[str, Any]:
-    """Reads a JSON file, turning parse errors into one-line ConfigErrors."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{os.path.basename(path)} is not valid JSON: {e}") from e
+    """Reads a JSON object file, turning every problem into a one-line ConfigError."""
+    data = read_json_file(path, os.path.basename(path), ConfigError)
     if not isinstance(data, dict):
         raise ConfigError(f"{os.path.basename(path)} must hold a JSON object")
     return data
@@ -197,9 +227,10 @@ def read_json(path: str) -> dict[str, Any]:
 
 def load_config(folder: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Returns (config.json, generation_config.json or {}) of a checkpoint folder."""
-    config_path = os.path.join(folder, "config.json")
+    config_path = contained_file(folder, "config.json", "the checkpoint", ConfigError)
     if not os.path.isfile(config_path):
         raise ConfigError(f"{folder}: no config.json found (is this a Hugging Face checkpoint?)")
-    generation_path = os.path.join(folder, "generation_config.json")
+    generation_path = contained_file(folder, "generation_config.json", "the checkpoint",
+                                     ConfigError)
     generation = read_json(generation_path) if os.path.isfile(generation_path) else {}
     return read_json(config_path), generation

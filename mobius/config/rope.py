@@ -13,7 +13,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from mobius.config.fields import finite_float, positive_int
 from mobius.errors import ConfigError
+
+#: cos/sin tables up to this size are built (4M positions x 128 rotary dims)
+_MAX_TABLE_BYTES = 4 << 30
 
 SUPPORTED_ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn", "longrope")
 
@@ -47,10 +51,11 @@ class RopeConfig:
 
     @classmethod
     def from_hf(cls, raw: Mapping[str, Any], head_dim: int) -> "RopeConfig":
-        """Reads RoPE settings from a config.json dict (4.x or 5.x spelling)."""
-        params = dict(raw.get("rope_parameters") or raw.get("rope_scaling") or {})
-        theta = params.get("rope_theta", raw.get("rope_theta", 10000.0))
-        partial = params.get("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0))
+        """Reads RoPE settings from a config.json dict (4.x or 5.x spelling), checked."""
+        params = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
+        if not isinstance(params, Mapping):
+            raise ConfigError(f"config.json: rope_parameters must be an object, got {params!r}")
+        params = dict(params)
         rope_type = params.get("rope_type", params.get("type", "default"))
         if rope_type == "su":  # Phi-3's original name for LongRoPE
             rope_type = "longrope"
@@ -59,46 +64,76 @@ class RopeConfig:
                 f"config.json: rope type {rope_type!r} is not supported; "
                 f"supported: {', '.join(SUPPORTED_ROPE_TYPES)}"
             )
-        max_pos = int(raw.get("max_position_embeddings", 2048))
+
+        def number(key: str, default: Any, positive: bool = True) -> float | None:
+            value = params.get(key, raw.get(key, default))
+            return None if value is None else finite_float(key, value, positive=positive)
+
+        max_pos = positive_int("max_position_embeddings", raw.get("max_position_embeddings", 2048))
         original = params.get(
             "original_max_position_embeddings", raw.get("original_max_position_embeddings")
         )
         if original is None and rope_type in ("llama3", "yarn", "longrope"):
             original = max_pos
-        rotary_dim = int(head_dim * float(partial))
+        if original is not None:
+            original = positive_int("original_max_position_embeddings", original)
+        partial = number("partial_rotary_factor", 1.0)
+        if partial > 1:
+            raise ConfigError(f"config.json: 'partial_rotary_factor' must be in (0, 1], "
+                              f"got {partial}")
+        rotary_dim = int(head_dim * partial)
         if rotary_dim % 2:
             raise ConfigError(
                 f"config.json: partial_rotary_factor={partial} gives an odd rotary dimension "
                 f"{rotary_dim} for head_dim={head_dim}"
             )
+        if rope_type in ("linear", "dynamic", "llama3") and "factor" not in params:
+            raise ConfigError(f"config.json: rope type {rope_type!r} needs rope_parameters.factor")
         factor = params.get("factor")
         if factor is None:
             factor = max_pos / original if rope_type in ("yarn", "longrope") and original else 1.0
-        if rope_type in ("linear", "dynamic", "llama3") and "factor" not in params:
-            raise ConfigError(f"config.json: rope type {rope_type!r} needs rope_parameters.factor")
-
-        def _tuple(key):
-            value = params.get(key)
-            return tuple(float(v) for v in value) if value is not None else None
-
-        return cls(
+        rope = cls(
             rope_type=rope_type,
-            theta=float(theta),
+            theta=finite_float("rope_theta", params.get("rope_theta", raw.get("rope_theta", 1e4)),
+                               positive=True),
             rotary_dim=rotary_dim,
             max_position_embeddings=max_pos,
-            factor=float(factor),
-            original_max_position_embeddings=int(original) if original else None,
-            low_freq_factor=float(params.get("low_freq_factor", 1.0)),
-            high_freq_factor=float(params.get("high_freq_factor", 4.0)),
-            beta_fast=float(params.get("beta_fast") or 32.0),
-            beta_slow=float(params.get("beta_slow") or 1.0),
-            mscale=params.get("mscale"),
-            mscale_all_dim=params.get("mscale_all_dim"),
-            attention_factor=params.get("attention_factor"),
+            factor=finite_float("factor", factor, positive=True),
+            original_max_position_embeddings=original,
+            low_freq_factor=number("low_freq_factor", 1.0),
+            high_freq_factor=number("high_freq_factor", 4.0),
+            beta_fast=number("beta_fast", None) or 32.0,
+            beta_slow=number("beta_slow", None) or 1.0,
+            mscale=number("mscale", None, positive=False),
+            mscale_all_dim=number("mscale_all_dim", None, positive=False),
+            attention_factor=number("attention_factor", None),
             truncate=bool(params.get("truncate", True)),
-            short_factor=_tuple("short_factor"),
-            long_factor=_tuple("long_factor"),
+            short_factor=_factors(params, "short_factor"),
+            long_factor=_factors(params, "long_factor"),
         )
+        if rope_type == "llama3" and rope.high_freq_factor <= rope.low_freq_factor:
+            raise ConfigError("config.json: llama3 RoPE needs high_freq_factor > low_freq_factor")
+        rope.check_table_size()
+        return rope
+
+    def check_table_size(self) -> None:
+        """Refuses a cos/sin table larger than _MAX_TABLE_BYTES before anything is allocated.
+
+        Static variants gather cos/sin from [max_position_embeddings, rotary_dim/2]
+        tables: onnxruntime's GroupQueryAttention and RotaryEmbedding take them
+        as inputs, so the package needs them (131072 x 64 x 2 x 4 bytes = 64 MiB
+        for a 128k-context model); a config asking for more is refused.
+        """
+        if self.rope_type == "dynamic" or not self.rotary_dim:
+            return
+        tables = 4 if self.rope_type == "longrope" else 2
+        size = self.max_position_embeddings * (self.rotary_dim // 2) * 4 * tables
+        if size > _MAX_TABLE_BYTES:
+            raise ConfigError(
+                f"config.json: max_position_embeddings {self.max_position_embeddings} with a "
+                f"rotary dimension of {self.rotary_dim} needs {size / 2**30:.1f} GiB of RoPE "
+                f"tables; mobius accepts at most {_MAX_TABLE_BYTES >> 30} GiB"
+            )
 
     # ------------------------------------------------------------------
     # Frequencies
@@ -209,3 +244,13 @@ def with_partial_rotary_default(raw: Mapping[str, Any], factor: float) -> dict[s
     if "partial_rotary_factor" not in out and "partial_rotary_factor" not in params:
         out["partial_rotary_factor"] = factor
     return out
+
+
+def _factors(params: Mapping[str, Any], key: str) -> tuple[float, ...] | None:
+    """LongRoPE's per-dimension factor list: positive finite numbers."""
+    value = params.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ConfigError(f"config.json: {key!r} must be a list of numbers, got {value!r}")
+    return tuple(finite_float(key, v, positive=True) for v in value)

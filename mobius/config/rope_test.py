@@ -9,6 +9,8 @@ checkpoint's config.json takes.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -20,6 +22,7 @@ from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noq
 
 from mobius.config.architecture import ArchitectureConfig  # noqa: E402
 from mobius.config.rope import RopeConfig  # noqa: E402
+from mobius.errors import ConfigError  # noqa: E402
 from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint  # noqa: E402
 from testing.model_runs import build_package, f32_parity  # noqa: E402
 
@@ -204,3 +207,24 @@ def test_end_to_end_logit_parity(e2e_case):
         threshold = (rope.original_max_position_embeddings if rope.rope_type == "longrope"
                      else rope.max_position_embeddings)
         assert prompt_len > threshold
+
+
+@pytest.mark.parametrize("raw,fragment", [
+    ({"max_position_embeddings": 1 << 24}, "GiB of RoPE tables"),  # 16M x 128 dims: 16 GiB
+    ({"max_position_embeddings": (1 << 24) + 1}, "more than mobius accepts"),
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0,
+                       "high_freq_factor": 4.0}}, "high_freq_factor > low_freq_factor"),
+    ({"partial_rotary_factor": 1.5}, "must be in (0, 1]"),
+    ({"rope_theta": "10000"}, "'rope_theta' must be a number"),
+    ({"rope_scaling": {"rope_type": "linear", "factor": -2.0}}, "'factor' must be a positive"),
+    ({"rope_scaling": {"rope_type": "longrope", "short_factor": [1.0, "x"],
+                       "long_factor": [1.0]}}, "'short_factor' must be a number"),
+])
+def test_hostile_rope_values_are_refused_before_any_table(raw, fragment):
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        RopeConfig.from_hf(raw, head_dim=256)
+
+
+def test_a_128k_context_table_is_accepted():
+    rope = RopeConfig.from_hf({"max_position_embeddings": 131072}, head_dim=128)
+    assert rope.max_position_embeddings == 131072

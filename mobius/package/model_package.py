@@ -17,6 +17,9 @@ from typing import Any
 import onnx_ir as ir
 
 from mobius.errors import OutputError
+from mobius.package.output_swap import (InterruptedAfterSave, OutputExistsError, is_disk_full,
+                                        locked, make_staging, mark_ready, place, recover)
+from mobius.package.overlap import check_no_overlap
 
 
 @dataclasses.dataclass
@@ -35,6 +38,8 @@ class ModelPackage:
     #: audio_processor_config.json for onnxruntime-genai's audio processor)
     extra_json: dict[str, Any] = dataclasses.field(default_factory=dict)
     config: Any = None
+    #: the checkpoint folder it was built from: save() refuses to write into or over it
+    source: str | None = None
 
     @property
     def model(self) -> ir.Model:
@@ -45,29 +50,40 @@ class ModelPackage:
         return "model.onnx" if key == "model" else f"{key}.onnx"
 
     @staticmethod
-    def check_output(output_dir: str, *, overwrite: bool = False) -> str:
+    def check_output(output_dir: str, *, overwrite: bool = False,
+                     source: str | None = None) -> str:
         """Refuses an output path that save() would refuse; returns it absolute.
 
         The CLI calls this before building, so a bad path fails in seconds,
-        not after a long build.
+        not after a long build. It also finishes or undoes what an earlier,
+        killed save into the same path left behind.
         """
         output_dir = os.path.abspath(output_dir)
-        if os.path.exists(output_dir):
-            if not os.path.isdir(output_dir):
+        if not os.path.basename(output_dir):
+            raise OutputError(f"output path {output_dir} is a file system root")
+        if source is not None:
+            check_no_overlap(output_dir, source)
+        if os.path.isdir(os.path.dirname(output_dir)):
+            with locked(os.path.dirname(output_dir)):
+                recover(output_dir)
+        if os.path.lexists(output_dir):
+            if not os.path.isdir(output_dir) or os.path.islink(output_dir):
                 raise OutputError(f"output path {output_dir} exists and is not a folder")
             if os.listdir(output_dir) and not overwrite:
-                raise OutputError(
-                    f"output folder {output_dir} is not empty; pass --overwrite to replace it"
-                )
+                raise OutputExistsError(output_dir)
         return output_dir
 
     def save(self, output_dir: str, *, overwrite: bool = False, progress: bool = False) -> str:
-        """Writes the package into ``output_dir`` atomically; returns its absolute path."""
-        output_dir = self.check_output(output_dir, overwrite=overwrite)
+        """Writes the package into ``output_dir`` atomically; returns its absolute path.
+
+        Without ``overwrite`` an existing non-empty folder is never replaced,
+        even one that appears while the package is being written.
+        """
+        output_dir = self.check_output(output_dir, overwrite=overwrite, source=self.source)
         parent = os.path.dirname(output_dir)
         try:
             os.makedirs(parent, exist_ok=True)
-            staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.partial-", dir=parent)
+            staging = make_staging(output_dir)
             os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700; a package is a normal folder
         except OSError as e:
             reason = e.strerror or str(e)
@@ -76,9 +92,15 @@ class ModelPackage:
             raise OutputError(f"cannot write to {parent}: {reason}") from e
         try:
             self._write(staging, progress)
-            _swap_into_place(staging, output_dir)
-        except BaseException:
+            staging = mark_ready(staging)
+            place(staging, output_dir, overwrite)
+        except InterruptedAfterSave:
+            raise
+        except BaseException as e:
             shutil.rmtree(staging, ignore_errors=True)
+            if isinstance(e, OSError) and is_disk_full(e):
+                raise OutputError(f"no space left on the device holding {parent}; "
+                                  f"nothing was written") from None
             raise
         return output_dir
 
@@ -127,19 +149,3 @@ def _save_model(model: ir.Model, path: str, progress: bool) -> None:
     finally:
         if bar is not None:
             bar.close()
-
-
-def _swap_into_place(staging: str, output_dir: str) -> None:
-    if not os.path.exists(output_dir):
-        os.rename(staging, output_dir)
-        return
-    backup = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.old-",
-                              dir=os.path.dirname(output_dir))
-    os.rmdir(backup)
-    os.rename(output_dir, backup)
-    try:
-        os.rename(staging, output_dir)
-    except BaseException:
-        os.rename(backup, output_dir)
-        raise
-    shutil.rmtree(backup, ignore_errors=True)

@@ -14,7 +14,7 @@ from onnxscript import nn
 
 from mobius.components.weight import Weight
 from mobius.errors import WeightsError
-from mobius.weights.dtypes import convert_array
+from mobius.weights.dtypes import check_source_dtype, convert_array, warn_if_not_finite
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 
 logger = logging.getLogger(__name__)
@@ -46,6 +46,7 @@ def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint,
                 f"tensor {source!r} has shape {list(info.shape)} in the checkpoint "
                 f"but the model expects {list(param.checkpoint_shape)}"
             )
+        check_source_dtype(source, info.dtype, param.dtype)
         used.add(source)
         param.const_value = ir.LazyTensor(
             _loader(checkpoint, source, param), param.dtype, ir.Shape(param.shape),
@@ -73,6 +74,7 @@ def _alias(source: str, aliases, chosen: dict[str, str], checkpoint) -> str:
 def _loader(checkpoint: SafetensorsCheckpoint, source: str, param: Weight):
     def load() -> ir.Tensor:
         array = checkpoint.read(source)
+        warn_if_not_finite(source, array)
         if param.transform is not None:
             array = param.transform(array)
         return ir.Tensor(convert_array(array, param.dtype), name=param.name)

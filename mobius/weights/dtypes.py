@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
-from mobius.errors import MobiusError
+from mobius.errors import MobiusError, WeightsError
+
+logger = logging.getLogger(__name__)
 
 _BUILD_DTYPES = {
     "f32": ir.DataType.FLOAT,
@@ -53,3 +57,29 @@ def convert_array(array: np.ndarray, dtype: ir.DataType) -> np.ndarray:
     if array.dtype == ml_dtypes.bfloat16 or target == ml_dtypes.bfloat16:
         return array.astype(np.float32).astype(target)
     return array.astype(target)
+
+
+def check_source_dtype(name: str, source: np.dtype, target: ir.DataType) -> None:
+    """Integer or boolean data for a float weight is a corrupt checkpoint, not a cast."""
+    if target in _NUMPY and source.kind in "iub":
+        raise WeightsError(f"tensor {name!r} holds {source.name} data but the model expects "
+                           f"a float weight")
+
+
+def warn_if_not_finite(name: str, array: np.ndarray) -> None:
+    """Warns about NaN/Inf weights (they make every logit NaN); the tensor is still used.
+
+    Checked in chunks of 1M values, so the check itself allocates little.
+    """
+    if not (array.dtype.kind == "f" or array.dtype == ml_dtypes.bfloat16):
+        return
+    flat = array.reshape(-1)
+    for start in range(0, flat.size, 1 << 20):
+        chunk = flat[start:start + (1 << 20)]
+        if array.dtype == ml_dtypes.bfloat16:  # exponent bits all set: Inf or NaN
+            bad = ((chunk.view(np.uint16) & 0x7F80) == 0x7F80).any()
+        else:
+            bad = not np.isfinite(chunk).all()
+        if bad:
+            logger.warning("warning: checkpoint tensor %r holds NaN or Inf values", name)
+            return

@@ -14,14 +14,17 @@ streaming a checkpoint would end with all of it counted against the build.
 from __future__ import annotations
 
 import dataclasses
-import json
+import math
 import os
 import struct
+from typing import Any
 
 import ml_dtypes
 import numpy as np
 
+from mobius.checkpoint_files import contained_file
 from mobius.errors import WeightsError
+from mobius.json_input import parse_json, read_json_file
 
 _SAFETENSORS_DTYPES = {
     "F64": np.dtype(np.float64),
@@ -61,42 +64,31 @@ class SafetensorsCheckpoint:
         self._tensors: dict[str, TensorInfo] = {}
         for path in self._shard_paths():
             for info in _read_header(path):
+                if info.name in self._tensors:
+                    raise WeightsError(
+                        f"tensor {info.name!r} is in both "
+                        f"{os.path.basename(self._tensors[info.name].path)} and "
+                        f"{os.path.basename(path)}"
+                    )
                 self._tensors[info.name] = info
 
     def _shard_paths(self) -> list[str]:
-        index_path = os.path.join(self.folder, INDEX_FILE)
+        index_path = contained_file(self.folder, INDEX_FILE, INDEX_FILE, WeightsError)
         if os.path.isfile(index_path):
-            try:
-                with open(index_path, encoding="utf-8") as f:
-                    weight_map = json.load(f)["weight_map"]
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise WeightsError(f"{INDEX_FILE} is malformed: {e}") from e
-            if not isinstance(weight_map, dict) or not all(
-                isinstance(shard, str) for shard in weight_map.values()
-            ):
-                raise WeightsError(
-                    f"{INDEX_FILE} is malformed: weight_map must map tensor names to file names"
-                )
-            paths = []
-            for shard in sorted(set(weight_map.values())):
-                path = os.path.realpath(os.path.join(self.folder, shard))
-                if os.path.commonpath([path, os.path.realpath(self.folder)]) != os.path.realpath(
-                    self.folder
-                ):
-                    raise WeightsError(
-                        f"{INDEX_FILE} points outside the checkpoint folder: {shard!r}"
-                    )
-                if not os.path.isfile(path):
-                    raise WeightsError(f"{INDEX_FILE} names a missing shard: {shard!r}")
-                paths.append(path)
-            return paths
-        single = os.path.join(self.folder, SINGLE_FILE)
+            return [self._shard(name) for name in _index_shards(index_path)]
+        single = contained_file(self.folder, SINGLE_FILE, SINGLE_FILE, WeightsError)
         if os.path.isfile(single):
             return [single]
         others = sorted(f for f in os.listdir(self.folder) if f.endswith(".safetensors"))
         if others:
-            return [os.path.join(self.folder, f) for f in others]
+            return [contained_file(self.folder, f, f, WeightsError) for f in others]
         raise WeightsError(f"{self.folder}: no *.safetensors weights found")
+
+    def _shard(self, name: str) -> str:
+        path = contained_file(self.folder, name, INDEX_FILE, WeightsError)
+        if not os.path.isfile(path):
+            raise WeightsError(f"{INDEX_FILE} names a missing shard: {name!r}")
+        return path
 
     def __contains__(self, name: str) -> bool:
         return name in self._tensors
@@ -131,42 +123,75 @@ class SafetensorsCheckpoint:
             ) from e
 
 
+def _index_shards(index_path: str) -> list[str]:
+    """The shard file names an index's weight_map names (sorted, each once)."""
+    index = read_json_file(index_path, INDEX_FILE, WeightsError)
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(shard, str) for shard in weight_map.values()
+    ):
+        raise WeightsError(
+            f"{INDEX_FILE} is malformed: weight_map must map tensor names to file names"
+        )
+    return sorted(set(weight_map.values()))
+
+
 def _read_header(path: str) -> list[TensorInfo]:
     name = os.path.basename(path)
     size = os.path.getsize(path)
-    try:
-        with open(path, "rb") as f:
-            prefix = f.read(8)
-            if len(prefix) < 8:
-                raise WeightsError(f"{name} is truncated or not a safetensors file")
-            (header_len,) = struct.unpack("<Q", prefix)
-            if header_len > min(_MAX_HEADER_BYTES, size - 8):
-                raise WeightsError(f"{name} is truncated or corrupt (bad header length)")
-            header = json.loads(f.read(header_len))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise WeightsError(f"{name} is corrupt: its header is not valid JSON") from e
+    with open(path, "rb") as f:
+        prefix = f.read(8)
+        if len(prefix) < 8:
+            raise WeightsError(f"{name} is truncated or not a safetensors file")
+        (header_len,) = struct.unpack("<Q", prefix)
+        if header_len > min(_MAX_HEADER_BYTES, size - 8):
+            raise WeightsError(f"{name} is truncated or corrupt (bad header length)")
+        header = parse_json(f.read(header_len), f"{name} is corrupt: its header", WeightsError)
     if not isinstance(header, dict):
         raise WeightsError(f"{name} is corrupt: its header is not a JSON object")
     data_start = 8 + header_len
-    infos = []
-    for tensor_name, entry in header.items():
-        if tensor_name == "__metadata__":
-            continue
-        try:
-            dtype = _SAFETENSORS_DTYPES[entry["dtype"]]
-            shape = tuple(int(d) for d in entry["shape"])
-            begin, end = (int(o) for o in entry["data_offsets"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise WeightsError(f"{name} is corrupt: bad header entry for {tensor_name!r}") from e
-        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if end - begin != expected or begin < 0:
-            raise WeightsError(
-                f"{name} is corrupt: {tensor_name!r} spans {end - begin} bytes, expected {expected}"
-            )
-        if data_start + end > size:
-            raise WeightsError(
-                f"{name} is truncated: {tensor_name!r} ends at byte {data_start + end} "
-                f"but the file has {size} bytes"
-            )
-        infos.append(TensorInfo(tensor_name, path, dtype, shape, data_start + begin, data_start + end))
+    infos = [dataclasses.replace(_entry(name, tensor_name, entry, data_start, size), path=path)
+             for tensor_name, entry in header.items() if tensor_name != "__metadata__"]
+    _check_no_overlap(name, infos)
     return infos
+
+
+def _entry(name: str, tensor_name: str, entry: Any, data_start: int, size: int) -> TensorInfo:
+    """One header entry, checked: known dtype, integer shape and offsets that fit the file."""
+    def ints(value: Any) -> tuple[int, ...]:
+        if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+        ):
+            raise WeightsError(f"{name} is corrupt: bad header entry for {tensor_name!r}")
+        return tuple(value)
+
+    dtype_name = entry.get("dtype") if isinstance(entry, dict) else None
+    if not isinstance(dtype_name, str) or dtype_name not in _SAFETENSORS_DTYPES:
+        raise WeightsError(f"{name} is corrupt: bad header entry for {tensor_name!r}")
+    dtype = _SAFETENSORS_DTYPES[dtype_name]
+    shape = ints(entry.get("shape"))
+    offsets = ints(entry.get("data_offsets"))
+    if len(offsets) != 2:
+        raise WeightsError(f"{name} is corrupt: bad header entry for {tensor_name!r}")
+    begin, end = offsets
+    expected = math.prod(shape) * dtype.itemsize
+    if end - begin != expected:
+        raise WeightsError(
+            f"{name} is corrupt: {tensor_name!r} spans {end - begin} bytes, expected {expected}"
+        )
+    if data_start + end > size:
+        raise WeightsError(
+            f"{name} is truncated: {tensor_name!r} ends at byte {data_start + end} "
+            f"but the file has {size} bytes"
+        )
+    return TensorInfo(tensor_name, "", dtype, shape, data_start + begin, data_start + end)
+
+
+def _check_no_overlap(name: str, infos: list[TensorInfo]) -> None:
+    """Two tensors sharing bytes would silently read each other's data."""
+    spans = sorted((i for i in infos if i.end > i.begin), key=lambda i: i.begin)
+    for before, after in zip(spans, spans[1:]):
+        if after.begin < before.end:
+            raise WeightsError(
+                f"{name} is corrupt: tensors {before.name!r} and {after.name!r} overlap"
+            )
