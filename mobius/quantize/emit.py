@@ -42,7 +42,7 @@ class Layout:
         return -(-self.k // self.block_size)
 
 
-class _Shared:
+class Shared:
     """Produces the QuantizedWeight once for ``parts`` lazy initializers."""
 
     def __init__(self, produce: Producer, parts: int):
@@ -66,8 +66,8 @@ def emit_quantized_matmul(model: ir.Model, matmul: ir.Node, produce: Producer, l
     """Replaces ``matmul`` (its input 1 is the weight) in place; ``name`` prefixes initializers."""
     graph = model.graph
     parts = _parts(layout, form)
-    shared = _Shared(produce, len(parts))
-    values = [_lazy(graph, f"{name}{suffix}", shared.part(fn, dtype), dtype, shape)
+    shared = Shared(produce, len(parts))
+    values = [lazy_initializer(graph, f"{name}{suffix}", shared.part(fn, dtype), dtype, shape)
               for suffix, fn, dtype, shape in parts]
     x = matmul.inputs[0]
     if form == MATMUL_NBITS:
@@ -114,7 +114,8 @@ def _parts(layout: Layout, form: str) -> list:
     return parts[:2] if layout.symmetric else parts
 
 
-def _lazy(graph: ir.Graph, name: str, load, dtype: ir.DataType, shape) -> ir.Value:
+def lazy_initializer(graph: ir.Graph, name: str, load, dtype: ir.DataType, shape) -> ir.Value:
+    """Registers an initializer backed by ``ir.LazyTensor(load)`` under a fresh name."""
     candidate, i = name, 1
     while candidate in graph.initializers:
         candidate, i = f"{name}.{i}", i + 1

@@ -20,26 +20,13 @@ import mobius
 from mobius.ep.registry import ep_registry
 from mobius.tiny.checkpoint import make_tiny_checkpoint
 from testing import ep_parity, parity
+from testing.quant_grid import on_grid
 
 CASES = [(caps.name, block, symmetric)
          for caps in ep_registry if ir.DataType.FLOAT in caps.dtypes
          and ep_parity.cpu_runnable(caps.name, "f32")
          for block in (32, 128) if block in caps.quant_block_sizes
          for symmetric in (True, False) if symmetric or caps.quant_zero_points]
-
-
-def on_grid(shape, block: int, symmetric: bool, rng) -> np.ndarray:
-    """float32 [N, K]: (code - zero) * scale per block of K, codes spanning 0..15 in each block."""
-    rows, cols = shape
-    codes = rng.integers(0, 16, (rows, cols))
-    starts = np.arange(0, cols, block)
-    codes[:, starts] = 0
-    codes[:, np.minimum(starts + 1, cols - 1)] = 15
-    blocks = len(starts)
-    zeros = np.full((rows, blocks), 8) if symmetric else rng.integers(0, 16, (rows, blocks))
-    scales = rng.uniform(0.004, 0.02, (rows, blocks)).astype(np.float32)
-    index = np.arange(cols) // block
-    return ((codes - zeros[:, index]) * scales[:, index]).astype(np.float32)
 
 
 @pytest.fixture(scope="module")

@@ -8,15 +8,19 @@ this one pass covers every family and every role (decoder, vision, encoder);
 attention, MoE and norm structure are untouched. It runs after the fusions
 (packed QKV is quantized as one matrix) and before inlining (which expands
 MatMulNBits where the EP lacks the kernel). Weights are quantized by RTN when
-the saver asks for them (see mobius.quantize.emit). Legal where the build
-asked for quantization (``ctx.quant``).
+the saver asks for them (see mobius.quantize.emit). A fused MoE becomes
+QMoE where the EP has that kernel (mobius.quantize.emit_moe). Legal where the
+build asked for quantization (``ctx.quant``).
 """
 
 from __future__ import annotations
 
 import onnx_ir as ir
 
+from mobius.contrib.function_registry import MS_DOMAIN
+from mobius.ep.contrib_ops import QMOE
 from mobius.quantize.emit import Layout, emit_quantized_matmul
+from mobius.quantize.emit_moe import emit_qmoe
 from mobius.quantize.rtn import quantize_rtn_kn
 from mobius.rewrite.rule import Rule, RuleContext
 
@@ -33,6 +37,9 @@ class QuantizeLinears(Rule):
         spec = ctx.quant
         count = 0
         for node in list(model.graph):
+            if self._experts(model, node, ctx):
+                count += 1
+                continue
             weight = _constant_weight(node)
             if weight is None:
                 continue
@@ -45,6 +52,16 @@ class QuantizeLinears(Rule):
                                   spec.form, spec.accuracy_level, _stem(weight.name))
             count += 1
         return count
+
+
+    @staticmethod
+    def _experts(model: ir.Model, node: ir.Node, ctx: RuleContext) -> bool:
+        """A fused MoE -> QMoE where the EP has the kernel (else its experts stay float)."""
+        if node.op_type != "MoE" or node.domain != MS_DOMAIN or not ctx.caps.has_kernel(QMOE):
+            return False
+        bits = ctx.quant.bits_for(node.inputs[2].name or "")
+        return bits is not None and emit_qmoe(model, node, bits, ctx.quant.block_size,
+                                              ctx.quant.symmetric)
 
 
 def _constant_weight(node: ir.Node) -> ir.Value | None:
