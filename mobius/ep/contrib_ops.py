@@ -8,6 +8,7 @@ BIAS_GELU = "BiasGelu"
 FAST_GELU = "FastGelu"
 MATMUL_NBITS = "MatMulNBits"
 MOE = "MoE"
+QMOE = "QMoE"
 PACKED_MHA = "PackedMultiHeadAttention"
 FUSED_MATMUL = "FusedMatMul"
 
