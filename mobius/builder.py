@@ -69,7 +69,8 @@ def build(
     checkpoint = SafetensorsCheckpoint(folder)
     with build_context(caps, build_dtype):
         module = family.module(config)
-    attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases)
+    attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,
+                   family.ignored_tensors(config))
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
                                 dtype=build_dtype, trace_optimization=trace_optimization)
     package.files_to_copy = find_tokenizer_files(folder)

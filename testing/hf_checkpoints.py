@@ -14,16 +14,21 @@ from mobius.tiny.presets import TINY_PRESETS
 from mobius.tiny.tokenizer import write_tiny_tokenizer
 
 
-def make_hf_checkpoint(folder: str, preset: str, seed: int = 0, **overrides) -> str:
-    """Saves a random transformers model for ``preset`` (+ overrides) into ``folder``."""
+def make_hf_checkpoint(folder: str, preset: str, seed: int = 0, auto_class=None,
+                       **overrides) -> str:
+    """Saves a random transformers model for ``preset`` (+ overrides) into ``folder``.
+
+    ``auto_class``: the transformers auto class to instantiate (default: chosen
+    from the config, see :func:`_auto_class`).
+    """
     import torch
     import transformers
 
     raw = {**TINY_PRESETS[preset], **overrides}
     config = transformers.AutoConfig.for_model(**raw)
     torch.manual_seed(seed)
-    model = _auto_class(config).from_config(config, dtype=torch.float32)
-    _randomize_norms(model, seed)
+    model = (auto_class or _auto_class(config)).from_config(config, dtype=torch.float32)
+    randomize_parameters(model, seed)
     model.eval()
     model.save_pretrained(folder, safe_serialization=True)
     write_tiny_tokenizer(folder, (raw.get("text_config") or raw)["vocab_size"])
@@ -42,14 +47,20 @@ def _auto_class(config):
     return transformers.AutoModelForCausalLM
 
 
-def _randomize_norms(model, seed: int) -> None:
-    """Norm weights start at exactly 1 (or 0); perturb them so a dropped norm is caught."""
+def randomize_parameters(model, seed: int) -> None:
+    """Gives every parameter that transformers initializes to a constant a random value.
+
+    transformers starts biases at 0 and norm scales at 1 (0 for offset norms), so
+    a model that dropped its biases or a norm would still match on its own tiny
+    checkpoint. Each constant parameter ``c`` becomes ``c + 0.1 * N(0, 1)``: norm
+    scales stay around 1, biases around 0. Parameters already random are kept.
+    """
     import torch
 
     generator = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
-        for name, param in model.named_parameters():
-            if "norm" in name:
+        for _, param in model.named_parameters():
+            if param.numel() and bool((param == param.reshape(-1)[0]).all()):
                 param.add_(0.1 * torch.randn(param.shape, generator=generator))
 
 

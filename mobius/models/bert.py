@@ -17,6 +17,7 @@ from mobius.components.linear import Linear
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
 from mobius.models.family import ModelFamily
+from mobius.weights.attach import IgnoredTensors
 
 
 class BertEmbeddings(nn.Module):
@@ -129,6 +130,13 @@ FAMILY = ModelFamily(
     architectures=("BertModel", "BertForMaskedLM", "BertForPreTraining"),
     module=BertModel, task="feature-extraction", tiny_preset="tiny-bert",
     checkpoint_prefixes=("", "bert."),
+    ignored_tensors=lambda config: (
+        IgnoredTensors(r"(bert\.)?pooler\..*", "feature extraction outputs last_hidden_state"),
+        IgnoredTensors(r"cls\..*", "BertForMaskedLM / BertForPreTraining heads: not part of "
+                       "feature extraction"),
+        IgnoredTensors(r"(bert\.)?embeddings\.position_ids",
+                       "buffer of older checkpoints: positions are 0..seq-1, computed"),
+    ),
     config_overrides=lambda raw: {"rms_norm_eps": float(raw.get("layer_norm_eps", 1e-12)),
                                   "hidden_act": raw.get("hidden_act", "gelu")},
 )

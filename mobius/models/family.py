@@ -8,6 +8,7 @@ from typing import Any, Callable, Mapping
 from onnxscript import nn
 
 from mobius.config.architecture import ArchitectureConfig
+from mobius.weights.attach import IgnoredTensors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +36,10 @@ class ModelFamily:
     #: different prefixes (LLaVA: "vision_tower.vision_model." or "vision_tower.").
     #: Each part's spelling is chosen on its own; see mobius/weights/attach.py.
     checkpoint_aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: config -> the checkpoint tensors the module may leave unread, each with its
+    #: reason (any other unread tensor is an error: mobius/weights/attach.py)
+    ignored_tensors: Callable[[ArchitectureConfig], tuple[IgnoredTensors, ...]] = (
+        lambda config: ())
 
     def make_config(self, raw: Mapping[str, Any],
                     generation: Mapping[str, Any] | None = None) -> ArchitectureConfig:
