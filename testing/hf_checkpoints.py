@@ -10,24 +10,21 @@ from __future__ import annotations
 import json
 import os
 
+from mobius.models.registry import family_for
 from mobius.tiny.presets import TINY_PRESETS
 from mobius.tiny.tokenizer import write_tiny_tokenizer
 
 
-def make_hf_checkpoint(folder: str, preset: str, seed: int = 0, auto_class=None,
-                       **overrides) -> str:
-    """Saves a random transformers model for ``preset`` (+ overrides) into ``folder``.
-
-    ``auto_class``: the transformers auto class to instantiate (default: chosen
-    from the config, see :func:`_auto_class`).
-    """
+def make_hf_checkpoint(folder: str, preset: str, seed: int = 0, **overrides) -> str:
+    """Saves a random transformers model for ``preset`` (+ overrides) into ``folder``,
+    as the auto class of its family's task (``Task.reference.auto_class``) makes it."""
     import torch
     import transformers
 
     raw = {**TINY_PRESETS[preset], **overrides}
     config = transformers.AutoConfig.for_model(**raw)
     torch.manual_seed(seed)
-    model = (auto_class or _auto_class(config)).from_config(config, dtype=torch.float32)
+    model = _auto_class(raw).from_config(config, dtype=torch.float32)
     randomize_parameters(model, seed)
     model.eval()
     model.save_pretrained(folder, safe_serialization=True)
@@ -35,16 +32,11 @@ def make_hf_checkpoint(folder: str, preset: str, seed: int = 0, auto_class=None,
     return folder
 
 
-def _auto_class(config):
-    """AutoModelForCausalLM, or the image-text-to-text class for vision-language configs,
-    or the speech seq2seq class (Whisper: WhisperForConditionalGeneration)."""
+def _auto_class(raw: dict):
+    """The transformers auto class the family's task compares against."""
     import transformers
 
-    if getattr(config, "vision_config", None) is not None:
-        return transformers.AutoModelForImageTextToText
-    if type(config) in transformers.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING:
-        return transformers.AutoModelForSpeechSeq2Seq
-    return transformers.AutoModelForCausalLM
+    return getattr(transformers, family_for(raw).task.reference.auto_class)
 
 
 def randomize_parameters(model, seed: int) -> None:
@@ -66,10 +58,8 @@ def randomize_parameters(model, seed: int) -> None:
 
 def load_hf_model(folder: str):
     import torch
-    import transformers
 
-    config = transformers.AutoConfig.from_pretrained(folder)
-    model = _auto_class(config).from_pretrained(folder, dtype=torch.float32)
+    model = _auto_class(read_config(folder)).from_pretrained(folder, dtype=torch.float32)
     model.eval()
     return model
 

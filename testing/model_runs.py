@@ -159,17 +159,8 @@ def real_positions(run: ParityRun):
 
 
 def make_family_checkpoint(folder: str, family, seed: int = 0, **overrides) -> str:
-    """A transformers-written tiny checkpoint of ``family`` (its tiny preset + overrides).
-
-    Causal LMs and vision-language models use their task's auto class
-    (testing/hf_checkpoints.py); other tasks (encoders) are saved with ``AutoModel``.
-    """
-    import transformers
-
+    """A transformers-written tiny checkpoint of ``family`` (its tiny preset + overrides),
+    saved by its task's auto class (testing/hf_checkpoints.py)."""
     from testing.hf_checkpoints import make_hf_checkpoint
 
-    auto_class = None
-    if family.task not in ("text-generation", "image-text-to-text"):
-        auto_class = transformers.AutoModel
-    return make_hf_checkpoint(folder, family.tiny_preset, seed=seed, auto_class=auto_class,
-                              **overrides)
+    return make_hf_checkpoint(folder, family.tiny_preset, seed=seed, **overrides)

@@ -8,6 +8,8 @@ from typing import Any, Callable, Mapping
 from onnxscript import nn
 
 from mobius.config.architecture import ArchitectureConfig
+from mobius.tasks import causal_lm
+from mobius.tasks.task import Task
 from mobius.weights.attach import IgnoredTensors
 
 
@@ -24,7 +26,7 @@ class ModelFamily:
     name: str
     model_types: tuple[str, ...]
     module: Callable[[ArchitectureConfig], nn.Module]
-    task: str = "text-generation"
+    task: Task = causal_lm.TASK
     config_overrides: Callable[[Mapping[str, Any]], dict[str, Any]] = lambda raw: {}
     architectures: tuple[str, ...] = ()
     tiny_preset: str | None = None

@@ -43,6 +43,7 @@ from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models import llama, mistral, qwen
 from mobius.models.clip import CLIPVisionConfig, CLIPVisionModel, hidden_state_index
 from mobius.models.family import ModelFamily
+from mobius.tasks import vision_language
 from mobius.weights.attach import IgnoredTensors
 from mobius.weights.dtypes import numpy_dtype
 
@@ -216,7 +217,7 @@ FAMILY = ModelFamily(
     model_types=("llava",),
     architectures=("LlavaForConditionalGeneration",),
     module=LlavaForConditionalGeneration,
-    task="image-text-to-text",
+    task=vision_language.TASK,
     tiny_preset="tiny-llava",
     normalize_raw=normalize_llava,
     config_overrides=_text_overrides,

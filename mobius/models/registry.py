@@ -8,7 +8,7 @@ from __future__ import annotations
 from mobius.errors import UnsupportedModelError
 from mobius.models import bert, gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
 from mobius.models import llava, mixtral, qwen_moe
-from mobius.models import whisper
+from mobius.models import distilbert, whisper
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -29,6 +29,9 @@ FAMILIES: tuple[ModelFamily, ...] = (
     phi.FAMILY,
     gpt2.FAMILY,
     bert.FAMILY,
+    bert.ROBERTA,
+    bert.XLM_ROBERTA,
+    distilbert.FAMILY,
     llava.FAMILY,
     whisper.FAMILY,
 )

@@ -19,7 +19,8 @@ from mobius.optimize.histogram import describe, diff, op_histogram
 from mobius.optimize.trace import RuleRecord, Tracer
 from mobius.rewrite import library_passes as lib
 from mobius.rewrite.graph_inputs import attention_mask_input
-from mobius.rewrite.rule import ROLES, Rule, RuleContext
+from mobius.rewrite.rule import Rule, RuleContext
+from mobius.roles import ROLES
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 
 

@@ -18,15 +18,12 @@ from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 from mobius.ep.capabilities import EpCapabilities
 
-DECODER, ENCODER, VISION, EMBEDDING = "decoder", "encoder", "vision", "embedding"
-ROLES = (DECODER, ENCODER, VISION, EMBEDDING)
-
 
 @dataclasses.dataclass(frozen=True)
 class RuleContext:
     caps: EpCapabilities
     dtype: ir.DataType
-    role: str
+    role: str  #: one of mobius.roles.ROLES
 
 
 class Rule(abc.ABC):
