@@ -14,39 +14,21 @@ from mobius.ep.registry import get_ep
 from mobius.errors import MobiusError
 from mobius.models.registry import family_for
 from mobius.optimize.pipeline import optimize_model
-from mobius.package.genai_config import (decoder_genai_config, vision_language_genai_config,
-                                         whisper_audio_processor_config, whisper_genai_config)
 from mobius.package.model_package import ModelPackage
 from mobius.package.provider_options import genai_provider_options
 from mobius.package.tokenizer_files import find_tokenizer_files
 from mobius.quantize.spec import QuantSpec, resolve_quant
+from mobius.roles import DECODER
 from mobius.source import resolve_checkpoint
-from mobius.rewrite.rule import DECODER, EMBEDDING, ENCODER, VISION
-from mobius.tasks.causal_lm import NAMED_DIMS, TaskFlags, build_causal_lm
 from mobius.tasks.concrete_dims import apply_concrete_dims
-from mobius.tasks.encoder import build_encoder
-from mobius.tasks.speech_seq2seq import build_speech_seq2seq
-from mobius.tasks.vision_language import IMAGE_DIMS, build_vision_language
+from mobius.tasks.registry import get_task
+from mobius.tasks.task import GenaiContext, Task, TaskFlags, check_io
 from mobius.weights.attach import attach_weights
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 from mobius.weights.plausibility import check_config_fits_checkpoint
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 
 logger = logging.getLogger(__name__)
-
-#: task -> (graph builder, model role for the optimizer). A multi-model task's
-#: builder returns {package key: model} and its entry maps each key to a role.
-TASKS = {
-    "text-generation": (build_causal_lm, DECODER),
-    "feature-extraction": (build_encoder, ENCODER),
-    "image-text-to-text": (build_vision_language,
-                           {"vision": VISION, "embedding": EMBEDDING, "model": DECODER}),
-    "automatic-speech-recognition": (build_speech_seq2seq,
-                                     {"encoder": ENCODER, "decoder": DECODER}),
-}
-#: tasks onnxruntime-genai generates with (the others get no genai_config.json)
-GENERATIVE_TASKS = ("text-generation", "image-text-to-text", "automatic-speech-recognition")
-
 
 def build(
     model: str,
@@ -79,12 +61,15 @@ def build(
     raw, generation = load_config(folder)
     family = family_for(raw)
     check_supported(caps, build_dtype, family.task, family.name)
+    if family.task.read_extras is not None:
+        raw = {**raw, **family.task.read_extras(folder)}
     config = family.make_config(raw, generation)
     checkpoint = SafetensorsCheckpoint(folder)
     check_config_fits_checkpoint(raw, checkpoint)  # before any graph or table is built
     with build_context(caps, build_dtype):
         module = family.module(config)
-    attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases)
+    attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,
+                   family.ignored_tensors(config))
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
                                 dtype=build_dtype, trace_optimization=trace_optimization,
                                 quant=quant_spec)
@@ -95,15 +80,15 @@ def build(
     return package
 
 
-def check_supported(caps: EpCapabilities, dtype: ir.DataType, task: str | None = None,
+def check_supported(caps: EpCapabilities, dtype: ir.DataType, task: Task | None = None,
                     family: str | None = None) -> None:
     """Rejects (EP, dtype) and (EP, task) pairs the EP cannot run, before any work."""
     if dtype not in caps.dtypes:
         names = ", ".join(sorted(SHORT_NAMES[d] for d in caps.dtypes))
         raise MobiusError(f"EP {caps.name!r} does not support {SHORT_NAMES[dtype]}; "
                           f"build with --dtype {names.replace(', ', ' or ')}")
-    if task is not None and caps.tasks is not None and task not in caps.tasks:
-        what = f"{family} is a {task!r} model" if family else f"this is a {task!r} model"
+    if task is not None and caps.tasks is not None and task.name not in caps.tasks:
+        what = f"{family} is a {task.name!r} model" if family else f"this is a {task.name!r} model"
         raise MobiusError(f"EP {caps.name!r} only runs {', '.join(sorted(caps.tasks))} models "
                           f"and {what}; use --ep default or cpu")
 
@@ -112,50 +97,40 @@ def build_from_module(
     module: nn.Module,
     config: ArchitectureConfig,
     *,
-    task: str = "text-generation",
+    task: str | Task = "text-generation",
     execution_provider: str | EpCapabilities = "default",
     dtype: str | ir.DataType = "f32",
     trace_optimization: bool = False,
     quant: QuantSpec | None = None,
 ) -> ModelPackage:
-    """Builds and optimizes the graph of an already-constructed module.
+    """Builds and optimizes the graphs of an already-constructed module.
 
     Weights are whatever the module's parameters hold (``attach_weights`` sets
     them lazily from a checkpoint); ``quant`` quantizes every Linear.
+    ``task``: a Task or a registered task name.
     """
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; supported: {', '.join(TASKS)}")
+    task = get_task(task)
     caps = get_ep(execution_provider)
     build_dtype = parse_dtype(dtype)
     check_supported(caps, build_dtype, task)
     flags = TaskFlags(use_concrete_dims=caps.use_concrete_dims)
-    build_graph, roles = TASKS[task]
     with build_context(caps, build_dtype):
-        built = build_graph(module, config, flags)
-        models = built if isinstance(built, dict) else {"model": built}
-        roles = roles if isinstance(roles, dict) else {"model": roles}
+        models = dict(task.build(module, config, flags))
+        problems = check_io(task, task.io(module, config), models, build_dtype)
+        if problems:  # a bug in the task's builder, never in the checkpoint
+            raise AssertionError(f"{task} graphs break their I/O contract: {problems[:3]}")
         reports = {}
         for key, model in models.items():
-            reports[key] = optimize_model(model, caps, build_dtype, roles[key],
+            reports[key] = optimize_model(model, caps, build_dtype, task.roles[key],
                                           trace=trace_optimization, quant=quant)
             if flags.use_concrete_dims:  # the rules added values after the task: re-establish
-                apply_concrete_dims(model, (*NAMED_DIMS, *IMAGE_DIMS))
-    if task not in GENERATIVE_TASKS:  # onnxruntime-genai runs generative models only
+                apply_concrete_dims(model, task.named_dims)
+    if task.package_configs is None:  # a package for plain onnxruntime
         return ModelPackage(models=models, config=config)
-    decoder = next(key for key, role in roles.items() if role == DECODER)
+    decoder = next(key for key, role in task.roles.items() if role == DECODER)
     uses_gqa = reports[decoder].histogram.get("com.microsoft::GroupQueryAttention", 0) > 0
-    options = dict(
-        provider_options=genai_provider_options(caps, past_present_share_buffer=uses_gqa),
-        past_present_share_buffer=uses_gqa,
-    )
-    if task == "image-text-to-text":
-        genai = vision_language_genai_config(config, image_token_id=module.image_token_id,
-                                             **options)
-    elif task == "automatic-speech-recognition":
-        genai = whisper_genai_config(config, module.encoder_config, **options)
-        audio = whisper_audio_processor_config(module.encoder_config.num_mel_bins)
-        return ModelPackage(models=models, genai_config=genai, config=config,
-                            extra_json={"audio_processor_config.json": audio})
-    else:
-        genai = decoder_genai_config(config, **options)
-    return ModelPackage(models=models, genai_config=genai, config=config)
+    genai = GenaiContext(genai_provider_options(caps, past_present_share_buffer=uses_gqa),
+                         past_present_share_buffer=uses_gqa)
+    configs = task.package_configs(module, config, genai)
+    return ModelPackage(models=models, genai_config=configs.genai_config, config=config,
+                        extra_json=dict(configs.extra_json))

@@ -40,8 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="show tracebacks on errors")
 
-    listing = commands.add_parser("list", help="list supported models, EPs or tiny checkpoints")
-    listing.add_argument("what", choices=["models", "eps", "tiny"])
+    listing = commands.add_parser("list",
+                                  help="list supported models, tasks, EPs or tiny checkpoints")
+    listing.add_argument("what", choices=["models", "tasks", "eps", "tiny"])
     return parser
 
 
@@ -161,9 +162,9 @@ def _list(what: str) -> int:
         for name, raw in sorted(TINY_PRESETS.items()):
             print(f"{name}\t{raw['model_type']}")
         return 0
-    from mobius.models.catalog import models_table
+    from mobius.models.catalog import models_table, tasks_table
 
-    rows = models_table()
+    rows = tasks_table() if what == "tasks" else models_table()
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

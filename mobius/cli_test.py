@@ -236,6 +236,16 @@ def test_list_tiny(capsys):
     assert "tiny-llama\tllama" in out.splitlines()
 
 
+def test_list_tasks_reads_the_task_registry(capsys):
+    from mobius.tasks.registry import TASKS
+
+    code, out, _ = _cli(capsys, "list", "tasks")
+    assert code == 0
+    rows = out.splitlines()
+    assert rows[0].split()[0] == "task" and len(rows) == 1 + len(TASKS)
+    assert [row.split()[0] for row in rows[1:]] == list(TASKS)
+
+
 def _process(*argv, env_extra=None):
     env = {**os.environ, "PYTHONPATH": _ROOT, **(env_extra or {})}
     return subprocess.run([sys.executable, "-m", "mobius", *argv], cwd=_ROOT, env=env,

@@ -27,6 +27,7 @@ import onnx_ir as ir
 import pytest
 
 from mobius.models.registry import FAMILIES
+from mobius.roles import DECODER
 
 GQA = "com.microsoft::GroupQueryAttention"
 SKIP_SIMPLIFIED = "com.microsoft::SkipSimplifiedLayerNormalization"
@@ -65,21 +66,22 @@ def primary_dtype(ep: str) -> str:
     return EP_DTYPES[ep][0]
 
 
-DECODER_TASK = "text-generation"
-#: Tasks whose package holds a causal-LM decoder under the key "model" (what the
-#: EP expectation tables describe); their other models (vision tower, embedder)
-#: and every model of other tasks (encoders, speech seq2seq) only get the
-#: role invariant: no GroupQueryAttention outside decoders.
-CAUSAL_LM_TASKS = ("text-generation", "image-text-to-text")
+def has_causal_decoder(task) -> bool:
+    """The task's package holds a causal-LM decoder under the key "model" (what the EP
+    expectation tables describe). Its other models (vision tower, embedder) and every
+    model of other tasks (encoders, speech seq2seq) only get the role invariant: no
+    GroupQueryAttention outside decoders."""
+    return task.roles.get("model") == DECODER
 
 
-def family_names(task: str | None = None) -> list[str]:
-    """Registered families with a tiny preset (all of them, today), optionally of one task."""
-    return [f.name for f in FAMILIES if f.tiny_preset and (task is None or f.task == task)]
+def family_names() -> list[str]:
+    """Registered families with a tiny preset (all of them, today)."""
+    return [f.name for f in FAMILIES if f.tiny_preset]
 
 
 def decoder_family_names() -> list[str]:
-    return family_names(DECODER_TASK)
+    """Families whose package is a single causal-LM decoder (text generation)."""
+    return [f.name for f in FAMILIES if f.tiny_preset and dict(f.task.roles) == {"model": DECODER}]
 
 
 def family(name: str):
@@ -94,7 +96,7 @@ def ep_family_names(ep: str) -> list[str]:
     from mobius.ep.registry import get_ep
 
     tasks = get_ep(ep).tasks
-    return [f for f in family_names() if tasks is None or family(f).task in tasks]
+    return [f for f in family_names() if tasks is None or family(f).task.name in tasks]
 
 
 def matrix(ep: str, families: Iterable[str] | None = None) -> list[tuple[str, str]]:
@@ -158,11 +160,8 @@ class Built:
 
     @property
     def roles(self) -> dict[str, str]:
-        """Package key -> optimizer role, as mobius.builder.TASKS assigns them."""
-        from mobius.builder import TASKS
-
-        roles = TASKS[family(self.family).task][1]
-        return dict(roles) if isinstance(roles, dict) else {"model": roles}
+        """Package key -> optimizer role, as the family's task assigns them."""
+        return dict(family(self.family).task.roles)
 
     @property
     def model(self) -> ir.Model:
@@ -529,7 +528,7 @@ class NoGqaOutsideCausalDecoder(Check):
     """No GroupQueryAttention in any model of the package but the causal-LM decoder."""
 
     def failure(self, built, generic):
-        causal = family(built.family).task in CAUSAL_LM_TASKS
+        causal = has_causal_decoder(family(built.family).task)
         bad = {key: n for key, m in built.models.items()
                if not (causal and key == "model")
                and (n := sum(op_key(x) == GQA for x in all_nodes(m.graph)))}
@@ -557,7 +556,7 @@ def fusion_params(ep: str, expectations: dict[str, tuple[Check, ...]],
     known_gaps = dict(known_gaps or {})
     params = []
     for fam in ep_family_names(ep):
-        causal = family(fam).task in CAUSAL_LM_TASKS
+        causal = has_causal_decoder(family(fam).task)
         for dtype in EP_DTYPES[ep]:
             for check in (expectations[dtype] if causal else ()) + ROLE_CHECKS:
                 marks = [pytest.mark.shard_group(fam)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 
+from mobius.models.registry import family_for
 from mobius.tiny.presets import TINY_PRESETS
 from mobius.tiny.tokenizer import write_tiny_tokenizer
 
@@ -23,50 +24,50 @@ def prebuilt_hf_checkpoint(preset: str) -> str | None:
 
 
 def make_hf_checkpoint(folder: str, preset: str, seed: int = 0, **overrides) -> str:
-    """Saves a random transformers model for ``preset`` (+ overrides) into ``folder``."""
+    """Saves a random transformers model for ``preset`` (+ overrides) into ``folder``,
+    as the auto class of its family's task (``Task.reference.auto_class``) makes it."""
     import torch
     import transformers
 
     raw = {**TINY_PRESETS[preset], **overrides}
     config = transformers.AutoConfig.for_model(**raw)
     torch.manual_seed(seed)
-    model = _auto_class(config).from_config(config, dtype=torch.float32)
-    _randomize_norms(model, seed)
+    model = _auto_class(raw).from_config(config, dtype=torch.float32)
+    randomize_parameters(model, seed)
     model.eval()
     model.save_pretrained(folder, safe_serialization=True)
     write_tiny_tokenizer(folder, (raw.get("text_config") or raw)["vocab_size"])
     return folder
 
 
-def _auto_class(config):
-    """AutoModelForCausalLM, or the image-text-to-text class for vision-language configs,
-    or the speech seq2seq class (Whisper: WhisperForConditionalGeneration)."""
+def _auto_class(raw: dict):
+    """The transformers auto class the family's task compares against."""
     import transformers
 
-    if getattr(config, "vision_config", None) is not None:
-        return transformers.AutoModelForImageTextToText
-    if type(config) in transformers.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING:
-        return transformers.AutoModelForSpeechSeq2Seq
-    return transformers.AutoModelForCausalLM
+    return getattr(transformers, family_for(raw).task.reference.auto_class)
 
 
-def _randomize_norms(model, seed: int) -> None:
-    """Norm weights start at exactly 1 (or 0); perturb them so a dropped norm is caught."""
+def randomize_parameters(model, seed: int) -> None:
+    """Gives every parameter that transformers initializes to a constant a random value.
+
+    transformers starts biases at 0 and norm scales at 1 (0 for offset norms), so
+    a model that dropped its biases or a norm would still match on its own tiny
+    checkpoint. Each constant parameter ``c`` becomes ``c + 0.1 * N(0, 1)``: norm
+    scales stay around 1, biases around 0. Parameters already random are kept.
+    """
     import torch
 
     generator = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
-        for name, param in model.named_parameters():
-            if "norm" in name:
+        for _, param in model.named_parameters():
+            if param.numel() and bool((param == param.reshape(-1)[0]).all()):
                 param.add_(0.1 * torch.randn(param.shape, generator=generator))
 
 
 def load_hf_model(folder: str):
     import torch
-    import transformers
 
-    config = transformers.AutoConfig.from_pretrained(folder)
-    model = _auto_class(config).from_pretrained(folder, dtype=torch.float32)
+    model = _auto_class(read_config(folder)).from_pretrained(folder, dtype=torch.float32)
     model.eval()
     return model
 

@@ -1,10 +1,9 @@
 """Tiny LLaVA checkpoints written by transformers, made harder to pass by accident.
 
-transformers initializes every bias to 0 and the multi-modal projector with
-std 0.02, so on its own tiny random LLaVA a dropped bias would go unnoticed and
-image features would be ~0.01 (far below the text embeddings they replace).
-:func:`make_llava_checkpoint` gives the biases random values and scales the
-projector so image features are O(1).
+transformers initializes the multi-modal projector with std 0.02, so on its own
+tiny random LLaVA image features would be ~0.01 (far below the text embeddings
+they replace). :func:`make_llava_checkpoint` scales the projector so image
+features are O(1); make_hf_checkpoint has already randomized every bias.
 """
 
 from __future__ import annotations
@@ -23,11 +22,8 @@ def make_llava_checkpoint(folder: str, seed: int = 0, **overrides) -> str:
     make_hf_checkpoint(folder, "tiny-llava", seed=seed, **overrides)
     path = os.path.join(folder, "model.safetensors")
     tensors = load_file(path)
-    rng = np.random.default_rng(seed + 2)
     for name, value in tensors.items():
-        if name.endswith(".bias"):
-            tensors[name] = (value + 0.1 * rng.standard_normal(value.shape)).astype(value.dtype)
-        elif "multi_modal_projector" in name:
+        if "multi_modal_projector" in name:
             tensors[name] = value * np.float32(8.0)
     save_file(tensors, path, metadata={"format": "pt"})
     return folder

@@ -159,26 +159,8 @@ def real_positions(run: ParityRun):
 
 
 def make_family_checkpoint(folder: str, family, seed: int = 0, **overrides) -> str:
-    """A transformers-written tiny checkpoint of ``family`` (its tiny preset + overrides).
-
-    Causal LMs and vision-language models go through
-    testing/hf_checkpoints.make_hf_checkpoint; other tasks (encoders) are saved
-    with ``AutoModel`` the same way.
-    """
+    """A transformers-written tiny checkpoint of ``family`` (its tiny preset + overrides),
+    saved by its task's auto class (testing/hf_checkpoints.py)."""
     from testing.hf_checkpoints import make_hf_checkpoint
 
-    if family.task in ("text-generation", "image-text-to-text"):
-        return make_hf_checkpoint(folder, family.tiny_preset, seed=seed, **overrides)
-    import torch
-    import transformers
-
-    from mobius.tiny.presets import TINY_PRESETS
-    from mobius.tiny.tokenizer import write_tiny_tokenizer
-
-    raw = {**TINY_PRESETS[family.tiny_preset], **overrides}
-    config = transformers.AutoConfig.for_model(**raw)
-    torch.manual_seed(seed)
-    model = transformers.AutoModel.from_config(config, dtype=torch.float32).eval()
-    model.save_pretrained(folder, safe_serialization=True)
-    write_tiny_tokenizer(folder, raw["vocab_size"])
-    return folder
+    return make_hf_checkpoint(folder, family.tiny_preset, seed=seed, **overrides)

@@ -81,13 +81,19 @@ def to_proto(model: ir.Model, check: bool = True) -> onnx.ModelProto:
     return proto
 
 
-def run_model(model: ir.Model, feeds: Mapping[str, np.ndarray], check: bool = True):
-    """Checks the model and runs it in onnxruntime (CPU); returns the outputs in order."""
+def run_model(model: ir.Model, feeds: Mapping[str, np.ndarray], check: bool = True,
+              optimization_level=None):
+    """Checks the model and runs it in onnxruntime (CPU); returns the outputs in order.
+
+    ``optimization_level``: an ``onnxruntime.GraphOptimizationLevel`` (default: ORT's,
+    ORT_ENABLE_ALL)."""
     import onnxruntime as ort
 
     proto = to_proto(model, check)
     options = ort.SessionOptions()
     options.intra_op_num_threads = 2
+    if optimization_level is not None:
+        options.graph_optimization_level = optimization_level
     session = ort.InferenceSession(proto.SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
     return session.run(None, dict(feeds))

@@ -29,8 +29,10 @@ class LayerNorm(nn.Module):
         self.bias = Weight([size]) if bias and affine else None
 
     def forward(self, op, x):
-        return op.LayerNormalization(x, self.weight, self.bias, axis=-1, epsilon=self.eps,
-                                     stash_type=1)
+        # No bias: leave the optional input out. An empty-named input ("") crashed
+        # onnxruntime 1.32's LayerNormalization fusions at the extended level.
+        inputs = (x, self.weight) if self.bias is None else (x, self.weight, self.bias)
+        return op.LayerNormalization(*inputs, axis=-1, epsilon=self.eps, stash_type=1)
 
 
 class PerHeadLayerNorm(nn.Module):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import onnx_ir as ir
 import pytest
 
@@ -161,8 +163,10 @@ def test_unknown_ep_in_build_from_module_fails_before_building(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("graph construction started")
 
-    monkeypatch.setitem(mobius.builder.TASKS, "text-generation",
-                        (forbidden, mobius.builder.TASKS["text-generation"][1]))
+    from mobius.tasks import registry
+
+    monkeypatch.setitem(registry.TASKS, "text-generation",
+                        dataclasses.replace(registry.TASKS["text-generation"], build=forbidden))
     with pytest.raises(ValueError, match="unknown execution provider 'tpu'"):
         mobius.builder.build_from_module(object(), object(), execution_provider="tpu")
 

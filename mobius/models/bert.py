@@ -1,11 +1,15 @@
-"""BERT (feature extraction, role ``encoder``): learned word/position/token-type
-embeddings, post-norm encoder layers (LayerNorm(x + sublayer(x)), the pattern
-SkipLayerNormalization fusion catches), GELU MLP, bidirectional attention
-with a padding mask. Module names mirror transformers' BertModel; checkpoints
-saved from BertFor* heads carry a ``bert.`` prefix, which the family accepts."""
+"""BERT, RoBERTa and XLM-RoBERTa (feature extraction, role ``encoder``): learned
+word/position/token-type embeddings, post-norm encoder layers (LayerNorm(x +
+sublayer(x)), the pattern SkipLayerNormalization fusion catches), GELU MLP,
+bidirectional attention with a padding mask. Module names mirror transformers'
+BertModel; checkpoints saved from *For* heads carry a ``bert.`` / ``roberta.``
+prefix, which the families accept."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import onnx_ir as ir
 from onnxscript import nn
 
 from mobius.components.activations import apply_activation
@@ -17,25 +21,58 @@ from mobius.components.linear import Linear
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
 from mobius.models.family import ModelFamily
+from mobius.tasks import encoder
+from mobius.weights.attach import IgnoredTensors
 
 
 class BertEmbeddings(nn.Module):
-    def __init__(self, config: ArchitectureConfig):
+    """Word + position + token-type embeddings, LayerNorm.
+
+    ``padding_idx`` None: positions 0..S-1 (BERT). Otherwise RoBERTa's numbering:
+    real tokens (input_ids != padding_idx) count up from padding_idx + 1, padding
+    tokens sit at padding_idx. ``token_types``: the graph takes token_type_ids
+    (BERT); otherwise every token is type 0 (RoBERTa, whose tokenizers send none).
+    """
+
+    def __init__(self, config: ArchitectureConfig, padding_idx: int | None = None,
+                 token_types: bool = True):
         super().__init__()
         hidden = config.hidden_size
+        self.padding_idx, self.token_types = padding_idx, token_types
         self.word_embeddings = Embedding(config.vocab_size, hidden)
         self.position_embeddings = Embedding(config.max_position_embeddings, hidden)
         self.token_type_embeddings = Embedding(config.raw.get("type_vocab_size", 2), hidden)
         self.LayerNorm = LayerNorm(hidden, config.rms_norm_eps)
 
-    def forward(self, op, input_ids, token_type_ids):
-        # positions 0..S-1 as a running count over input_ids ([batch, seq], so
-        # shape inference keeps the named dims the Skip*Norm fusions check)
-        ones = op.Add(op.Mul(input_ids, op.Constant(value_int=0)), op.Constant(value_int=1))
-        positions = op.Sub(op.CumSum(ones, op.Constant(value_int=1)), op.Constant(value_int=1))
+    def _positions(self, op, input_ids):
+        if self.padding_idx is None:
+            # 0..S-1 as a running count over input_ids ([batch, seq], so shape
+            # inference keeps the named dims the Skip*Norm fusions check)
+            ones = op.Add(op.Mul(input_ids, op.Constant(value_int=0)), op.Constant(value_int=1))
+            return op.Sub(op.CumSum(ones, op.Constant(value_int=1)), op.Constant(value_int=1))
+        pad = op.Constant(value_int=self.padding_idx)
+        real = op.Cast(op.Not(op.Equal(input_ids, pad)), to=ir.DataType.INT64)
+        return op.Add(op.Mul(op.CumSum(real, op.Constant(value_int=1)), real), pad)
+
+    def forward(self, op, input_ids, token_type_ids=None):
+        positions = self._positions(op, input_ids)
         hidden = op.Add(self.word_embeddings(op, input_ids), self.position_embeddings(op, positions))
+        if token_type_ids is None:  # type 0 everywhere: one row, broadcast
+            token_type_ids = op.Constant(value_ints=[0])
         hidden = op.Add(hidden, self.token_type_embeddings(op, token_type_ids))
         return self.LayerNorm(op, hidden)
+
+
+def bidirectional_attention(op, projections, hidden, mask, num_heads: int, head_dim: int):
+    """Multi-head attention over the whole sequence: q, k, v = projections(hidden)."""
+    def heads(x):
+        x = op.Reshape(x, op.Constant(value_ints=[0, 0, num_heads, head_dim]))
+        return op.Transpose(x, perm=[0, 2, 1, 3])
+
+    q, k, v = (heads(proj(op, hidden)) for proj in projections)
+    attn, _, _ = scaled_dot_product_attention(op, q, k, v, mask, scale=head_dim**-0.5)
+    attn = op.Transpose(attn, perm=[0, 2, 1, 3])
+    return op.Reshape(attn, op.Constant(value_ints=[0, 0, num_heads * head_dim]))
 
 
 class BertSelfAttention(nn.Module):
@@ -47,15 +84,9 @@ class BertSelfAttention(nn.Module):
         self.key = Linear(hidden, hidden, True)
         self.value = Linear(hidden, hidden, True)
 
-    def _heads(self, op, x):
-        x = op.Reshape(x, op.Constant(value_ints=[0, 0, self.num_heads, self.head_dim]))
-        return op.Transpose(x, perm=[0, 2, 1, 3])
-
     def forward(self, op, hidden, mask):
-        q, k, v = (self._heads(op, proj(op, hidden)) for proj in (self.query, self.key, self.value))
-        attn, _, _ = scaled_dot_product_attention(op, q, k, v, mask, scale=self.head_dim**-0.5)
-        attn = op.Transpose(attn, perm=[0, 2, 1, 3])
-        return op.Reshape(attn, op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))
+        return bidirectional_attention(op, (self.query, self.key, self.value), hidden, mask,
+                                       self.num_heads, self.head_dim)
 
 
 class BertResidualOutput(nn.Module):
@@ -114,21 +145,67 @@ class BertEncoder(nn.Module):
 
 
 class BertModel(nn.Module):
+    """The encoder module protocol of mobius/tasks/encoder.py: ``text_inputs`` and
+    forward(op, *text_inputs) -> last_hidden_state."""
+
+    text_inputs = ("input_ids", "attention_mask", "token_type_ids")
+
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
 
-    def forward(self, op, input_ids, attention_mask, token_type_ids):
+    def forward(self, op, input_ids, attention_mask, token_type_ids=None):
         mask = padding_mask(op, attention_mask, get_build_dtype())
         return self.encoder(op, self.embeddings(op, input_ids, token_type_ids), mask)
+
+
+class RobertaModel(BertModel):
+    """BERT with RoBERTa's padding-aware positions and no token_type_ids input."""
+
+    text_inputs = ("input_ids", "attention_mask")
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__(config)
+        self.embeddings = BertEmbeddings(config, padding_idx=config.pad_token_id or 0,
+                                         token_types=False)
+
+
+def _overrides(raw):
+    return {"rms_norm_eps": float(raw.get("layer_norm_eps", 1e-12)),
+            "hidden_act": raw.get("hidden_act", "gelu")}
+
+
+def _ignored(prefix: str, heads: str):
+    """The checkpoint parts feature extraction does not read (pooler, task heads)."""
+    def ignored(config):
+        return (
+            IgnoredTensors(rf"({prefix}\.)?pooler\..*", "feature extraction outputs hidden states"),
+            IgnoredTensors(heads, "pretraining / task heads: not part of feature extraction"),
+            IgnoredTensors(rf"({prefix}\.)?embeddings\.position_ids",
+                           "buffer of older checkpoints: positions are computed"),
+        )
+    return ignored
 
 
 FAMILY = ModelFamily(
     name="bert", model_types=("bert",),
     architectures=("BertModel", "BertForMaskedLM", "BertForPreTraining"),
-    module=BertModel, task="feature-extraction", tiny_preset="tiny-bert",
+    module=BertModel, task=encoder.TASK, tiny_preset="tiny-bert",
     checkpoint_prefixes=("", "bert."),
-    config_overrides=lambda raw: {"rms_norm_eps": float(raw.get("layer_norm_eps", 1e-12)),
-                                  "hidden_act": raw.get("hidden_act", "gelu")},
+    ignored_tensors=_ignored("bert", r"cls\..*"),
+    config_overrides=_overrides,
 )
+
+ROBERTA = ModelFamily(
+    name="roberta", model_types=("roberta",),
+    architectures=("RobertaModel", "RobertaForMaskedLM"),
+    module=RobertaModel, task=encoder.TASK, tiny_preset="tiny-roberta",
+    checkpoint_prefixes=("", "roberta."),
+    ignored_tensors=_ignored("roberta", r"lm_head\..*"),
+    config_overrides=_overrides,
+)
+
+XLM_ROBERTA = dataclasses.replace(
+    ROBERTA, name="xlm-roberta", model_types=("xlm-roberta",),
+    architectures=("XLMRobertaModel", "XLMRobertaForMaskedLM"), tiny_preset="tiny-xlm-roberta")

@@ -10,6 +10,7 @@ from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import ep_registry
 from mobius.models.family import ModelFamily
 from mobius.models.registry import FAMILIES
+from mobius.tasks.registry import TASKS
 from mobius.weights.dtypes import SHORT_NAMES
 
 _DTYPE_ORDER = ("f32", "f16", "bf16")
@@ -17,7 +18,7 @@ _DTYPE_ORDER = ("f32", "f16", "bf16")
 
 def support(family: ModelFamily, caps: EpCapabilities) -> str:
     """A cell: the dtypes this (family, EP) builds, or why it cannot."""
-    if caps.tasks is not None and family.task not in caps.tasks:
+    if caps.tasks is not None and family.task.name not in caps.tasks:
         return f"no ({caps.name} runs {', '.join(sorted(caps.tasks))} only)"
     names = {SHORT_NAMES[d] for d in caps.dtypes}
     return " ".join(d for d in _DTYPE_ORDER if d in names)
@@ -27,13 +28,29 @@ def models_table() -> list[list[str]]:
     eps = list(ep_registry)
     rows = [["family", "model_type", "task", *(caps.name for caps in eps)]]
     for family in FAMILIES:
-        rows.append([family.name, ", ".join(family.model_types), family.task,
+        rows.append([family.name, ", ".join(family.model_types), family.task.name,
                      *(support(family, caps) for caps in eps)])
     return rows
 
 
+def tasks_table() -> list[list[str]]:
+    """One row per registered task: its package's models and what runs it."""
+    rows = [["task", "models (role)", "runtime", "outputs", "families"]]
+    for task in TASKS.values():
+        families = [f.name for f in FAMILIES if f.task is task]
+        models = ", ".join(f"{key} ({role})" for key, role in task.roles.items())
+        runtime = "onnxruntime-genai" if task.package_configs else "onnxruntime"
+        rows.append([task.name, models, runtime, ", ".join(task.reference.outputs),
+                     ", ".join(families)])
+    return rows
+
+
+def _markdown_table(rows: list[list[str]]) -> list[str]:
+    return (["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+            + ["| " + " | ".join(row) + " |" for row in rows[1:]])
+
+
 def models_markdown() -> str:
-    rows = models_table()
     lines = [
         "# Supported models",
         "",
@@ -42,8 +59,13 @@ def models_markdown() -> str:
         "for the family (bf16 on EPs without bf16 kernels is stored in bf16 and computed",
         "in f32), or why the pair is rejected before building.",
         "",
-        "| " + " | ".join(rows[0]) + " |",
-        "|" + "---|" * len(rows[0]),
+        *_markdown_table(models_table()),
+        "",
+        "## Tasks",
+        "",
+        "Generated from the task registry (mobius/tasks). Packages of onnxruntime-genai",
+        "tasks carry a genai_config.json; the others are for plain onnxruntime.",
+        "",
+        *_markdown_table(tasks_table()),
     ]
-    lines += ["| " + " | ".join(row) + " |" for row in rows[1:]]
     return "\n".join(lines) + "\n"

@@ -24,6 +24,15 @@ def test_every_family_and_ep_has_a_cell():
 
 
 def test_task_restricted_ep_says_why():
-    family = next(f for f in FAMILIES if f.task == "feature-extraction")
+    family = next(f for f in FAMILIES if f.task.name == "feature-extraction")
     caps = EpCapabilities(name="llm-only", tasks={"text-generation"})
     assert catalog.support(family, caps).startswith("no (llm-only runs text-generation only")
+
+
+def test_every_family_is_listed_under_its_task():
+    from mobius.tasks.registry import TASKS
+
+    rows = catalog.tasks_table()
+    assert [r[0] for r in rows[1:]] == list(TASKS)
+    listed = {name: row[0] for row in rows[1:] for name in row[-1].split(", ") if name}
+    assert listed == {f.name: f.task.name for f in FAMILIES}

@@ -8,6 +8,9 @@ from typing import Any, Callable, Mapping
 from onnxscript import nn
 
 from mobius.config.architecture import ArchitectureConfig
+from mobius.tasks import causal_lm
+from mobius.tasks.task import Task
+from mobius.weights.attach import IgnoredTensors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +26,7 @@ class ModelFamily:
     name: str
     model_types: tuple[str, ...]
     module: Callable[[ArchitectureConfig], nn.Module]
-    task: str = "text-generation"
+    task: Task = causal_lm.TASK
     config_overrides: Callable[[Mapping[str, Any]], dict[str, Any]] = lambda raw: {}
     architectures: tuple[str, ...] = ()
     tiny_preset: str | None = None
@@ -35,6 +38,10 @@ class ModelFamily:
     #: different prefixes (LLaVA: "vision_tower.vision_model." or "vision_tower.").
     #: Each part's spelling is chosen on its own; see mobius/weights/attach.py.
     checkpoint_aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: config -> the checkpoint tensors the module may leave unread, each with its
+    #: reason (any other unread tensor is an error: mobius/weights/attach.py)
+    ignored_tensors: Callable[[ArchitectureConfig], tuple[IgnoredTensors, ...]] = (
+        lambda config: ())
 
     def make_config(self, raw: Mapping[str, Any],
                     generation: Mapping[str, Any] | None = None) -> ArchitectureConfig:

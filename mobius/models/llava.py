@@ -44,6 +44,8 @@ from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models import llama, mistral, qwen
 from mobius.models.clip import CLIPVisionConfig, CLIPVisionModel, hidden_state_index
 from mobius.models.family import ModelFamily
+from mobius.tasks import vision_language
+from mobius.weights.attach import IgnoredTensors
 from mobius.weights.dtypes import numpy_dtype
 
 #: text_config model_type -> the family whose decoder classes and config switches LLaVA reuses.
@@ -132,11 +134,7 @@ class LlavaForConditionalGeneration(nn.Module):
         super().__init__()
         raw = normalize_llava(config.raw)  # idempotent: a no-op on make_config's raw
         vision = CLIPVisionConfig.from_dict(raw["vision_config"])
-        layers = raw["vision_feature_layer"]
-        layers = [layers] if isinstance(layers, int) else list(layers)
-        if not layers:
-            raise ConfigError("llava: vision_feature_layer is an empty list")
-        self.feature_states = [hidden_state_index(i, vision.num_hidden_layers) for i in layers]
+        self.feature_states = _feature_states(raw, vision)
         strategy = raw["vision_feature_select_strategy"]
         if strategy not in ("default", "full"):
             raise ConfigError(f"llava: vision_feature_select_strategy {strategy!r} is not "
@@ -152,7 +150,7 @@ class LlavaForConditionalGeneration(nn.Module):
 
         self.vision_tower = CLIPVisionModel(vision, num_layers=max(self.feature_states))
         self.multi_modal_projector = LlavaMultiModalProjector(
-            vision.hidden_size * len(layers), config.hidden_size, raw["projector_hidden_act"],
+            vision.hidden_size * len(self.feature_states), config.hidden_size, raw["projector_hidden_act"],
             bool(raw["multimodal_projector_bias"]))
         self.language_model = TEXT_FAMILIES[raw["text_config"]["model_type"]].module(config)
         if config.tie_word_embeddings:
@@ -195,15 +193,39 @@ class LlavaForConditionalGeneration(nn.Module):
         return op.Where(op.Unsqueeze(is_image, op.Constant(value_ints=[-1])), picked, embeds)
 
 
+def _feature_states(raw: Mapping[str, Any], vision: CLIPVisionConfig) -> list[int]:
+    """The CLIP hidden-state indices (0..layers) that ``vision_feature_layer`` selects."""
+    layers = raw["vision_feature_layer"]
+    layers = [layers] if isinstance(layers, int) else list(layers)
+    if not layers:
+        raise ConfigError("llava: vision_feature_layer is an empty list")
+    return [hidden_state_index(i, vision.num_hidden_layers) for i in layers]
+
+
+def _unread_vision_layers(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
+    """The vision layers past the deepest requested hidden state, and post_layernorm."""
+    raw = normalize_llava(config.raw)
+    vision = CLIPVisionConfig.from_dict(raw["vision_config"])
+    first, count = max(_feature_states(raw, vision)), vision.num_hidden_layers
+    layers = "|".join(str(i) for i in range(first, count))
+    tower = r"(model\.)?vision_tower\.(vision_model\.)?"
+    reason = "llava reads CLIP hidden states up to vision_feature_layer only"
+    ignored = (IgnoredTensors(tower + r"post_layernorm\..*", reason),)
+    if layers:
+        ignored += (IgnoredTensors(tower + rf"encoder\.layers\.({layers})\..*", reason),)
+    return ignored
+
+
 FAMILY = ModelFamily(
     name="llava",
     model_types=("llava",),
     architectures=("LlavaForConditionalGeneration",),
     module=LlavaForConditionalGeneration,
-    task="image-text-to-text",
+    task=vision_language.TASK,
     tiny_preset="tiny-llava",
     normalize_raw=normalize_llava,
     config_overrides=_text_overrides,
+    ignored_tensors=_unread_vision_layers,
     checkpoint_aliases=(
         ("vision_tower.vision_model.", ("vision_tower.vision_model.", "vision_tower.",
                                         "model.vision_tower.vision_model.", "model.vision_tower.")),

@@ -21,7 +21,7 @@ PROMPT, STEPS, PAD = 10, 3, 3
 _CORE = {"tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3"}
 
 OTHER_FAMILIES = [f for f in FAMILIES
-                  if f.task == "text-generation" and f.tiny_preset not in _CORE]
+                  if f.task.reference.runner == "greedy_decode" and f.tiny_preset not in _CORE]
 
 
 @pytest.mark.parametrize("family", OTHER_FAMILIES, ids=lambda f: f.name)

@@ -73,6 +73,7 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
+from mobius.tasks import speech_seq2seq
 
 #: PyTorch nn.LayerNorm's default epsilon (Whisper never overrides it).
 LAYER_NORM_EPS = 1e-5
@@ -354,7 +355,7 @@ FAMILY = ModelFamily(
     model_types=("whisper",),
     architectures=("WhisperForConditionalGeneration",),
     module=WhisperForConditionalGeneration,
-    task="automatic-speech-recognition",
+    task=speech_seq2seq.TASK,
     tiny_preset="tiny-whisper",
     normalize_raw=normalize_whisper,
     config_overrides=lambda raw: {"rms_norm_eps": LAYER_NORM_EPS},

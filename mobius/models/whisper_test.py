@@ -25,11 +25,12 @@ from mobius.ep.registry import ep_registry
 from mobius.errors import ConfigError, MobiusError
 from mobius.models.registry import family_for
 from mobius.models.whisper import FAMILY, WhisperEncoderConfig
+from mobius.tasks import speech_seq2seq
 from mobius.tiny.checkpoint import make_tiny_checkpoint
 from mobius.tiny.presets import TINY_PRESETS
 from mobius.weights.dtypes import SHORT_NAMES
 
-TASK = "automatic-speech-recognition"
+TASK = speech_seq2seq.TASK
 GQA = "com.microsoft::GroupQueryAttention"
 ONNX_DTYPES = {"f32": onnx.TensorProto.FLOAT, "f16": onnx.TensorProto.FLOAT16,
                "bf16": onnx.TensorProto.BFLOAT16}
@@ -59,8 +60,9 @@ def _io(graph) -> dict:
 @pytest.mark.parametrize("ep,dtype", CASES, ids=[f"{e}-{d}" for e, d in CASES])
 def test_builds_and_passes_the_full_checker(checkpoint, tmp_path, ep, dtype):
     caps = mobius.get_ep(ep)
-    if caps.tasks is not None and TASK not in caps.tasks:
-        with pytest.raises(MobiusError, match=rf"EP '{ep}' only runs .* and whisper is a '{TASK}'"):
+    if caps.tasks is not None and TASK.name not in caps.tasks:
+        with pytest.raises(MobiusError,
+                           match=rf"EP '{ep}' only runs .* and whisper is a '{TASK.name}'"):
             mobius.build(checkpoint, execution_provider=ep, dtype=dtype)
         return
     package = mobius.build(checkpoint, execution_provider=ep, dtype=dtype)

@@ -20,7 +20,8 @@ from mobius.optimize.trace import RuleRecord, Tracer
 from mobius.quantize.spec import QuantSpec
 from mobius.rewrite import library_passes as lib
 from mobius.rewrite.graph_inputs import attention_mask_input
-from mobius.rewrite.rule import ROLES, Rule, RuleContext
+from mobius.rewrite.rule import Rule, RuleContext
+from mobius.roles import ROLES
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 
 

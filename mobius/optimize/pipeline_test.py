@@ -3,6 +3,8 @@ and role gating (GQA only ever fuses in decoders)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import re
 import warnings
@@ -175,14 +177,15 @@ def test_warns_when_gqa_expected_but_missing(checkpoint):
 
 def test_build_surfaces_the_warning(checkpoint, monkeypatch):
     """Through mobius.build too (warnings point at the caller, not at pipeline internals)."""
+    from mobius.models.registry import family_for
     from mobius.tasks import causal_lm
 
-    original = causal_lm.build_causal_lm
-    monkeypatch.setattr("mobius.builder.TASKS", {
-        **mobius.builder.TASKS,
-        "text-generation": (lambda *a, **k: unfusable(original(*a, **k)),
-                            mobius.builder.TASKS["text-generation"][1]),
-    })
+    def build(module, config, flags):
+        return {"model": unfusable(causal_lm.build_causal_lm(module, config, flags))}
+
+    task = dataclasses.replace(causal_lm.TASK, build=build)
+    monkeypatch.setattr("mobius.builder.family_for",
+                        lambda raw: dataclasses.replace(family_for(raw), task=task))
     with pytest.warns(UserWarning, match="GroupQueryAttention was expected for EP 'cuda' / f16"):
         mobius.build(checkpoint, execution_provider="cuda", dtype="f16")
 

@@ -31,7 +31,7 @@ def test_gpt2_is_not_genai_legacy_gpt_model():
 
 
 DECODER_PRESETS = sorted(name for name, raw in TINY_PRESETS.items()
-                         if family_for(raw).task == "text-generation")
+                         if family_for(raw).task.name == "text-generation")
 
 
 @pytest.mark.parametrize("preset", DECODER_PRESETS)

@@ -26,7 +26,8 @@ import onnx_ir as ir
 from mobius.contrib.group_query_attention import GqaSpec, make_gqa_node
 from mobius.rewrite.graph_inputs import attention_mask_input
 from mobius.rewrite.fusion_util import constant, emit
-from mobius.rewrite.rule import DECODER, NodeRule, RuleContext, attr, producer, sole_consumer
+from mobius.rewrite.rule import NodeRule, RuleContext, attr, producer, sole_consumer
+from mobius.roles import DECODER
 
 #: CPU GQA kernels rotate in blocks: do_rotary needs head_size % 16 == 0 there.
 ROTARY_HEAD_SIZE_MULTIPLE = 16

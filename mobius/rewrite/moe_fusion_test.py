@@ -24,7 +24,8 @@ from mobius.ep.registry import get_ep
 from mobius.optimize.histogram import op_histogram
 from mobius.rewrite.inline_functions import InlineUnsupportedFunctions
 from mobius.rewrite.moe_fusion import MoEFusion
-from mobius.rewrite.rule import DECODER, RuleContext
+from mobius.rewrite.rule import RuleContext
+from mobius.roles import DECODER
 from mobius.weights.dtypes import numpy_dtype
 from testing.onnx_graphs import attach_arrays, component_model, run_model
 

@@ -28,7 +28,8 @@ import numpy as np
 import onnx_ir as ir
 
 from mobius.contrib.group_query_attention import GqaSpec, retarget_gqa_node, spec_from_node
-from mobius.rewrite.rule import DECODER, NodeRule, RuleContext, producer, sole_consumer
+from mobius.rewrite.rule import NodeRule, RuleContext, producer, sole_consumer
+from mobius.roles import DECODER
 
 
 @dataclasses.dataclass

@@ -14,7 +14,8 @@ from mobius.ep.capabilities import FLOAT_DTYPES
 from mobius.ep.registry import ep_registry, get_ep
 from mobius.rewrite import gqa_test_graphs as g
 from mobius.rewrite.pack_qkv import PackQKV
-from mobius.rewrite.rule import DECODER, ENCODER, ROLES, RuleContext
+from mobius.rewrite.rule import RuleContext
+from mobius.roles import DECODER, ENCODER, ROLES
 
 F32, F16 = g.F32, g.F16
 CPU_F32 = RuleContext(get_ep("cpu"), F32, DECODER)

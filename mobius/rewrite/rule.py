@@ -19,15 +19,12 @@ from onnx_ir.passes.common import RemoveUnusedNodesPass
 from mobius.ep.capabilities import EpCapabilities
 from mobius.quantize.spec import QuantSpec
 
-DECODER, ENCODER, VISION, EMBEDDING = "decoder", "encoder", "vision", "embedding"
-ROLES = (DECODER, ENCODER, VISION, EMBEDDING)
-
 
 @dataclasses.dataclass(frozen=True)
 class RuleContext:
     caps: EpCapabilities
     dtype: ir.DataType
-    role: str
+    role: str  #: one of mobius.roles.ROLES
     quant: QuantSpec | None = None  # weight quantization asked for (None: float weights)
 
 

@@ -26,8 +26,9 @@ import dataclasses
 import onnx_ir as ir
 
 from mobius.contrib.group_query_attention import GqaSpec, retarget_gqa_node, spec_from_node
-from mobius.rewrite.rule import DECODER, NodeRule, RuleContext, attr
+from mobius.rewrite.rule import NodeRule, RuleContext, attr
 from mobius.rewrite.unpack_qkv import split_packed
+from mobius.roles import DECODER
 
 
 @dataclasses.dataclass

@@ -12,8 +12,9 @@ from mobius.contrib.group_query_attention import spec_from_node
 from mobius.ep.capabilities import FLOAT_DTYPES
 from mobius.ep.registry import ep_registry, get_ep
 from mobius.rewrite import gqa_test_graphs as g
-from mobius.rewrite.rule import DECODER, ROLES, RuleContext
+from mobius.rewrite.rule import RuleContext
 from mobius.rewrite.separate_rope import SeparateRoPE
+from mobius.roles import DECODER, ROLES
 
 F32, F16 = g.F32, g.F16
 DML_F32 = RuleContext(get_ep("dml"), F32, DECODER)

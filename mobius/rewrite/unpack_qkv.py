@@ -23,7 +23,8 @@ import onnx_ir as ir
 from mobius.contrib.group_query_attention import GqaSpec, retarget_gqa_node, spec_from_node
 from mobius.rewrite.pack_qkv import Projection, lazy_initializer, projection
 from mobius.rewrite.fusion_util import constant
-from mobius.rewrite.rule import DECODER, NodeRule, RuleContext
+from mobius.rewrite.rule import NodeRule, RuleContext
+from mobius.roles import DECODER
 
 
 @dataclasses.dataclass

@@ -11,8 +11,9 @@ from mobius.ep.capabilities import FLOAT_DTYPES
 from mobius.ep.registry import ep_registry, get_ep
 from mobius.rewrite import gqa_test_graphs as g
 from mobius.rewrite.pack_qkv import PackQKV
-from mobius.rewrite.rule import DECODER, ROLES, RuleContext
+from mobius.rewrite.rule import RuleContext
 from mobius.rewrite.unpack_qkv import UnpackQKV
+from mobius.roles import DECODER, ROLES
 
 F32, F16 = g.F32, g.F16
 DML_F16 = RuleContext(get_ep("dml"), F16, DECODER)

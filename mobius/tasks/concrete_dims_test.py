@@ -10,7 +10,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import mobius
-from mobius.tasks.causal_lm import NAMED_DIMS, TaskFlags
+from mobius.tasks.causal_lm import NAMED_DIMS
+from mobius.tasks.task import TaskFlags
 from mobius.tasks.concrete_dims import (
     apply_concrete_dims, check_io_dims, infer_value_shapes, io_dim_problems, values_without_shape,
 )

@@ -35,13 +35,15 @@ from __future__ import annotations
 
 import onnx_ir as ir
 from onnxscript import nn
-from onnxscript._internal.builder import GraphBuilder
 
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
-from mobius.tasks.causal_lm import (BATCH, NAMED_DIMS, OPSET, PAST, SEQ, TOTAL, TaskFlags,
-                                    output_value)
+from mobius.package.genai_config import whisper_audio_processor_config, whisper_genai_config
+from mobius.roles import DECODER, ENCODER
+from mobius.tasks.causal_lm import BATCH, NAMED_DIMS, PAST, SEQ, TOTAL
 from mobius.tasks.concrete_dims import check_io_dims
+from mobius.tasks.task import (GenaiContext, ModelIO, PackageConfigs, Reference, Task, TaskFlags,
+                               TensorSpec, add_inputs, add_outputs, new_graph)
 
 AUDIO_FEATURES = "audio_features"
 ENCODER_HIDDEN_STATES = "encoder_hidden_states"
@@ -52,16 +54,35 @@ SELF_PAST_KEY, SELF_PAST_VALUE = "past_key_self_%d", "past_value_self_%d"
 SELF_PRESENT_KEY, SELF_PRESENT_VALUE = "present_key_self_%d", "present_value_self_%d"
 
 
+def _kv(patterns: tuple[str, str], layers: int, dims: tuple) -> tuple[TensorSpec, ...]:
+    return tuple(TensorSpec(p % i, None, dims) for i in range(layers) for p in patterns)
+
+
+def speech_seq2seq_io(module: nn.Module, config: ArchitectureConfig) -> dict[str, ModelIO]:
+    layers, heads, head_dim = config.num_hidden_layers, config.num_attention_heads, config.head_dim
+    cross = (BATCH, heads, module.encoder_length, head_dim)
+    return {
+        "encoder": ModelIO(
+            inputs=(TensorSpec(AUDIO_FEATURES, None, (BATCH, *module.audio_input_shape)),),
+            outputs=(TensorSpec(ENCODER_HIDDEN_STATES, None,
+                                (BATCH, module.encoder_length, config.hidden_size)),
+                     *_kv((CROSS_PRESENT_KEY, CROSS_PRESENT_VALUE), layers, cross))),
+        "decoder": ModelIO(
+            inputs=(TensorSpec("input_ids", ir.DataType.INT64, (BATCH, SEQ)),
+                    *_kv((SELF_PAST_KEY, SELF_PAST_VALUE), layers, (BATCH, heads, PAST, head_dim)),
+                    *_kv((CROSS_PAST_KEY, CROSS_PAST_VALUE), layers, cross)),
+            outputs=(TensorSpec("logits", None, (BATCH, SEQ, config.vocab_size)),
+                     *_kv((SELF_PRESENT_KEY, SELF_PRESENT_VALUE), layers,
+                          (BATCH, heads, TOTAL, head_dim)))),
+    }
+
+
 def build_speech_seq2seq(module: nn.Module, config: ArchitectureConfig,
                          flags: TaskFlags = TaskFlags()) -> dict[str, ir.Model]:
     """Package key (<key>.onnx) -> graph; the builder optimizes each with its role."""
-    return {"encoder": build_encoder(module, config, flags),
-            "decoder": build_decoder(module, config, flags)}
-
-
-def _graph() -> tuple[ir.Graph, GraphBuilder]:
-    graph = ir.Graph([], [], nodes=[], opset_imports={"": OPSET}, name="main_graph")
-    return graph, GraphBuilder(graph)
+    io = speech_seq2seq_io(module, config)
+    return {"encoder": build_encoder(module, config, io["encoder"], flags),
+            "decoder": build_decoder(module, config, io["decoder"], flags)}
 
 
 def _model(graph: ir.Graph, flags: TaskFlags) -> ir.Model:
@@ -71,41 +92,56 @@ def _model(graph: ir.Graph, flags: TaskFlags) -> ir.Model:
     return model
 
 
-def _cross_shape(module: nn.Module, config: ArchitectureConfig) -> list:
-    return [BATCH, config.num_attention_heads, module.encoder_length, config.head_dim]
+def _pairs(values: dict, key: str, value: str, layers: int) -> list:
+    return [(values[key % i], values[value % i]) for i in range(layers)]
 
 
-def build_encoder(module: nn.Module, config: ArchitectureConfig,
+def build_encoder(module: nn.Module, config: ArchitectureConfig, io: ModelIO,
                   flags: TaskFlags = TaskFlags()) -> ir.Model:
     dtype = get_build_dtype()
-    graph, builder = _graph()
-    features = builder.input(AUDIO_FEATURES, dtype, [BATCH, *module.audio_input_shape])
-    hidden, cross = module.encode(builder.op, features)
-    output_value(builder, hidden, ENCODER_HIDDEN_STATES, dtype,
-                 [BATCH, module.encoder_length, config.hidden_size])
-    shape = _cross_shape(module, config)
+    graph, builder = new_graph()
+    inputs = add_inputs(builder, io.inputs, dtype)
+    hidden, cross = module.encode(builder.op, inputs[AUDIO_FEATURES])
+    outputs = {ENCODER_HIDDEN_STATES: hidden}
     for i, (key, value) in enumerate(cross):
-        output_value(builder, key, CROSS_PRESENT_KEY % i, dtype, shape)
-        output_value(builder, value, CROSS_PRESENT_VALUE % i, dtype, shape)
+        outputs[CROSS_PRESENT_KEY % i], outputs[CROSS_PRESENT_VALUE % i] = key, value
+    add_outputs(builder, outputs, io.outputs, dtype)
     return _model(graph, flags)
 
 
-def build_decoder(module: nn.Module, config: ArchitectureConfig,
+def build_decoder(module: nn.Module, config: ArchitectureConfig, io: ModelIO,
                   flags: TaskFlags = TaskFlags()) -> ir.Model:
     dtype = get_build_dtype()
-    graph, builder = _graph()
-    layers, heads, head_dim = config.num_hidden_layers, config.num_attention_heads, config.head_dim
-    input_ids = builder.input("input_ids", ir.DataType.INT64, [BATCH, SEQ])
-    past_shape = [BATCH, heads, PAST, head_dim]
-    past = [(builder.input(SELF_PAST_KEY % i, dtype, past_shape),
-             builder.input(SELF_PAST_VALUE % i, dtype, past_shape)) for i in range(layers)]
-    cross_shape = _cross_shape(module, config)
-    cross = [(builder.input(CROSS_PAST_KEY % i, dtype, cross_shape),
-              builder.input(CROSS_PAST_VALUE % i, dtype, cross_shape)) for i in range(layers)]
-    logits, presents = module.decode(builder.op, input_ids, past, cross)
-    output_value(builder, logits, "logits", dtype, [BATCH, SEQ, config.vocab_size])
-    present_shape = [BATCH, heads, TOTAL, head_dim]
+    graph, builder = new_graph()
+    layers = config.num_hidden_layers
+    inputs = add_inputs(builder, io.inputs, dtype)
+    past = _pairs(inputs, SELF_PAST_KEY, SELF_PAST_VALUE, layers)
+    cross = _pairs(inputs, CROSS_PAST_KEY, CROSS_PAST_VALUE, layers)
+    logits, presents = module.decode(builder.op, inputs["input_ids"], past, cross)
+    outputs = {"logits": logits}
     for i, (key, value) in enumerate(presents):
-        output_value(builder, key, SELF_PRESENT_KEY % i, dtype, present_shape)
-        output_value(builder, value, SELF_PRESENT_VALUE % i, dtype, present_shape)
+        outputs[SELF_PRESENT_KEY % i], outputs[SELF_PRESENT_VALUE % i] = key, value
+    add_outputs(builder, outputs, io.outputs, dtype)
     return _model(graph, flags)
+
+
+def _genai_configs(module: nn.Module, config: ArchitectureConfig,
+                   genai: GenaiContext) -> PackageConfigs:
+    encoder = module.encoder_config
+    return PackageConfigs(
+        whisper_genai_config(config, encoder, provider_options=genai.provider_options,
+                             past_present_share_buffer=genai.past_present_share_buffer),
+        {"audio_processor_config.json": whisper_audio_processor_config(encoder.num_mel_bins)})
+
+
+TASK = Task(
+    name="automatic-speech-recognition",
+    summary="audio encoder + decoder with self/cross KV cache (onnxruntime-genai)",
+    build=build_speech_seq2seq,
+    roles={"encoder": ENCODER, "decoder": DECODER},
+    io=speech_seq2seq_io,
+    named_dims=NAMED_DIMS,
+    reference=Reference(auto_class="AutoModelForSpeechSeq2Seq", runner="speech_seq2seq",
+                        inputs=("input_features", "decoder_input_ids"), outputs=("logits",)),
+    package_configs=_genai_configs,
+)

@@ -32,13 +32,15 @@ import dataclasses
 
 import onnx_ir as ir
 from onnxscript import nn
-from onnxscript._internal.builder import GraphBuilder
 
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
-from mobius.tasks.causal_lm import (BATCH, NAMED_DIMS, OPSET, SEQ, TaskFlags, build_causal_lm,
-                                    output_value)
+from mobius.package.genai_config import vision_language_genai_config
+from mobius.roles import DECODER, EMBEDDING, VISION
+from mobius.tasks.causal_lm import BATCH, NAMED_DIMS, SEQ, build_causal_lm, decoder_io
 from mobius.tasks.concrete_dims import check_io_dims
+from mobius.tasks.task import (GenaiContext, ModelIO, PackageConfigs, Reference, Task, TaskFlags,
+                               TensorSpec, add_inputs, add_outputs, new_graph)
 
 NUM_IMAGES, NUM_IMAGE_TOKENS = "num_images", "num_image_tokens"
 IMAGE_DIMS = (NUM_IMAGES, NUM_IMAGE_TOKENS)
@@ -46,21 +48,30 @@ IMAGE_DIMS = (NUM_IMAGES, NUM_IMAGE_TOKENS)
 VISION_LANGUAGE_DIMS = (*NAMED_DIMS, *IMAGE_DIMS)
 
 
+def vision_language_io(module: nn.Module, config: ArchitectureConfig) -> dict[str, ModelIO]:
+    features = TensorSpec("image_features", None, (NUM_IMAGE_TOKENS, config.hidden_size))
+    return {
+        "vision": ModelIO(
+            inputs=(TensorSpec("pixel_values", None, (NUM_IMAGES, *module.image_input_shape)),),
+            outputs=(features,)),
+        "embedding": ModelIO(
+            inputs=(TensorSpec("input_ids", ir.DataType.INT64, (BATCH, SEQ)), features),
+            outputs=(TensorSpec("inputs_embeds", None, (BATCH, SEQ, config.hidden_size)),)),
+        "model": decoder_io(config, inputs_embeds=True),
+    }
+
+
 def build_vision_language(module: nn.Module, config: ArchitectureConfig,
                           flags: TaskFlags = TaskFlags()) -> dict[str, ir.Model]:
     """Package key (model.onnx / <key>.onnx) -> graph; the builder optimizes each
     with its role (vision, embedding, decoder)."""
+    io = vision_language_io(module, config)
     return {
-        "vision": build_vision(module, config, flags),
-        "embedding": build_embedding(module, config, flags),
+        "vision": build_vision(module, io["vision"], flags),
+        "embedding": build_embedding(module, io["embedding"], flags),
         "model": build_causal_lm(module.language_model, config,
                                  dataclasses.replace(flags, inputs_embeds=True)),
     }
-
-
-def _graph() -> tuple[ir.Graph, GraphBuilder]:
-    graph = ir.Graph([], [], nodes=[], opset_imports={"": OPSET}, name="main_graph")
-    return graph, GraphBuilder(graph)
 
 
 def _model(graph: ir.Graph, flags: TaskFlags) -> ir.Model:
@@ -70,22 +81,40 @@ def _model(graph: ir.Graph, flags: TaskFlags) -> ir.Model:
     return model
 
 
-def build_vision(module: nn.Module, config: ArchitectureConfig,
-                 flags: TaskFlags = TaskFlags()) -> ir.Model:
+def build_vision(module: nn.Module, io: ModelIO, flags: TaskFlags = TaskFlags()) -> ir.Model:
     dtype = get_build_dtype()
-    graph, builder = _graph()
-    pixel_values = builder.input("pixel_values", dtype, [NUM_IMAGES, *module.image_input_shape])
-    features = module.encode_images(builder.op, pixel_values)
-    output_value(builder, features, "image_features", dtype, [NUM_IMAGE_TOKENS, config.hidden_size])
+    graph, builder = new_graph()
+    inputs = add_inputs(builder, io.inputs, dtype)
+    features = module.encode_images(builder.op, inputs["pixel_values"])
+    add_outputs(builder, {"image_features": features}, io.outputs, dtype)
     return _model(graph, flags)
 
 
-def build_embedding(module: nn.Module, config: ArchitectureConfig,
-                    flags: TaskFlags = TaskFlags()) -> ir.Model:
+def build_embedding(module: nn.Module, io: ModelIO, flags: TaskFlags = TaskFlags()) -> ir.Model:
     dtype = get_build_dtype()
-    graph, builder = _graph()
-    input_ids = builder.input("input_ids", ir.DataType.INT64, [BATCH, SEQ])
-    features = builder.input("image_features", dtype, [NUM_IMAGE_TOKENS, config.hidden_size])
-    embeds = module.embed(builder.op, input_ids, features)
-    output_value(builder, embeds, "inputs_embeds", dtype, [BATCH, SEQ, config.hidden_size])
+    graph, builder = new_graph()
+    inputs = add_inputs(builder, io.inputs, dtype)
+    embeds = module.embed(builder.op, inputs["input_ids"], inputs["image_features"])
+    add_outputs(builder, {"inputs_embeds": embeds}, io.outputs, dtype)
     return _model(graph, flags)
+
+
+def _genai_configs(module: nn.Module, config: ArchitectureConfig,
+                   genai: GenaiContext) -> PackageConfigs:
+    return PackageConfigs(vision_language_genai_config(
+        config, image_token_id=module.image_token_id, provider_options=genai.provider_options,
+        past_present_share_buffer=genai.past_present_share_buffer))
+
+
+TASK = Task(
+    name="image-text-to-text",
+    summary="vision tower + embedder + causal LM (onnxruntime-genai)",
+    build=build_vision_language,
+    roles={"vision": VISION, "embedding": EMBEDDING, "model": DECODER},
+    io=vision_language_io,
+    named_dims=VISION_LANGUAGE_DIMS,
+    reference=Reference(auto_class="AutoModelForImageTextToText", runner="vision_language",
+                        inputs=("input_ids", "attention_mask", "pixel_values"),
+                        outputs=("logits",)),
+    package_configs=_genai_configs,
+)

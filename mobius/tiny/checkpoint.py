@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import tempfile
 
 import numpy as np
 import onnx_ir as ir
 
+from mobius.components.layer_norm import LayerNorm
+from mobius.components.rms_norm import RMSNorm
 from mobius.components.weight import Weight
 from mobius.context import build_context
 from mobius.errors import MobiusError
@@ -19,7 +20,7 @@ from mobius.tiny.presets import TINY_PRESETS
 from mobius.tiny.tokenizer import write_tiny_tokenizer
 from mobius.weights.safetensors_writer import write_safetensors
 
-_FORMAT_VERSION = 1  # bump when presets or generation change, to refresh caches
+_FORMAT_VERSION = 2  # bump when presets or generation change, to refresh caches
 
 
 def tiny_cache_dir() -> str:
@@ -71,19 +72,21 @@ def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) ->
 
 
 def random_weights(raw: dict, seed: int) -> dict[str, np.ndarray]:
-    """Random float32 tensors for every checkpoint tensor the family's module reads."""
+    """Random float32 tensors for every checkpoint tensor the family's module reads:
+    norm scales around 1, everything else (biases included) around 0."""
     family = family_for(raw)
     with build_context(None, ir.DataType.FLOAT):
         module = family.module(family.make_config(raw))
+    scales = {id(m.weight) for m in module.modules() if isinstance(m, (LayerNorm, RMSNorm))}
     rng = np.random.default_rng(seed)
     tensors = {}
     for name, param in module.named_parameters():
         source = param.checkpoint_name or name if isinstance(param, Weight) else None
         if source is None or source in tensors:
             continue
-        shape = param.checkpoint_shape
-        if re.search(r"norm\d*\.weight$", source):  # norm scales (CLIP: layer_norm1/2)
-            tensors[source] = (1.0 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
+        noise = rng.standard_normal(param.checkpoint_shape)
+        if id(param) in scales:
+            tensors[source] = (1.0 + 0.1 * noise).astype(np.float32)
         else:
-            tensors[source] = (0.05 * rng.standard_normal(shape)).astype(np.float32)
+            tensors[source] = (0.05 * noise).astype(np.float32)
     return tensors

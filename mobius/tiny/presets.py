@@ -183,4 +183,23 @@ TINY_PRESETS: dict[str, dict] = {
         "num_attention_heads": 4, "max_position_embeddings": 256, "type_vocab_size": 2,
         "hidden_act": "gelu", "layer_norm_eps": 1e-12, "pad_token_id": 0,
     },
+    # RoBERTa numbers positions from pad_token_id + 1: pad 1 (its real value) makes
+    # the offset matter; max_position_embeddings leaves room for the offset.
+    "tiny-roberta": {
+        "model_type": "roberta", "architectures": ["RobertaModel"], "vocab_size": VOCAB_SIZE,
+        "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "max_position_embeddings": 258, "type_vocab_size": 1,
+        "hidden_act": "gelu", "layer_norm_eps": 1e-5, "pad_token_id": 1,
+    },
+    "tiny-xlm-roberta": {
+        "model_type": "xlm-roberta", "architectures": ["XLMRobertaModel"],
+        "vocab_size": VOCAB_SIZE, "hidden_size": 64, "intermediate_size": 172,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 258,
+        "type_vocab_size": 1, "hidden_act": "gelu", "layer_norm_eps": 1e-5, "pad_token_id": 1,
+    },
+    "tiny-distilbert": {
+        "model_type": "distilbert", "architectures": ["DistilBertModel"], "vocab_size": VOCAB_SIZE,
+        "dim": 64, "hidden_dim": 172, "n_layers": 2, "n_heads": 4,
+        "max_position_embeddings": 256, "activation": "gelu", "pad_token_id": 0,
+    },
 }

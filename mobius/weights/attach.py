@@ -7,7 +7,9 @@ when the saver asks for it, one tensor at a time.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
 
 import onnx_ir as ir
 from onnxscript import nn
@@ -20,14 +22,34 @@ from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 logger = logging.getLogger(__name__)
 
 
+@dataclasses.dataclass(frozen=True)
+class IgnoredTensors:
+    """Checkpoint tensors a family knowingly does not read, and why.
+
+    A checkpoint tensor the module does not read is an error (a family that
+    silently dropped a real weight would otherwise still build); a family
+    declares the ones it may skip, e.g. rotary ``inv_freq`` buffers that it
+    recomputes, or a head its task does not use.
+    """
+
+    pattern: str  #: regular expression, matched in full against the checkpoint name
+    reason: str
+
+    def matches(self, name: str) -> bool:
+        return re.fullmatch(self.pattern, name) is not None
+
+
 def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint,
                    prefixes: tuple[str, ...] = ("",),
-                   aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> None:
+                   aliases: tuple[tuple[str, tuple[str, ...]], ...] = (),
+                   ignorable: tuple[IgnoredTensors, ...] = ()) -> None:
     """``prefixes``: what a checkpoint may put before the module's names (the
     first one under which the checkpoint has the model's first tensor wins).
     ``aliases``: (module-name prefix, checkpoint spellings of it) pairs; for the
     names under one such prefix, the first spelling under which the checkpoint
-    has the first of them wins (each prefix decided on its own)."""
+    has the first of them wins (each prefix decided on its own).
+    ``ignorable``: the checkpoint tensors the module may leave unread; any
+    other unread tensor raises WeightsError."""
     used = set()
     prefix = None
     chosen: dict[str, str] = {}
@@ -52,9 +74,16 @@ def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint,
             _loader(checkpoint, source, param), param.dtype, ir.Shape(param.shape),
             name=param.name,
         )
-    unused = [n for n in checkpoint.names() if n not in used]
+    _check_unused([n for n in checkpoint.names() if n not in used], ignorable)
+
+
+def _check_unused(unused: list[str], ignorable: tuple[IgnoredTensors, ...]) -> None:
+    unexpected = [n for n in unused if not any(i.matches(n) for i in ignorable)]
+    if unexpected:
+        raise WeightsError(f"the model does not read {len(unexpected)} checkpoint tensor(s), "
+                           f"e.g. {unexpected[:3]}; an unsupported variant of the family?")
     if unused:
-        logger.info("ignoring %d checkpoint tensors not used by the model, e.g. %s",
+        logger.info("ignoring %d declared-ignorable checkpoint tensors, e.g. %s",
                     len(unused), unused[:3])
 
 

@@ -1,0 +1,23 @@
+"""The task registry: Hugging Face pipeline tag -> Task. Adding a task is one file
+under mobius/tasks and one line here."""
+
+from __future__ import annotations
+
+from mobius.tasks import causal_lm, encoder, speech_seq2seq, vision_language
+from mobius.tasks.task import Task
+
+TASKS: dict[str, Task] = {task.name: task for task in (
+    causal_lm.TASK,
+    encoder.TASK,
+    vision_language.TASK,
+    speech_seq2seq.TASK,
+)}
+
+
+def get_task(task: str | Task) -> Task:
+    """The registered task of that name (a Task is returned as is)."""
+    if isinstance(task, Task):
+        return task
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; supported: {', '.join(TASKS)}")
+    return TASKS[task]

@@ -1,0 +1,96 @@
+"""The "single_pass" reference runner (Task.reference.runner): one forward of a
+right-padded batch through an encoder package and through transformers (or
+sentence-transformers, for checkpoints that carry its pooling), compared on
+every output the package has, at real (non-padding) positions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+from testing import parity
+
+
+@dataclasses.dataclass
+class EncoderRun:
+    diffs: dict  # output name -> max |onnx - reference|
+    onnx: dict  # output name -> float32 array
+    reference: dict
+    feeds: dict
+
+
+def text_batch(session, vocab_size: int, pad_token_id: int, seq: int = 9, pad: int = 3,
+               seed: int = 0) -> dict[str, np.ndarray]:
+    """Two rows of ``seq`` tokens, row 1 right-padded by ``pad`` (as tokenizers pad
+    encoder batches); random token types where the graph takes them."""
+    rng = np.random.default_rng(seed)
+    input_ids = rng.integers(4, vocab_size, size=(2, seq), dtype=np.int64)
+    attention_mask = np.ones((2, seq), np.int64)
+    attention_mask[1, seq - pad:] = 0
+    input_ids[1, seq - pad:] = pad_token_id
+    feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if "token_type_ids" in {i.name for i in session.get_inputs()}:
+        feeds["token_type_ids"] = (rng.integers(0, 2, size=(2, seq)) * attention_mask).astype(
+            np.int64)
+    return feeds
+
+
+def run_onnx(session, feeds: dict) -> dict[str, np.ndarray]:
+    names = [o.name for o in session.get_outputs()]
+    return {n: np.asarray(v).astype(np.float32)
+            for n, v in zip(names, parity.run_session(session, feeds))}
+
+
+def run_reference(folder: str, feeds: dict) -> dict[str, np.ndarray]:
+    """transformers' AutoModel, or the SentenceTransformer the folder describes."""
+    import torch
+
+    tensors = {k: torch.from_numpy(v) for k, v in feeds.items()}
+    with torch.no_grad():
+        if os.path.isfile(os.path.join(folder, "modules.json")):
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(folder, device="cpu").eval()
+            out = model(dict(tensors))
+            return {"last_hidden_state": out["token_embeddings"].float().numpy(),
+                    "sentence_embedding": out["sentence_embedding"].float().numpy()}
+        from testing.hf_checkpoints import load_hf_model
+
+        out = load_hf_model(folder)(**tensors)
+        return {"last_hidden_state": out.last_hidden_state.float().numpy()}
+
+
+def encoder_parity(session, folder: str, config, seq: int = 9, pad: int = 3,
+                   seed: int = 0) -> EncoderRun:
+    feeds = text_batch(session, config.vocab_size, config.pad_token_id or 0, seq, pad, seed)
+    onnx_out, reference = run_onnx(session, feeds), run_reference(folder, feeds)
+    real = feeds["attention_mask"].astype(bool)
+    diffs = {}
+    for name, value in onnx_out.items():
+        ref = reference[name]
+        assert value.shape == ref.shape, (name, value.shape, ref.shape)
+        delta = np.abs(value - ref)
+        diffs[name] = float((delta[real] if name == "last_hidden_state" else delta).max())
+    return EncoderRun(diffs, onnx_out, reference, feeds)
+
+
+def save_sentence_transformer(hf_folder: str, out: str, modes: tuple[str, ...],
+                              normalize: bool) -> str:
+    """A sentence-transformers model (modules.json, 1_Pooling, [2_Normalize]) around the
+    transformers checkpoint in ``hf_folder``, saved by sentence-transformers itself."""
+    import shutil
+
+    from sentence_transformers import SentenceTransformer, models
+
+    transformer = models.Transformer(hf_folder)
+    dim = transformer.get_word_embedding_dimension()
+    pooling = models.Pooling(dim, pooling_mode=list(modes))
+    modules = [transformer, pooling] + ([models.Normalize()] if normalize else [])
+    SentenceTransformer(modules=modules, device="cpu").save(out)
+    for name in os.listdir(hf_folder):  # the tiny tokenizer files, if the save left any out
+        if name.startswith("tokenizer") and not os.path.exists(os.path.join(out, name)):
+            shutil.copy(os.path.join(hf_folder, name), out)
+    return out
