@@ -19,6 +19,7 @@ from mobius.package.genai_config import (decoder_genai_config, vision_language_g
 from mobius.package.model_package import ModelPackage
 from mobius.package.provider_options import genai_provider_options
 from mobius.package.tokenizer_files import find_tokenizer_files
+from mobius.package.transformers_js import GENAI, check_layout, client_capabilities
 from mobius.source import resolve_checkpoint
 from mobius.rewrite.rule import DECODER, EMBEDDING, ENCODER, VISION
 from mobius.tasks.causal_lm import NAMED_DIMS, TaskFlags, build_causal_lm
@@ -53,18 +54,23 @@ def build(
     dtype: str | ir.DataType = "f32",
     trace_optimization: bool = False,
     progress: bool = False,
+    layout: str = GENAI,
 ) -> ModelPackage:
     """Builds an ONNX package from a hub id, a local HF folder or a built-in tiny name.
 
-    The EP and dtype are validated before anything is downloaded or read.
+    The EP, dtype and layout ("genai" or "transformers.js", the folder's
+    client) are validated before anything is downloaded or read.
     """
     caps = get_ep(execution_provider)
     build_dtype = parse_dtype(dtype)
     check_supported(caps, build_dtype)
+    check_layout(layout, SHORT_NAMES[build_dtype])
+    caps = client_capabilities(caps, layout)
     folder = resolve_checkpoint(model)
     raw, generation = load_config(folder)
     family = family_for(raw)
     check_supported(caps, build_dtype, family.task, family.name)
+    check_layout(layout, task=family.task)
     config = family.make_config(raw, generation)
     checkpoint = SafetensorsCheckpoint(folder)
     with build_context(caps, build_dtype):
@@ -73,6 +79,8 @@ def build(
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
                                 dtype=build_dtype, trace_optimization=trace_optimization)
     package.files_to_copy = find_tokenizer_files(folder)
+    package.layout, package.build_dtype = layout, SHORT_NAMES[build_dtype]
+    package.hf_configs = {"config.json": raw, "generation_config.json": generation}
     if not package.files_to_copy:
         logger.warning("%s has no tokenizer files; the package will have none", folder)
     return package

@@ -30,6 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--ep", "--execution-provider", dest="ep", default="default",
                        choices=_ep_names(), help="target execution provider (default: default)")
     build.add_argument("--dtype", default="f32", help="f32 (default), f16 or bf16")
+    build.add_argument("--layout", default="genai", choices=_layouts(),
+                       help="package folder layout: genai (onnxruntime-genai, default) or "
+                       "transformers.js (onnx/ subfolder, config.json, for transformers.js)")
     build.add_argument("--trace", action="store_true",
                        help="log what each optimization stage and rule did ([EP Trace] lines)")
     build.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
@@ -42,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="list supported models, EPs or tiny checkpoints")
     listing.add_argument("what", choices=["models", "eps", "tiny"])
     return parser
+
+
+def _layouts() -> tuple[str, ...]:
+    from mobius.package.transformers_js import LAYOUTS
+
+    return LAYOUTS
 
 
 def _ep_names() -> list[str]:
@@ -83,7 +92,8 @@ def _run(args: argparse.Namespace) -> int:
 
     ModelPackage.check_output(output, overwrite=args.overwrite)  # fail before a long build
     package = build(args.model, execution_provider=args.ep, dtype=args.dtype,
-                    trace_optimization=args.trace, progress=not args.quiet)
+                    trace_optimization=args.trace, progress=not args.quiet,
+                    layout=args.layout)
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         print(f"wrote {path}")
