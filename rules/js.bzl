@@ -15,6 +15,7 @@ load("//rules:defs.bzl", "mobius_py_test")
 _JS_DATA = [
     "//testing/js:modules.mjs",
     "//testing/js:package-lock.json",
+    "//testing/js:replay.mjs",
 ]
 
 def mobius_js_test(name, srcs, scripts, deps = [], data = [], tags = [], **kwargs):
