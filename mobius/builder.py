@@ -19,12 +19,14 @@ from mobius.package.genai_config import (decoder_genai_config, vision_language_g
 from mobius.package.model_package import ModelPackage
 from mobius.package.provider_options import genai_provider_options
 from mobius.package.tokenizer_files import find_tokenizer_files
-from mobius.package.transformers_js import GENAI, check_layout, client_capabilities
+from mobius.package.transformers_js import (GENAI, TRANSFORMERS_JS, check_layout,
+                                            client_capabilities)
 from mobius.source import resolve_checkpoint
 from mobius.rewrite.rule import DECODER, EMBEDDING, ENCODER, VISION
 from mobius.tasks.causal_lm import NAMED_DIMS, TaskFlags, build_causal_lm
 from mobius.tasks.concrete_dims import apply_concrete_dims
 from mobius.tasks.encoder import build_encoder
+from mobius.tasks.logits_to_keep import add_logits_to_keep
 from mobius.tasks.speech_seq2seq import build_speech_seq2seq
 from mobius.tasks.vision_language import IMAGE_DIMS, build_vision_language
 from mobius.weights.attach import attach_weights
@@ -55,11 +57,15 @@ def build(
     trace_optimization: bool = False,
     progress: bool = False,
     layout: str = GENAI,
+    logits_to_keep: bool | None = None,
 ) -> ModelPackage:
     """Builds an ONNX package from a hub id, a local HF folder or a built-in tiny name.
 
     The EP, dtype and layout ("genai" or "transformers.js", the folder's
     client) are validated before anything is downloaded or read.
+    ``logits_to_keep`` adds the decoder input ``num_logits_to_keep``
+    (mobius/tasks/logits_to_keep.py); default: where the layout's client
+    feeds it (transformers.js), not for onnxruntime-genai 0.18.
     """
     caps = get_ep(execution_provider)
     build_dtype = parse_dtype(dtype)
@@ -78,6 +84,14 @@ def build(
     attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases)
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
                                 dtype=build_dtype, trace_optimization=trace_optimization)
+    if logits_to_keep is None:
+        logits_to_keep = layout == TRANSFORMERS_JS
+    if logits_to_keep and family.task == "text-generation":
+        if layout == GENAI:
+            logger.warning("num_logits_to_keep: onnxruntime-genai 0.18 cannot run this package "
+                           "(it binds [batch, sequence, vocab] logits); plain onnxruntime can")
+        add_logits_to_keep(package.model, ir.DataType.INT64 if caps.supports_int64
+                           else ir.DataType.INT32)
     package.files_to_copy = find_tokenizer_files(folder)
     package.layout, package.build_dtype = layout, SHORT_NAMES[build_dtype]
     package.hf_configs = {"config.json": raw, "generation_config.json": generation}

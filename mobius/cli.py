@@ -33,6 +33,10 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--layout", default="genai", choices=_layouts(),
                        help="package folder layout: genai (onnxruntime-genai, default) or "
                        "transformers.js (onnx/ subfolder, config.json, for transformers.js)")
+    build.add_argument("--logits-to-keep", action=argparse.BooleanOptionalAction, default=None,
+                       help="decoder input num_logits_to_keep: logits of the last k positions "
+                       "only (default: on for the transformers.js layout, whose client feeds "
+                       "it; off for genai, which cannot)")
     build.add_argument("--trace", action="store_true",
                        help="log what each optimization stage and rule did ([EP Trace] lines)")
     build.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
@@ -93,7 +97,7 @@ def _run(args: argparse.Namespace) -> int:
     ModelPackage.check_output(output, overwrite=args.overwrite)  # fail before a long build
     package = build(args.model, execution_provider=args.ep, dtype=args.dtype,
                     trace_optimization=args.trace, progress=not args.quiet,
-                    layout=args.layout)
+                    layout=args.layout, logits_to_keep=args.logits_to_keep)
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         print(f"wrote {path}")
