@@ -17,10 +17,13 @@ from mobius.optimize.pipeline import optimize_model
 from mobius.package.model_package import ModelPackage
 from mobius.package.provider_options import genai_provider_options
 from mobius.package.tokenizer_files import find_tokenizer_files
+from mobius.package.transformers_js import (GENAI, TRANSFORMERS_JS, check_layout,
+                                            client_capabilities)
 from mobius.quantize.spec import QuantSpec, resolve_quant
 from mobius.roles import DECODER
 from mobius.source import resolve_checkpoint
 from mobius.tasks.concrete_dims import apply_concrete_dims
+from mobius.tasks.logits_to_keep import add_logits_to_keep
 from mobius.tasks.registry import get_task
 from mobius.tasks.task import GenaiContext, Task, TaskFlags, check_io
 from mobius.weights.attach import attach_weights
@@ -43,6 +46,8 @@ def build(
     quant_accuracy_level: int | None = None,
     quant_lm_head: bool | None = None,
     quant_override: str | tuple = (),
+    layout: str = GENAI,
+    logits_to_keep: bool | None = None,
 ) -> ModelPackage:
     """Builds an ONNX package from a hub id, a local HF folder or a built-in tiny name.
 
@@ -50,6 +55,11 @@ def build(
     then the activations'); the ``quant_*`` options default per EP
     (EpCapabilities). The EP, dtype and quantization are validated before
     anything is downloaded or read.
+
+    ``layout``: "genai" or "transformers.js" (the folder's client).
+    ``logits_to_keep`` adds the decoder input ``num_logits_to_keep``
+    (mobius/tasks/logits_to_keep.py); default: where the layout's client
+    feeds it (transformers.js), not for onnxruntime-genai 0.18.
     """
     caps = get_ep(execution_provider)
     build_dtype = parse_dtype(dtype)
@@ -57,12 +67,15 @@ def build(
     quant_spec = resolve_quant(caps, quant, block_size=quant_block_size, symmetric=quant_symmetric,
                                accuracy_level=quant_accuracy_level, lm_head=quant_lm_head,
                                overrides=quant_override)
+    check_layout(layout, SHORT_NAMES[build_dtype])
+    caps = client_capabilities(caps, layout)
     folder = resolve_checkpoint(model)
     raw, generation = load_config(folder)
     family = family_for(raw)
     check_supported(caps, build_dtype, family.task, family.name)
     if family.task.read_extras is not None:
         raw = {**raw, **family.task.read_extras(folder)}
+    check_layout(layout, task=family.task.name)
     config = family.make_config(raw, generation)
     checkpoint = SafetensorsCheckpoint(folder)
     check_config_fits_checkpoint(raw, checkpoint)  # before any graph or table is built
@@ -73,8 +86,18 @@ def build(
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
                                 dtype=build_dtype, trace_optimization=trace_optimization,
                                 quant=quant_spec)
+    if logits_to_keep is None:
+        logits_to_keep = layout == TRANSFORMERS_JS
+    if logits_to_keep and family.task.name == "text-generation":
+        if layout == GENAI:
+            logger.warning("num_logits_to_keep: onnxruntime-genai 0.18 cannot run this package "
+                           "(it binds [batch, sequence, vocab] logits); plain onnxruntime can")
+        add_logits_to_keep(package.model, ir.DataType.INT64 if caps.supports_int64
+                           else ir.DataType.INT32)
     package.files_to_copy = find_tokenizer_files(folder)
     package.source = folder
+    package.layout, package.build_dtype = layout, SHORT_NAMES[build_dtype]
+    package.hf_configs = {"config.json": raw, "generation_config.json": generation}
     if not package.files_to_copy:
         logger.warning("%s has no tokenizer files; the package will have none", folder)
     return package

@@ -31,6 +31,13 @@ def _parser() -> argparse.ArgumentParser:
                        choices=_ep_names(), help="target execution provider (default: default)")
     build.add_argument("--dtype", default="f32", help="f32 (default), f16 or bf16")
     _quant_arguments(build)
+    build.add_argument("--layout", default="genai", choices=_layouts(),
+                       help="package folder layout: genai (onnxruntime-genai, default) or "
+                       "transformers.js (onnx/ subfolder, config.json, for transformers.js)")
+    build.add_argument("--logits-to-keep", action=argparse.BooleanOptionalAction, default=None,
+                       help="decoder input num_logits_to_keep: logits of the last k positions "
+                       "only (default: on for the transformers.js layout, whose client feeds "
+                       "it; off for genai, which cannot)")
     build.add_argument("--trace", action="store_true",
                        help="log what each optimization stage and rule did ([EP Trace] lines)")
     build.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
@@ -67,6 +74,12 @@ def _quant_arguments(build: argparse.ArgumentParser) -> None:
     group.add_argument("--quant-override", default="",
                        help="keep chosen weights at another kind, e.g. "
                             "'layers.0.*=float,lm_head=int8' (first match wins)")
+
+
+def _layouts() -> tuple[str, ...]:
+    from mobius.package.transformers_js import LAYOUTS
+
+    return LAYOUTS
 
 
 def _ep_names() -> list[str]:
@@ -139,7 +152,8 @@ def _run(args: argparse.Namespace) -> int:
                     quant=args.quant, quant_block_size=args.quant_block_size,
                     quant_symmetric=args.quant_symmetric,
                     quant_accuracy_level=args.quant_accuracy_level,
-                    quant_lm_head=args.quant_lm_head, quant_override=args.quant_override)
+                    quant_lm_head=args.quant_lm_head, quant_override=args.quant_override,
+                    layout=args.layout, logits_to_keep=args.logits_to_keep)
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         print(f"wrote {path}")

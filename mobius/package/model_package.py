@@ -40,6 +40,12 @@ class ModelPackage:
     config: Any = None
     #: the checkpoint folder it was built from: save() refuses to write into or over it
     source: str | None = None
+    #: folder layout: "genai" (onnxruntime-genai) or "transformers.js"
+    #: (mobius/package/transformers_js.py), with the build dtype it names files by
+    layout: str = "genai"
+    build_dtype: str = "f32"
+    #: the checkpoint's config.json / generation_config.json (the transformers.js layout ships them)
+    hf_configs: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def model(self) -> ir.Model:
@@ -105,6 +111,11 @@ class ModelPackage:
         return output_dir
 
     def _write(self, folder: str, progress: bool) -> None:
+        if self.layout == "transformers.js":
+            from mobius.package.transformers_js import write_transformers_js
+
+            write_transformers_js(self, folder, _save_model, progress)
+            return
         for key, model in self.models.items():
             filename = self.filename(key)
             _save_model(model, os.path.join(folder, filename), progress)
@@ -130,8 +141,9 @@ def _umask() -> int:
     return 0o022
 
 
-def _save_model(model: ir.Model, path: str, progress: bool) -> None:
-    """Saves one model; weights are read, converted and written one tensor at a time."""
+def _save_model(model: ir.Model, path: str, progress: bool, data_name: str | None = None) -> None:
+    """Saves one model; weights are read, converted and written one tensor at a time
+    into ``data_name`` beside it (default: <file>.data)."""
     bar = None
     if progress:
         from tqdm import tqdm
@@ -144,7 +156,7 @@ def _save_model(model: ir.Model, path: str, progress: bool) -> None:
             bar.update()
 
     try:
-        ir.save(model, path, external_data=os.path.basename(path) + ".data", callback=on_tensor,
+        ir.save(model, path, external_data=data_name or os.path.basename(path) + ".data", callback=on_tensor,
                 max_workers=1)
     finally:
         if bar is not None:

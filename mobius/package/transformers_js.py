@@ -1,0 +1,92 @@
+"""The transformers.js package layout (``mobius build --layout transformers.js``).
+
+transformers.js loads a local model folder the way it loads a hub repository:
+``config.json`` (with its ``transformers.js_config`` section),
+``generation_config.json``, the tokenizer files, and the ONNX files under
+``onnx/``, named ``<model><dtype suffix>.onnx`` with the weights in
+``<file>_data`` beside them. It feeds token ids, masks and positions as int64,
+so an EP that lowers graph I/O to int32 keeps int64 I/O in this layout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from typing import Any
+
+from mobius.ep.capabilities import EpCapabilities
+from mobius.errors import MobiusError
+
+GENAI = "genai"
+TRANSFORMERS_JS = "transformers.js"
+LAYOUTS = (GENAI, TRANSFORMERS_JS)
+#: tasks whose transformers.js model class loads a single onnx/model*.onnx
+TASKS = ("text-generation", "feature-extraction")
+#: build dtype -> transformers.js file-name suffix (its dtype names: fp32, fp16)
+DTYPE_SUFFIX = {"f32": ("fp32", ""), "f16": ("fp16", "_fp16")}
+SUBFOLDER = "onnx"
+
+
+def check_layout(layout: str, dtype: str | None = None, task: str | None = None) -> None:
+    """Rejects an unknown layout, or a dtype / task the layout cannot hold, before any work."""
+    if layout not in LAYOUTS:
+        raise MobiusError(f"unknown layout {layout!r}; choose one of: {', '.join(LAYOUTS)}")
+    if layout != TRANSFORMERS_JS:
+        return
+    if dtype is not None and dtype not in DTYPE_SUFFIX:
+        raise MobiusError(f"the transformers.js layout holds {' or '.join(DTYPE_SUFFIX)} "
+                          f"models, not {dtype}")
+    if task is not None and task not in TASKS:
+        raise MobiusError(f"the transformers.js layout holds {' or '.join(TASKS)} models; "
+                          f"this is a {task!r} model")
+
+
+def client_capabilities(caps: EpCapabilities, layout: str) -> EpCapabilities:
+    """The EP as the layout's client sees it: transformers.js feeds int64 I/O."""
+    if layout == TRANSFORMERS_JS and not caps.supports_int64:
+        return dataclasses.replace(caps, supports_int64=True)
+    return caps
+
+
+def onnx_filename(key: str, dtype: str) -> str:
+    return f"{'model' if key == 'model' else key}{DTYPE_SUFFIX[dtype][1]}.onnx"
+
+
+def transformers_js_config(raw: dict[str, Any], dtype: str, filenames: list[str]) -> dict:
+    """config.json: the checkpoint's, plus what transformers.js reads to find the files."""
+    section = {"dtype": DTYPE_SUFFIX[dtype][0],
+               "use_external_data_format": {name: 1 for name in filenames}}
+    return {**raw, "transformers.js_config": section}
+
+
+def generation_config(raw: dict[str, Any], generation: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint's generation_config.json, or its token ids when it has none."""
+    if generation:
+        return generation
+    keys = ("bos_token_id", "eos_token_id", "pad_token_id")
+    return {key: raw[key] for key in keys if raw.get(key) is not None}
+
+
+def write_transformers_js(package, folder: str, save_model, progress: bool) -> None:
+    """Writes ``package`` into ``folder`` (a fresh staging folder) in this layout."""
+    dtype = package.build_dtype
+    os.makedirs(os.path.join(folder, SUBFOLDER))
+    filenames = []
+    for key, model in package.models.items():
+        filename = onnx_filename(key, dtype)
+        save_model(model, os.path.join(folder, SUBFOLDER, filename), progress,
+                   data_name=filename + "_data")
+        filenames.append(filename)
+    raw = package.hf_configs.get("config.json", {})
+    _write_json(os.path.join(folder, "config.json"), transformers_js_config(raw, dtype, filenames))
+    _write_json(os.path.join(folder, "generation_config.json"),
+                generation_config(raw, package.hf_configs.get("generation_config.json", {})))
+    for path in package.files_to_copy:
+        shutil.copy2(path, os.path.join(folder, os.path.basename(path)))
+
+
+def _write_json(path: str, content: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(content, f, indent=2)

@@ -1,0 +1,78 @@
+"""The transformers.js layout: folder contents, int64 I/O, and up-front rejections."""
+
+import json
+import os
+
+import onnx
+import onnx_ir as ir
+import pytest
+
+from mobius.builder import build
+from mobius.errors import MobiusError
+from mobius.package.transformers_js import check_layout, generation_config
+from mobius.tiny.checkpoint import make_tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    return make_tiny_checkpoint("tiny-llama", str(tmp_path_factory.mktemp("ckpt")))
+
+
+def test_folder_holds_what_transformers_js_reads(llama, tmp_path):
+    out = build(llama, execution_provider="webgpu", layout="transformers.js").save(
+        str(tmp_path / "pkg"))
+    files = sorted(os.path.relpath(os.path.join(d, f), out)
+                   for d, _, names in os.walk(out) for f in names)
+    assert files == ["config.json", "generation_config.json", "onnx/model.onnx",
+                     "onnx/model.onnx_data", "tokenizer.json", "tokenizer_config.json"]
+    with open(os.path.join(out, "config.json")) as f:
+        config = json.load(f)
+    assert config["model_type"] == "llama"
+    assert config["transformers.js_config"] == {
+        "dtype": "fp32", "use_external_data_format": {"model.onnx": 1}}
+    model = onnx.load(os.path.join(out, "onnx", "model.onnx"), load_external_data=False)
+    locations = {e.value for t in model.graph.initializer for e in t.external_data
+                 if e.key == "location"}
+    assert locations == {"model.onnx_data"}
+
+
+def test_webgpu_keeps_int64_io_in_this_layout(llama):
+    """transformers.js feeds int64 ids; the genai layout of the same EP gets int32 I/O."""
+    def input_types(layout):
+        model = build(llama, execution_provider="webgpu", layout=layout).model
+        return {v.name: v.dtype for v in model.graph.inputs if not v.name.startswith("past")}
+
+    assert set(input_types("transformers.js").values()) == {ir.DataType.INT64}
+    assert set(input_types("genai").values()) == {ir.DataType.INT32}
+
+
+def test_f16_file_name(llama, tmp_path):
+    out = build(llama, execution_provider="webgpu", dtype="f16",
+                layout="transformers.js").save(str(tmp_path / "pkg"))
+    assert sorted(os.listdir(os.path.join(out, "onnx"))) == ["model_fp16.onnx",
+                                                             "model_fp16.onnx_data"]
+
+
+def test_generation_config_from_config_when_checkpoint_has_none():
+    assert generation_config({"bos_token_id": 1, "eos_token_id": [2, 5], "pad_token_id": None},
+                             {}) == {"bos_token_id": 1, "eos_token_id": [2, 5]}
+    assert generation_config({"bos_token_id": 1}, {"eos_token_id": 7}) == {"eos_token_id": 7}
+
+
+@pytest.mark.parametrize("layout,dtype,task,message", [
+    ("onnxjs", "f32", None, "unknown layout 'onnxjs'"),
+    ("transformers.js", "bf16", None, "not bf16"),
+    ("transformers.js", "f32", "automatic-speech-recognition", "'automatic-speech-recognition'"),
+])
+def test_rejections(layout, dtype, task, message):
+    with pytest.raises(MobiusError, match=message):
+        check_layout(layout, dtype, task)
+
+
+def test_cli_rejects_bf16_before_reading_the_model(tmp_path, capsys):
+    from mobius.cli import main
+
+    out = tmp_path / "out"
+    code = main(["build", "--model", str(tmp_path / "missing"), str(out), "--dtype", "bf16",
+                 "--layout", "transformers.js"])
+    assert code == 1 and "not bf16" in capsys.readouterr().err and not out.exists()

@@ -1,0 +1,90 @@
+"""``num_logits_to_keep``: a decoder input that limits logits to the last k positions.
+
+A prompt of S tokens makes [batch, S, vocab] logits, of which generation reads
+only the last row (S=2,000 with a 128k vocabulary is ~1 GiB of float32). With
+this input the hidden states are sliced to their last k positions before the
+LM head: k=1 while generating, 0 for every position (Slice from -0 = 0).
+transformers.js feeds it when a decoder has it (1 while generating, 0 on a
+plain forward). onnxruntime-genai 0.18 does not: it binds a preallocated
+[batch, S, vocab] logits buffer, so the genai layout leaves the input out.
+
+Everything this needs is in the finished graph (the LM head and what follows
+it up to the ``logits`` output), so it is applied after the pipeline.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from mobius.errors import MobiusError
+
+INPUT = "num_logits_to_keep"
+#: the logits output's sequence dim: k, or the sequence length when k is 0
+LOGITS_DIM = "logits_sequence_length"
+_LM_HEADS = {("", "MatMul"), ("", "Gemm"), ("com.microsoft", "MatMulNBits")}
+#: per-position ops that may follow the LM head (soft-capping, scaling, casts)
+_PER_POSITION = {("", op) for op in ("Mul", "Div", "Add", "Tanh", "Cast", "Identity")}
+
+
+def add_logits_to_keep(model: ir.Model, index_dtype: ir.DataType = ir.DataType.INT64) -> None:
+    """Adds the scalar input ``num_logits_to_keep`` (``index_dtype``) to a decoder graph."""
+    graph = model.graph
+    chain = _head_chain(graph)
+    head = chain[-1]
+    hidden = head.inputs[0]
+    keep = ir.Value(name=INPUT, type=ir.TensorType(index_dtype), shape=ir.Shape([]))
+    graph.inputs.append(keep)
+    np_dtype = np.int64 if index_dtype == ir.DataType.INT64 else np.int32
+    nodes = [ir.Node("", "Neg", [keep])]
+    nodes.append(ir.Node("", "Reshape", [nodes[-1].outputs[0], _const(graph, [1], np.int64)]))
+    nodes.append(ir.Node("", "Slice", [hidden, nodes[-1].outputs[0],
+                                       _const(graph, [np.iinfo(np_dtype).max], np_dtype),
+                                       _const(graph, [1], np_dtype)]))
+    sliced = nodes[-1].outputs[0]
+    sliced.type = hidden.type
+    sliced.shape = _with_dim1(hidden.shape)
+    for node in nodes:
+        graph.insert_before(head, node)
+    head.replace_input_with(0, sliced)
+    for node in chain:
+        for out in node.outputs:
+            out.shape = _with_dim1(out.shape)
+
+
+def _head_chain(graph: ir.Graph) -> list[ir.Node]:
+    """The nodes from the ``logits`` output back to the LM head (last in the list)."""
+    logits = next((v for v in graph.outputs if v.name == "logits"), None)
+    chain, value = [], logits
+    while value is not None and value.producer() is not None:
+        node = value.producer()
+        chain.append(node)
+        key = (node.domain, node.op_type)
+        if key in _LM_HEADS:
+            return chain
+        if key not in _PER_POSITION:
+            break
+        value = next((v for v in node.inputs if v is not None and not _is_constant(v)), None)
+    raise MobiusError("num_logits_to_keep: no LM head MatMul found before the logits output")
+
+
+def _is_constant(value: ir.Value) -> bool:
+    return value.const_value is not None or value.is_initializer()
+
+
+def _with_dim1(shape: ir.Shape | None) -> ir.Shape | None:
+    if shape is None or len(shape) != 3:
+        return shape
+    return ir.Shape([shape[0], LOGITS_DIM, shape[2]])
+
+
+def _const(graph: ir.Graph, values, np_dtype) -> ir.Value:
+    array = np.asarray(values, dtype=np_dtype)
+    name = f"mobius_logits_to_keep_{array.dtype}_{'_'.join(str(v) for v in array)}"
+    existing = graph.initializers.get(name)
+    if existing is not None:
+        return existing
+    value = ir.Value(name=name, type=ir.TensorType(ir.tensor(array).dtype),
+                     shape=ir.Shape(array.shape), const_value=ir.tensor(array))
+    graph.register_initializer(value)
+    return value

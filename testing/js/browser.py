@@ -1,0 +1,73 @@
+"""Runs a decoder case in headless Chromium through onnxruntime-web's WebGPU backend.
+
+Debian's ``chromium`` ships SwiftShader's Vulkan driver, so with
+``--enable-unsafe-webgpu`` a headless browser gets a WebGPU adapter on the CPU.
+A loopback HTTP server (127.0.0.1, an ephemeral port, this process only)
+serves the page, onnxruntime-web's dist folder, the package and the case; the
+page POSTs its result back.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import threading
+
+from testing.js.node import HERE, node_env
+
+CHROMIUM = "chromium"
+
+
+def chromium_path() -> str | None:
+    return shutil.which(CHROMIUM)
+
+
+def run_in_chromium(case_path: str, profile_dir: str, *, ep: str = "webgpu",
+                    timeout: float = 180) -> dict:
+    """The page's result: {"steps": [...], "adapter": ...} or {"error": ...}."""
+    with open(case_path) as f:
+        model_dir = os.path.dirname(json.load(f)["model"])
+    roots = {"harness": HERE, "case": os.path.dirname(case_path), "model": model_dir,
+             "ort": os.path.join(node_env()["MOBIUS_NODE_MODULES"], "onnxruntime-web", "dist")}
+    done, result = threading.Event(), {}
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(roots, result, done))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/harness/browser_runner.html?ep={ep}"
+    browser = subprocess.Popen(
+        [chromium_path() or CHROMIUM, "--headless=new", "--no-sandbox", "--enable-unsafe-webgpu",
+         "--no-first-run", f"--user-data-dir={profile_dir}", url],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        if not done.wait(timeout):
+            raise TimeoutError(f"chromium gave no result within {timeout} s")
+    finally:
+        browser.terminate()
+        browser.wait(30)
+        server.shutdown()
+    return result
+
+
+def _handler(roots: dict[str, str], result: dict, done: threading.Event):
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def translate_path(self, path):
+            root, _, rest = path.split("?", 1)[0].lstrip("/").partition("/")
+            if root not in roots or ".." in rest.split("/"):
+                return os.devnull + "-missing"
+            return os.path.join(roots[root], rest)
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            result.update(json.loads(body))
+            self.send_response(204)
+            self.end_headers()
+            done.set()
+
+        def log_message(self, *args):
+            pass
+
+    Handler.extensions_map = {**Handler.extensions_map, ".mjs": "text/javascript",
+                              ".wasm": "application/wasm"}
+    return Handler
