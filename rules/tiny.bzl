@@ -10,29 +10,33 @@ mobius_py_test's `tiny = [...]`); the test runner points $MOBIUS_TINY_DIR at
 //testing/tiny, where make_tiny_checkpoint(name) finds it.
 """
 
-# Every preset in mobius/tiny/presets.py (//testing/tiny:presets_test keeps them equal).
-TINY_PRESETS = [
-    "tiny-bert",
-    "tiny-gemma",
-    "tiny-gemma2",
-    "tiny-gemma3",
-    "tiny-gpt2",
-    "tiny-granite",
-    "tiny-llama",
-    "tiny-llava",
-    "tiny-mistral",
-    "tiny-mixtral",
-    "tiny-olmo2",
-    "tiny-phi",
-    "tiny-phi3",
-    "tiny-phi3.5",
-    "tiny-qwen2",
-    "tiny-qwen2-moe",
-    "tiny-qwen3",
-    "tiny-qwen3-moe",
-    "tiny-smollm3",
-    "tiny-whisper",
-]
+# Every preset in mobius/tiny/presets.py -> the mobius/models/<module>.py that declares its
+# family (//testing/tiny:presets_test keeps both equal to the registry). The module
+# names the family:<module> scope tag of the preset's packages (//tools:affected).
+TINY_PRESET_FAMILIES = {
+    "tiny-bert": "bert",
+    "tiny-gemma": "gemma",
+    "tiny-gemma2": "gemma",
+    "tiny-gemma3": "gemma",
+    "tiny-gpt2": "gpt2",
+    "tiny-granite": "granite",
+    "tiny-llama": "llama",
+    "tiny-llava": "llava",
+    "tiny-mistral": "mistral",
+    "tiny-mixtral": "mixtral",
+    "tiny-olmo2": "olmo2",
+    "tiny-phi": "phi",
+    "tiny-phi3": "phi3",
+    "tiny-phi3.5": "phi3",
+    "tiny-qwen2": "qwen",
+    "tiny-qwen2-moe": "qwen_moe",
+    "tiny-qwen3": "qwen",
+    "tiny-qwen3-moe": "qwen_moe",
+    "tiny-smollm3": "smollm3",
+    "tiny-whisper": "whisper",
+}
+
+TINY_PRESETS = sorted(TINY_PRESET_FAMILIES.keys())
 
 def _tiny_checkpoint_impl(ctx):
     preset = ctx.attr.preset or ctx.label.name

@@ -52,16 +52,20 @@ mobius_package = rule(
     },
 )
 
-def model_zoo(models, eps, exclude = [], tags = ["manual"]):
+def model_zoo(models, eps, families = {}, exclude = [], tags = ["manual"]):
     """One mobius_package per model x (ep, dtype), named <model>-<ep>-<dtype>.
 
     Args:
       models: {name: checkpoint label}.
       eps: [(ep, dtype), ...].
+      families: {name: mobius/models module}, optional: tags the packages
+        "family:<module>" so //tools:affected selects only that family's packages
+        for a change to its model file (each package is tagged "ep:<ep>" too).
       exclude: ["<model>-<ep>", ...] pairs not to declare (an EP that does not serve the task).
       tags: "manual" by default, so `bazel test //...` builds only the packages a test uses.
     """
     for model, checkpoint in models.items():
+        scope = ["family:" + families[model]] if model in families else []
         for ep, dtype in eps:
             if "%s-%s" % (model, ep) in exclude:
                 continue
@@ -70,5 +74,5 @@ def model_zoo(models, eps, exclude = [], tags = ["manual"]):
                 model = checkpoint,
                 ep = ep,
                 dtype = dtype,
-                tags = tags,
+                tags = tags + scope + ["ep:" + ep.replace("-", "_")],
             )

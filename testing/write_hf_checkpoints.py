@@ -19,6 +19,9 @@ def main(argv: list[str]) -> int:
         return 2
     out, presets = argv[0], argv[1:]
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()  # keep the build log quiet
     for preset in presets:
         make_hf_checkpoint(os.path.join(out, preset), preset)
     return 0

@@ -47,19 +47,28 @@ def select(changed: list[str], rdeps_of, nodes: dict[str, Node]) -> dict[str, li
         users = [nodes[u] for u in rdeps_of(file) if u in nodes]
         own_scope = set().union(set(), *(scope_tags(n.tags) for n in users if file in n.srcs))
         # a scoped file's reach: the libraries of its kind built on it (llama.py -> mistral, ...)
-        libs = set().union(set(), *(scope_tags(n.tags) for n in users
-                                    if not n.kind.endswith("_test")))
+        libs = set().union(set(), *(scope_tags(n.tags) for n in users if n.kind == "py_library"))
         kinds = {t.split(":", 1)[0] for t in own_scope}
         reach = own_scope | {t for t in libs if t.split(":", 1)[0] in kinds}
         chosen = [n for n in users if n.kind.endswith("_test") and _selected(n, reach, nodes)]
         tests |= {n.label for n in chosen}
-        packages |= {n.label for n in users if n.kind == "mobius_package"}
+        packages |= {n.label for n in users if n.kind == "mobius_package" and _built_by(n, reach)}
         families |= {t[7:] for t in (reach or libs) if t.startswith("family:")}
         reached_eps = {t for t in reach if t.startswith("ep:")}
         eps |= {t[3:] for n in chosen for t in scope_tags(n.tags) if t.startswith("ep:")
                 and (not reached_eps or t in reached_eps)}
     return {"tests": sorted(tests), "families": sorted(families), "eps": sorted(eps),
             "packages": sorted(packages)}
+
+
+def _built_by(package: Node, reach: set[str]) -> bool:
+    """A package depends on every rule; on one family's and one EP's files only."""
+    tags = scope_tags(package.tags)
+    for kind in ("family:", "ep:"):
+        scoped = {t for t in reach if t.startswith(kind)}
+        if scoped and not scoped & tags:
+            return False
+    return True
 
 
 def _selected(test: Node, reach: set[str], nodes: dict[str, Node]) -> bool:

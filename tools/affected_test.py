@@ -78,3 +78,13 @@ def test_ep_change_does_not_select_family_scoped_tests(affected):
     got = affected("//mobius/ep:webgpu.py")
     assert "//mobius/models:whisper_test" not in got["tests"]
     assert got["families"] == []
+
+
+def test_packages_follow_the_family_and_ep_of_the_change(affected):
+    assert affected("//mobius/models:whisper.py")["packages"] == [
+        f"//zoo:tiny-whisper-{ep}" for ep in (
+            "cpu-f32", "cuda-f16", "default-f32", "dml-f16", "onnx-standard-f32", "trt-rtx-f16",
+            "webgpu-f16")]
+    webgpu = affected("//mobius/ep:webgpu.py")["packages"]
+    assert webgpu and all(p.endswith("-webgpu-f16") for p in webgpu)
+    assert len(affected("//mobius/rewrite:bias_gelu.py")["packages"]) == 157  # every pipeline

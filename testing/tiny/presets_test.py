@@ -4,12 +4,16 @@ equal to what the generators make."""
 from __future__ import annotations
 
 import ast
+import importlib
 import os
+import pkgutil
 import re
 
 import pytest
 from safetensors.numpy import load_file
 
+from mobius import models
+from mobius.models.registry import family_for
 from mobius.tiny.checkpoint import make_tiny_checkpoint, prebuilt_tiny_checkpoint
 from mobius.tiny.presets import TINY_PRESETS
 from testing.hf_checkpoints import make_hf_checkpoint, prebuilt_hf_checkpoint
@@ -17,17 +21,29 @@ from testing.hf_checkpoints import make_hf_checkpoint, prebuilt_hf_checkpoint
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _bzl_presets() -> list[str]:
+def _bzl_preset_families() -> dict[str, str]:
     with open(os.path.join(_ROOT, "rules", "tiny.bzl")) as f:
         text = f.read()
-    match = re.search(r"^TINY_PRESETS = (\[.*?\])$", text, re.S | re.M)
-    assert match, "rules/tiny.bzl has no TINY_PRESETS list"
+    match = re.search(r"^TINY_PRESET_FAMILIES = (\{.*?\})$", text, re.S | re.M)
+    assert match, "rules/tiny.bzl has no TINY_PRESET_FAMILIES dict"
     return ast.literal_eval(match.group(1))
 
 
-def test_bzl_list_is_every_preset_sorted():
-    names = _bzl_presets()
-    assert names == sorted(TINY_PRESETS), "update TINY_PRESETS in rules/tiny.bzl"
+def _declaring_module(family) -> str:
+    """The mobius/models/<module>.py whose globals hold the family object."""
+    for info in pkgutil.iter_modules(models.__path__):
+        if not info.name.endswith("_test") and any(
+                v is family for v in vars(importlib.import_module(f"mobius.models.{info.name}"))
+                .values()):
+            return info.name
+    raise AssertionError(f"no module declares {family.name}")
+
+
+def test_bzl_table_is_every_preset_and_its_family_module():
+    table = _bzl_preset_families()
+    assert sorted(table) == sorted(TINY_PRESETS), "update TINY_PRESET_FAMILIES in rules/tiny.bzl"
+    for name, module in table.items():
+        assert module == _declaring_module(family_for(TINY_PRESETS[name])), name
 
 
 @pytest.mark.parametrize("name", sorted(TINY_PRESETS))
