@@ -1,14 +1,18 @@
-import signal
 import sys
 
-try:  # Ctrl-C while the CLI's own modules are still importing: one line, too
+try:  # Ctrl-C at any moment, even while the CLI's modules import: one line
     from mobius.cli import main
+
+    code = main()
 except KeyboardInterrupt:
     print("mobius: interrupted; nothing was written", file=sys.stderr)
-    sys.exit(130)
+    code = 130
+try:
+    import signal
 
-code = main()
-# The outcome is decided and reported: a Ctrl-C during interpreter shutdown (when
-# Python has already restored the default handler) must not kill us with -SIGINT.
-signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The outcome is decided and reported: a Ctrl-C during interpreter shutdown
+    # (when Python has restored the default handler) must not kill us with -SIGINT.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+except KeyboardInterrupt:
+    pass
 sys.exit(code)

@@ -18,15 +18,16 @@ from mobius.errors import MobiusError
 
 
 def hub_blobs_folder(folder: str) -> str | None:
-    """The ``blobs/`` folder of the hub cache repository that ``folder`` is a snapshot of."""
-    snapshots = os.path.dirname(os.path.abspath(folder))
-    repo = os.path.dirname(snapshots)
-    if os.path.basename(snapshots) != "snapshots" or not os.path.basename(repo).startswith(
-        ("models--", "datasets--", "spaces--")
-    ):
-        return None
-    blobs = os.path.join(repo, "blobs")
-    return os.path.realpath(blobs) if os.path.isdir(blobs) else None
+    """The ``blobs/`` folder of the hub cache repository that ``folder`` is a snapshot of
+    (``folder`` as given, or with its links resolved)."""
+    for path in (os.path.abspath(folder), os.path.realpath(folder)):
+        snapshots = os.path.dirname(path)
+        repo = os.path.dirname(snapshots)
+        blobs = os.path.join(repo, "blobs")
+        if (os.path.basename(snapshots) == "snapshots" and os.path.isdir(blobs)
+                and os.path.basename(repo).startswith(("models--", "datasets--", "spaces--"))):
+            return os.path.realpath(blobs)
+    return None
 
 
 def _inside(path: str, folder: str) -> bool:

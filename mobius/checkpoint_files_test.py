@@ -56,6 +56,13 @@ def test_sharded_snapshot_folder_builds_like_plain_files(hub, tmp_path):
     assert not os.path.islink(tmp_path / "hub" / "tokenizer.json")  # the bytes, not the link
 
 
+def test_snapshot_reached_through_a_link_builds(hub, tmp_path):
+    _, snapshot, _ = hub
+    os.symlink(snapshot, tmp_path / "model")
+    mobius.build(str(tmp_path / "model")).save(str(tmp_path / "out"))
+    assert "model.onnx" in os.listdir(tmp_path / "out")
+
+
 @pytest.mark.parametrize("variable", ["HF_HUB_CACHE", "HF_HOME"])
 def test_sharded_hub_id_builds_offline(hub, tmp_path, variable):
     cache, _, _ = hub
@@ -138,3 +145,14 @@ def test_invalid_json_tokenizer_warns(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         mobius.build(folder)
     assert any("tokenizer.json is not valid JSON" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("inside", ["blobs", "refs", "."])
+def test_output_in_the_hub_repo_of_the_snapshot_is_refused(hub, inside):
+    from mobius.errors import OutputError
+    from mobius.package.overlap import check_no_overlap
+
+    cache, snapshot, _ = hub
+    out = os.path.join(hub_repo_folder(cache, "org/tiny-sharded"), inside)
+    with pytest.raises(OutputError, match="the input checkpoint"):
+        check_no_overlap(out, snapshot)

@@ -212,3 +212,18 @@ def test_fuzzed_index(field, value, which, server, bases, tmp_path_factory):
     with open(path, "w") as f:
         f.write(_dump(index))
     check_build(server, folder, out, ("index.json", "safetensors", "tensor", name), base)
+
+
+@pytest.mark.shard_group("config")
+@pytest.mark.parametrize("change", [{"rms_norm_eps": 0.05}, {"rope_theta": 50.0},
+                                    {"initializer_range": 7}])
+def test_property_holds_for_accepted_changes(change, server, bases, tmp_path_factory):
+    """The "built" branch of the property: the package matches transformers on the change."""
+    base = bases("tiny-llama")
+    folder, out = _copy(base, tmp_path_factory.mktemp("accepted"))
+    with open(os.path.join(folder, "config.json")) as f:
+        raw = json.load(f)
+    raw.update(change)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(raw, f)
+    assert check_build(server, folder, out, ("config.json",), base) == "built"

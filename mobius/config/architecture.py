@@ -115,71 +115,27 @@ class ArchitectureConfig:
     def _normalize(cls, raw: Mapping[str, Any],
                    generation: Mapping[str, Any] | None) -> dict[str, Any]:
         raw = dict(raw)
-
-        def need(key: str) -> Any:
-            if key not in raw or raw[key] is None:
-                raise ConfigError(f"config.json: required field {key!r} is missing")
-            return raw[key]
-
-        hidden = positive_int("hidden_size", need("hidden_size"))
-        heads = positive_int("num_attention_heads", need("num_attention_heads"))
-        kv_heads = positive_int(
-            "num_key_value_heads", raw.get("num_key_value_heads") or heads
-        )
-        if heads % kv_heads:
-            raise ConfigError(
-                f"config.json: num_attention_heads ({heads}) must be a multiple of "
-                f"num_key_value_heads ({kv_heads})"
-            )
-        head_dim = raw.get("head_dim") or None
-        if head_dim is None:
-            if hidden % heads:
-                raise ConfigError(
-                    f"config.json: hidden_size ({hidden}) is not divisible by "
-                    f"num_attention_heads ({heads}) and no head_dim is given"
-                )
-            head_dim = hidden // heads
-        head_dim = positive_int("head_dim", head_dim)
-        layers = positive_int("num_hidden_layers", need("num_hidden_layers"))
-        max_pos = positive_int("max_position_embeddings", raw.get("max_position_embeddings", 2048))
-        raw.setdefault("max_position_embeddings", max_pos)
-
-        vocab = positive_int("vocab_size", need("vocab_size"))
+        dims = _dimensions(raw)
+        raw.setdefault("max_position_embeddings", dims["max_position_embeddings"])
         gen = dict(generation or {})
-
-        def token(key: str, many: bool = False):
-            file = "generation_config.json" if gen.get(key) is not None else "config.json"
-            value = gen[key] if gen.get(key) is not None else raw.get(key)
-            return (token_ids if many else token_id)(key, value, vocab, file)
-
         layer_types = tuple(raw.get("layer_types") or ())
-        if layer_types and len(layer_types) != layers:
-            raise ConfigError(
-                f"config.json: layer_types has {len(layer_types)} entries for {layers} layers"
-            )
+        if layer_types and len(layer_types) != dims["num_hidden_layers"]:
+            raise ConfigError(f"config.json: layer_types has {len(layer_types)} entries for "
+                              f"{dims['num_hidden_layers']} layers")
         sliding = raw.get("sliding_window") or None
         if raw.get("use_sliding_window") is False or sliding is None:
             sliding = None
         else:
             sliding = positive_int("sliding_window", sliding)
-        pad = gen.get("pad_token_id", raw.get("pad_token_id"))
-        if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int)):
-            raise ConfigError(f"config.json: 'pad_token_id' must be an integer, got {pad!r}")
         bias = boolean(raw, "attention_bias", False)
-
-        values = dict(
-            model_type=str(need("model_type")),
+        act = raw.get("hidden_act") if raw.get("hidden_act") is not None else raw.get(
+            "hidden_activation")
+        return dict(
+            dims,
+            model_type=str(_need(raw, "model_type")),
             architectures=tuple(raw.get("architectures") or ()),
-            vocab_size=vocab,
-            hidden_size=hidden,
-            intermediate_size=positive_int("intermediate_size", need("intermediate_size")),
-            num_hidden_layers=layers,
-            num_attention_heads=heads,
-            num_key_value_heads=kv_heads,
-            head_dim=head_dim,
-            max_position_embeddings=max_pos,
-            rope=RopeConfig.from_hf(raw, head_dim),
-            hidden_act=str(raw.get("hidden_act") or raw.get("hidden_activation") or "silu"),
+            rope=RopeConfig.from_hf(raw, dims["head_dim"]),
+            hidden_act="silu" if act is None else act,
             rms_norm_eps=finite_float(
                 "rms_norm_eps", raw.get("rms_norm_eps", raw.get("layer_norm_eps", 1e-6))),
             tie_word_embeddings=boolean(raw, "tie_word_embeddings", False),
@@ -188,15 +144,12 @@ class ArchitectureConfig:
             mlp_bias=boolean(raw, "mlp_bias", False),
             sliding_window=sliding,
             layer_types=layer_types,
-            bos_token_id=token("bos_token_id"),
-            eos_token_id=token("eos_token_id", many=True),
-            pad_token_id=pad,
+            **_token_ids(raw, gen, dims["vocab_size"]),
             checkpoint_dtype=raw.get("dtype") or raw.get("torch_dtype"),
             generation=GenerationDefaults.from_dict(
                 {**raw, **gen}, "generation_config.json" if gen else "config.json"),
             raw=raw,
         )
-        return values
 
     def layer_sliding_window(self, layer: int) -> int | None:
         """The sliding window of one layer (None = full attention)."""
@@ -204,6 +157,56 @@ class ArchitectureConfig:
             kind = self.layer_types[layer]
             return self.sliding_window if kind == "sliding_attention" else None
         return self.sliding_window
+
+
+def _need(raw: Mapping[str, Any], key: str) -> Any:
+    if raw.get(key) is None:
+        raise ConfigError(f"config.json: required field {key!r} is missing")
+    return raw[key]
+
+
+def _dimensions(raw: Mapping[str, Any]) -> dict[str, int]:
+    """The size fields, each a bounded positive integer, consistent with each other."""
+    hidden = positive_int("hidden_size", _need(raw, "hidden_size"))
+    heads = positive_int("num_attention_heads", _need(raw, "num_attention_heads"))
+    kv_heads = positive_int("num_key_value_heads", raw.get("num_key_value_heads") or heads)
+    if heads % kv_heads:
+        raise ConfigError(f"config.json: num_attention_heads ({heads}) must be a multiple of "
+                          f"num_key_value_heads ({kv_heads})")
+    head_dim = raw.get("head_dim") or None
+    if head_dim is None:
+        if hidden % heads:
+            raise ConfigError(f"config.json: hidden_size ({hidden}) is not divisible by "
+                              f"num_attention_heads ({heads}) and no head_dim is given")
+        head_dim = hidden // heads
+    return dict(
+        vocab_size=positive_int("vocab_size", _need(raw, "vocab_size")),
+        hidden_size=hidden,
+        intermediate_size=positive_int("intermediate_size", _need(raw, "intermediate_size")),
+        num_hidden_layers=positive_int("num_hidden_layers", _need(raw, "num_hidden_layers")),
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=positive_int("head_dim", head_dim),
+        max_position_embeddings=positive_int("max_position_embeddings",
+                                             raw.get("max_position_embeddings", 2048)),
+    )
+
+
+def _token_ids(raw: Mapping[str, Any], gen: Mapping[str, Any], vocab: int) -> dict[str, Any]:
+    """bos/eos (ids inside the vocabulary) and pad; generation_config.json wins."""
+    def pick(key: str) -> tuple[Any, str]:
+        if gen.get(key) is not None:
+            return gen[key], "generation_config.json"
+        return raw.get(key), "config.json"
+
+    pad, pad_file = pick("pad_token_id")
+    if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int)):
+        raise ConfigError(f"{pad_file}: 'pad_token_id' must be an integer, got {pad!r}")
+    bos, bos_file = pick("bos_token_id")
+    eos, eos_file = pick("eos_token_id")
+    return dict(bos_token_id=token_id("bos_token_id", bos, vocab, bos_file),
+                eos_token_id=token_ids("eos_token_id", eos, vocab, eos_file),
+                pad_token_id=pad)
 
 
 def _check_overrides(values: dict[str, Any]) -> None:

@@ -56,14 +56,7 @@ class RopeConfig:
         if not isinstance(params, Mapping):
             raise ConfigError(f"config.json: rope_parameters must be an object, got {params!r}")
         params = dict(params)
-        rope_type = params.get("rope_type", params.get("type", "default"))
-        if rope_type == "su":  # Phi-3's original name for LongRoPE
-            rope_type = "longrope"
-        if rope_type not in SUPPORTED_ROPE_TYPES:
-            raise ConfigError(
-                f"config.json: rope type {rope_type!r} is not supported; "
-                f"supported: {', '.join(SUPPORTED_ROPE_TYPES)}"
-            )
+        rope_type = _rope_type(params)
 
         def number(key: str, default: Any, positive: bool = True) -> float | None:
             value = params.get(key, raw.get(key, default))
@@ -254,3 +247,13 @@ def _factors(params: Mapping[str, Any], key: str) -> tuple[float, ...] | None:
     if not isinstance(value, list):
         raise ConfigError(f"config.json: {key!r} must be a list of numbers, got {value!r}")
     return tuple(finite_float(key, v, positive=True) for v in value)
+
+
+def _rope_type(params: Mapping[str, Any]) -> str:
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type == "su":  # Phi-3's original name for LongRoPE
+        rope_type = "longrope"
+    if rope_type not in SUPPORTED_ROPE_TYPES:
+        raise ConfigError(f"config.json: rope type {rope_type!r} is not supported; "
+                          f"supported: {', '.join(SUPPORTED_ROPE_TYPES)}")
+    return rope_type

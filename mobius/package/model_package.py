@@ -73,7 +73,10 @@ class ModelPackage:
             with locked(os.path.dirname(output_dir)):
                 recover(output_dir)
         if os.path.lexists(output_dir):
-            if not os.path.isdir(output_dir) or os.path.islink(output_dir):
+            if os.path.islink(output_dir):
+                raise OutputError(f"output path {output_dir} is a symbolic link; give the "
+                                  f"folder it points to ({os.path.realpath(output_dir)})")
+            if not os.path.isdir(output_dir):
                 raise OutputError(f"output path {output_dir} exists and is not a folder")
             if os.listdir(output_dir) and not overwrite:
                 raise OutputExistsError(output_dir)

@@ -139,7 +139,11 @@ def locked(folder: str):
     """An exclusive flock on ``folder`` itself: no lock file, none left behind by a crash."""
     fd = os.open(folder, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as e:  # file systems without flock: renameat2 still guards the output
+            if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
         yield
     finally:
         os.close(fd)

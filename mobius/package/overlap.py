@@ -10,8 +10,9 @@ from mobius.errors import OutputError
 
 def protected_folder(source: str) -> str:
     """What a build from ``source`` must not touch: the folder, or its whole hub cache repo."""
-    if hub_blobs_folder(source) is not None:  # models--org--name/snapshots/<rev>
-        return os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(source))))
+    blobs = hub_blobs_folder(source)
+    if blobs is not None:  # models--org--name/snapshots/<rev>: protect models--org--name
+        return os.path.dirname(blobs)
     return os.path.realpath(source)
 
 
