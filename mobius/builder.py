@@ -45,6 +45,7 @@ def build(
     quant_symmetric: bool | None = None,
     quant_accuracy_level: int | None = None,
     quant_lm_head: bool | None = None,
+    quant_embedding: bool | None = None,
     quant_override: str | tuple = (),
     layout: str = GENAI,
     logits_to_keep: bool | None = None,
@@ -66,7 +67,7 @@ def build(
     check_supported(caps, build_dtype)
     quant_spec = resolve_quant(caps, quant, block_size=quant_block_size, symmetric=quant_symmetric,
                                accuracy_level=quant_accuracy_level, lm_head=quant_lm_head,
-                               overrides=quant_override)
+                               embedding=quant_embedding, overrides=quant_override)
     check_layout(layout, SHORT_NAMES[build_dtype])
     caps = client_capabilities(caps, layout)
     folder = resolve_checkpoint(model)

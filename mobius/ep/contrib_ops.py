@@ -9,6 +9,7 @@ FAST_GELU = "FastGelu"
 MATMUL_NBITS = "MatMulNBits"
 MOE = "MoE"
 QMOE = "QMoE"
+GATHER_BLOCK_QUANTIZED = "GatherBlockQuantized"
 PACKED_MHA = "PackedMultiHeadAttention"
 FUSED_MATMUL = "FusedMatMul"
 

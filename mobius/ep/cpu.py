@@ -18,7 +18,8 @@ CAPABILITIES = EpCapabilities(
     supports_skip_layer_norm=True,
     supports_fused_matmul=True,
     prepacks_2d_weights=True,
-    contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.FUSED_MATMUL},
+    contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.FUSED_MATMUL,
+                                          contrib_ops.GATHER_BLOCK_QUANTIZED},
     default_int4_accuracy_level=4,
     description="onnxruntime CPU EP",
 )

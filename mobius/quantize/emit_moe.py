@@ -17,7 +17,7 @@ import onnx_ir as ir
 
 from mobius.contrib.moe import MoeSpec
 from mobius.contrib.qmoe import QMoeSpec, make_qmoe_node
-from mobius.quantize.emit import Shared, lazy_initializer
+from mobius.quantize.emit import Shared, lazy_initializer, replace_node
 from mobius.quantize.packing import pack_nibbles
 from mobius.quantize.rtn import quantize_rtn
 
@@ -54,17 +54,7 @@ def emit_qmoe(model: ir.Model, moe: ir.Node, bits: int, block_size: int,
         weights += _quantized_stack(graph, value, bits, block_size, dtype)
     node = make_qmoe_node(model, spec, [x, logits, weights[0], weights[1], None, weights[2],
                                         weights[3]], name=f"{moe.name}/QMoE")
-    old, new = moe.outputs[0], node.outputs[0]
-    new.type, new.shape = old.type, old.shape
-    graph.insert_before(moe, [node])
-    was_output, name = old.is_graph_output(), old.name
-    old.replace_all_uses_with(new, replace_graph_outputs=True)
-    if was_output:
-        old.name, new.name = None, name
-    graph.remove(moe, safe=True)
-    for value in (fc1, fc2):
-        if not value.uses() and value.name in graph.initializers:
-            graph.initializers.pop(value.name)
+    replace_node(graph, moe, [node])
     return True
 
 
