@@ -2,8 +2,8 @@
 L3 parity with transformers for each family and each config switch it reads.
 
 * Every case is a transformers-written tiny checkpoint in which **every**
-  parameter is random (biases and norm shifts included: see
-  :func:`random_checkpoint`).
+  parameter is random (biases and norm shifts included:
+  testing/random_checkpoint.py).
 * Parity: f32 logits within 1e-4 of transformers over a left-padded batch
   prefill + 3 cached greedy decode steps, on the default and cpu EPs. Graphs
   whose GroupQueryAttention applies RoPE itself are compared unpadded over
@@ -30,8 +30,9 @@ pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
 from mobius.errors import ConfigError, WeightsError  # noqa: E402
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint  # noqa: E402
+from testing.hf_checkpoints import load_hf_model  # noqa: E402
 from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
+from testing.random_checkpoint import random_checkpoint  # noqa: E402
 
 TOLERANCE = 1e-4
 #: A reverted switch must move some logit by at least this much.
@@ -103,21 +104,6 @@ REJECTED: dict[str, tuple[str, dict, str]] = {
         "tiny-falcon", {"new_decoder_architecture": False, "num_ln_in_parallel_attn": 2},
         "num_ln_in_parallel_attn 2 without"),
 }
-
-
-def random_checkpoint(folder: str, preset: str, **overrides) -> str:
-    """make_hf_checkpoint, then every parameter perturbed (transformers starts biases
-    at 0 and norm shifts at 0/1, where a dropped or misplaced one goes unseen)."""
-    import torch
-
-    make_hf_checkpoint(folder, preset, **overrides)
-    model = load_hf_model(folder)
-    generator = torch.Generator().manual_seed(7)
-    with torch.no_grad():
-        for _, param in model.named_parameters():
-            param.add_(0.1 * torch.randn(param.shape, generator=generator))
-    model.save_pretrained(folder, safe_serialization=True)
-    return folder
 
 
 @pytest.fixture(scope="module")
