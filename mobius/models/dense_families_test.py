@@ -229,12 +229,26 @@ def test_exaone4_sliding_window_pattern_gives_the_layer_types(pattern):
     assert normalize_exaone4(raw)["layer_types"] == expected
 
 
-def test_ernie4_5_head_dim_defaults_to_128():
-    """transformers' Ernie4_5Config: head_dim 128 when the key is absent."""
+HEAD_DIM_CASES = {  # model_type: config.json head_dim (absent or inconsistent)
+    "ernie4_5": None, "glm": None, "glm4": None, "stablelm": 24, "cohere2": 24, "cohere": None,
+    "nemotron": None, "exaone4": None, "olmo": None, "starcoder2": None,
+}  # (HunYuan: transformers itself needs head_dim in config.json)
+
+
+@pytest.mark.parametrize("model_type", sorted(HEAD_DIM_CASES))
+def test_head_dim_is_the_one_transformers_builds(model_type):
+    """The head size transformers' attention really has (q_proj rows / heads), whether
+    config.json names head_dim or not: some families default it (ERNIE, GLM: 128),
+    one ignores it (StableLM: hidden_size / heads)."""
     import transformers
 
-    from mobius.models.ernie4_5 import FAMILY
+    from mobius.models.registry import family_for
 
-    raw = {"model_type": "ernie4_5", "vocab_size": 300, "hidden_size": 64,
-           "intermediate_size": 100, "num_hidden_layers": 1, "num_attention_heads": 4}
-    assert FAMILY.make_config(raw).head_dim == transformers.Ernie4_5Config(**raw).head_dim == 128
+    raw = {"model_type": model_type, "vocab_size": 300, "hidden_size": 64,
+           "intermediate_size": 100, "num_hidden_layers": 1, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "pad_token_id": 0, "rope_theta": 10000.0}
+    if HEAD_DIM_CASES[model_type] is not None:
+        raw["head_dim"] = HEAD_DIM_CASES[model_type]
+    hf = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**raw))
+    expected = hf.model.layers[0].self_attn.q_proj.out_features // 4
+    assert family_for(raw).make_config(raw).head_dim == expected

@@ -51,8 +51,11 @@ class StableLmForCausalLM(CausalLM):
 
 
 def normalize_stablelm(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """StableLM's partial_rotary_factor defaults to 0.25, not 1."""
-    return with_partial_rotary_default(raw, 0.25)
+    """StableLM's partial_rotary_factor defaults to 0.25, not 1; its head size is
+    always hidden_size / heads (a head_dim key is ignored, as transformers does)."""
+    out = with_partial_rotary_default(raw, 0.25)
+    out.pop("head_dim", None)
+    return out
 
 
 FAMILY = ModelFamily(
