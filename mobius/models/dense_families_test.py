@@ -97,6 +97,13 @@ REVERT_NEEDS: dict[str, str] = {
 
 #: (preset, overrides, expected message part): switch values a family rejects up front.
 REJECTED: dict[str, tuple[str, dict, str]] = {
+    "cohere_zero_logit_scale": ("tiny-cohere", {"logit_scale": 0.0}, "logit_scale 0"),
+    "exaone4_bad_pattern": ("tiny-exaone4", {"layer_types": None, "sliding_window_pattern": "LXG"},
+                            "sliding_window_pattern 'LXG'"),
+    "hunyuan_bad_alpha": ("tiny-hunyuan_v1_dense",
+                          {"rope_parameters": {"rope_type": "dynamic", "alpha": -1.0}},
+                          "alpha must be a positive number"),
+    "olmo_clip_qkv_type": ("tiny-olmo", {"clip_qkv": "yes"}, "'clip_qkv' must be float"),
     "falcon_alibi": ("tiny-falcon", {"alibi": True}, "falcon: alibi"),
     "falcon_sequential_new_architecture": ("tiny-falcon", {"parallel_attn": False},
                                            "new_decoder_architecture with parallel_attn false"),

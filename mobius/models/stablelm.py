@@ -14,7 +14,7 @@ from mobius.components.decoder_layer import ParallelDecoderLayer, PreNormDecoder
 from mobius.components.layer_norm import LayerNorm, PerHeadLayerNorm
 from mobius.components.mlp import GatedMLP
 from mobius.config.architecture import ArchitectureConfig
-from mobius.config.options import read_options
+from mobius.config.options import read_options, validated
 from mobius.config.rope import with_partial_rotary_default
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
@@ -61,4 +61,5 @@ def normalize_stablelm(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="stablelm", model_types=("stablelm",), architectures=("StableLmForCausalLM",),
     module=StableLmForCausalLM, tiny_preset="tiny-stablelm", normalize_raw=normalize_stablelm,
+    config_overrides=validated(StableLmOptions),
 )
