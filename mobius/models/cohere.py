@@ -18,7 +18,7 @@ from mobius.components.decoder_layer import ParallelDecoderLayer
 from mobius.components.layer_norm import LayerNorm, PerHeadLayerNorm
 from mobius.components.mlp import GatedMLP
 from mobius.config.architecture import ArchitectureConfig
-from mobius.config.options import read_options
+from mobius.config.options import read_options, reject
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
 
@@ -76,8 +76,14 @@ class Cohere2ForCausalLM(CohereForCausalLM):
         super().__init__(config, options, [kind == SLIDING for kind in config.layer_types])
 
 
-def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
-    return {"tie_word_embeddings": read_options(CohereOptions, raw).tie_word_embeddings}
+def _overrides(raw: Mapping[str, Any], options_class=CohereOptions) -> dict[str, Any]:
+    options = read_options(options_class, raw)
+    reject(options.logit_scale == 0, str(raw.get("model_type")), "logit_scale 0")
+    return {"tie_word_embeddings": options.tie_word_embeddings}
+
+
+def _cohere2_overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
+    return _overrides(raw, Cohere2Options)
 
 
 def normalize_cohere2(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -97,6 +103,6 @@ COHERE = ModelFamily(
 )
 COHERE2 = ModelFamily(
     name="cohere2", model_types=("cohere2",), architectures=("Cohere2ForCausalLM",),
-    module=Cohere2ForCausalLM, tiny_preset="tiny-cohere2", config_overrides=_overrides,
+    module=Cohere2ForCausalLM, tiny_preset="tiny-cohere2", config_overrides=_cohere2_overrides,
     normalize_raw=normalize_cohere2,
 )

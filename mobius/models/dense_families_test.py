@@ -2,8 +2,8 @@
 L3 parity with transformers for each family and each config switch it reads.
 
 * Every case is a transformers-written tiny checkpoint in which **every**
-  parameter is random (biases and norm shifts included: see
-  :func:`random_checkpoint`).
+  parameter is random (biases and norm shifts included:
+  testing/random_checkpoint.py).
 * Parity: f32 logits within 1e-4 of transformers over a left-padded batch
   prefill + 3 cached greedy decode steps, on the default and cpu EPs. Graphs
   whose GroupQueryAttention applies RoPE itself are compared unpadded over
@@ -30,8 +30,9 @@ pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
 from mobius.errors import ConfigError, WeightsError  # noqa: E402
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint  # noqa: E402
+from testing.hf_checkpoints import load_hf_model  # noqa: E402
 from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
+from testing.random_checkpoint import random_checkpoint  # noqa: E402
 
 TOLERANCE = 1e-4
 #: A reverted switch must move some logit by at least this much.
@@ -96,6 +97,13 @@ REVERT_NEEDS: dict[str, str] = {
 
 #: (preset, overrides, expected message part): switch values a family rejects up front.
 REJECTED: dict[str, tuple[str, dict, str]] = {
+    "cohere_zero_logit_scale": ("tiny-cohere", {"logit_scale": 0.0}, "logit_scale 0"),
+    "exaone4_bad_pattern": ("tiny-exaone4", {"layer_types": None, "sliding_window_pattern": "LXG"},
+                            "sliding_window_pattern 'LXG'"),
+    "hunyuan_bad_alpha": ("tiny-hunyuan_v1_dense",
+                          {"rope_parameters": {"rope_type": "dynamic", "alpha": -1.0}},
+                          "alpha must be a positive number"),
+    "olmo_clip_qkv_type": ("tiny-olmo", {"clip_qkv": "yes"}, "'clip_qkv' must be float"),
     "falcon_alibi": ("tiny-falcon", {"alibi": True}, "falcon: alibi"),
     "falcon_sequential_new_architecture": ("tiny-falcon", {"parallel_attn": False},
                                            "new_decoder_architecture with parallel_attn false"),
@@ -103,21 +111,6 @@ REJECTED: dict[str, tuple[str, dict, str]] = {
         "tiny-falcon", {"new_decoder_architecture": False, "num_ln_in_parallel_attn": 2},
         "num_ln_in_parallel_attn 2 without"),
 }
-
-
-def random_checkpoint(folder: str, preset: str, **overrides) -> str:
-    """make_hf_checkpoint, then every parameter perturbed (transformers starts biases
-    at 0 and norm shifts at 0/1, where a dropped or misplaced one goes unseen)."""
-    import torch
-
-    make_hf_checkpoint(folder, preset, **overrides)
-    model = load_hf_model(folder)
-    generator = torch.Generator().manual_seed(7)
-    with torch.no_grad():
-        for _, param in model.named_parameters():
-            param.add_(0.1 * torch.randn(param.shape, generator=generator))
-    model.save_pretrained(folder, safe_serialization=True)
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -243,12 +236,26 @@ def test_exaone4_sliding_window_pattern_gives_the_layer_types(pattern):
     assert normalize_exaone4(raw)["layer_types"] == expected
 
 
-def test_ernie4_5_head_dim_defaults_to_128():
-    """transformers' Ernie4_5Config: head_dim 128 when the key is absent."""
+HEAD_DIM_CASES = {  # model_type: config.json head_dim (absent or inconsistent)
+    "ernie4_5": None, "glm": None, "glm4": None, "stablelm": 24, "cohere2": 24, "cohere": None,
+    "nemotron": None, "exaone4": None, "olmo": None, "starcoder2": None,
+}  # (HunYuan: transformers itself needs head_dim in config.json)
+
+
+@pytest.mark.parametrize("model_type", sorted(HEAD_DIM_CASES))
+def test_head_dim_is_the_one_transformers_builds(model_type):
+    """The head size transformers' attention really has (q_proj rows / heads), whether
+    config.json names head_dim or not: some families default it (ERNIE, GLM: 128),
+    one ignores it (StableLM: hidden_size / heads)."""
     import transformers
 
-    from mobius.models.ernie4_5 import FAMILY
+    from mobius.models.registry import family_for
 
-    raw = {"model_type": "ernie4_5", "vocab_size": 300, "hidden_size": 64,
-           "intermediate_size": 100, "num_hidden_layers": 1, "num_attention_heads": 4}
-    assert FAMILY.make_config(raw).head_dim == transformers.Ernie4_5Config(**raw).head_dim == 128
+    raw = {"model_type": model_type, "vocab_size": 300, "hidden_size": 64,
+           "intermediate_size": 100, "num_hidden_layers": 1, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "pad_token_id": 0, "rope_theta": 10000.0}
+    if HEAD_DIM_CASES[model_type] is not None:
+        raw["head_dim"] = HEAD_DIM_CASES[model_type]
+    hf = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**raw))
+    expected = hf.model.layers[0].self_attn.q_proj.out_features // 4
+    assert family_for(raw).make_config(raw).head_dim == expected

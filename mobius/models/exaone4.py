@@ -17,7 +17,7 @@ from mobius.components.decoder_layer import PostNormDecoderLayer
 from mobius.components.mlp import GatedMLP
 from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
-from mobius.config.options import read_options, reject
+from mobius.config.options import read_options, reject, validated
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
 
@@ -71,5 +71,5 @@ def normalize_exaone4(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="exaone4", model_types=("exaone4",), architectures=("Exaone4ForCausalLM",),
     module=Exaone4ForCausalLM, tiny_preset="tiny-exaone4", normalize_raw=normalize_exaone4,
-    config_overrides=lambda raw: {"qk_norm": True},
+    config_overrides=lambda raw: {"qk_norm": True, **validated(Exaone4Options)(raw)},
 )

@@ -59,8 +59,11 @@ class Glm4ForCausalLM(CausalLM):
 
 
 def normalize_glm(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """GLM's partial_rotary_factor defaults to 0.5, not 1."""
-    return with_partial_rotary_default(raw, 0.5)
+    """GLM's partial_rotary_factor defaults to 0.5, not 1, and head_dim to 128 when
+    config.json does not name it."""
+    out = with_partial_rotary_default(raw, 0.5)
+    out.setdefault("head_dim", 128)
+    return out
 
 
 def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:

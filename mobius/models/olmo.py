@@ -11,7 +11,7 @@ from mobius.components.decoder_layer import PreNormDecoderLayer
 from mobius.components.layer_norm import LayerNorm
 from mobius.components.mlp import GatedMLP
 from mobius.config.architecture import ArchitectureConfig
-from mobius.config.options import read_options
+from mobius.config.options import read_options, validated
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
 
@@ -43,5 +43,5 @@ class OlmoForCausalLM(CausalLM):
 
 FAMILY = ModelFamily(
     name="olmo", model_types=("olmo",), architectures=("OlmoForCausalLM",),
-    module=OlmoForCausalLM, tiny_preset="tiny-olmo",
+    module=OlmoForCausalLM, tiny_preset="tiny-olmo", config_overrides=validated(OlmoOptions),
 )

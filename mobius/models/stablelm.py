@@ -14,7 +14,7 @@ from mobius.components.decoder_layer import ParallelDecoderLayer, PreNormDecoder
 from mobius.components.layer_norm import LayerNorm, PerHeadLayerNorm
 from mobius.components.mlp import GatedMLP
 from mobius.config.architecture import ArchitectureConfig
-from mobius.config.options import read_options
+from mobius.config.options import read_options, validated
 from mobius.config.rope import with_partial_rotary_default
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
@@ -51,11 +51,15 @@ class StableLmForCausalLM(CausalLM):
 
 
 def normalize_stablelm(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """StableLM's partial_rotary_factor defaults to 0.25, not 1."""
-    return with_partial_rotary_default(raw, 0.25)
+    """StableLM's partial_rotary_factor defaults to 0.25, not 1; its head size is
+    always hidden_size / heads (a head_dim key is ignored, as transformers does)."""
+    out = with_partial_rotary_default(raw, 0.25)
+    out.pop("head_dim", None)
+    return out
 
 
 FAMILY = ModelFamily(
     name="stablelm", model_types=("stablelm",), architectures=("StableLmForCausalLM",),
     module=StableLmForCausalLM, tiny_preset="tiny-stablelm", normalize_raw=normalize_stablelm,
+    config_overrides=validated(StableLmOptions),
 )

@@ -1,0 +1,57 @@
+"""L4 for the dense decoder families of issue 11, on checkpoints with every parameter
+random (biases included): onnxruntime-genai greedy-generates exactly what
+transformers' ``generate`` does, for the default-EP package (standard Attention,
+separate KV buffers) and the cpu-EP package (GroupQueryAttention, shared buffer).
+
+A batch of two prompts of different lengths covers padding; testing/genai_harness.py
+documents how each library is fed. genai_config's model.type is the family's own
+type where onnxruntime-genai 0.18 names it (olmo, nemotron, ernie4_5), else its
+generic "decoder" (mobius/package/genai_config.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+og = pytest.importorskip("onnxruntime_genai")
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import mobius  # noqa: E402
+from mobius.package.genai_config import genai_model_type  # noqa: E402
+from testing import genai_harness as harness  # noqa: E402
+from testing.random_checkpoint import random_checkpoint  # noqa: E402
+
+NEW_TOKENS = 12
+THREADS = 1
+PROMPTS = [[17, 93, 251, 407, 12, 999, 64, 5], [311, 28, 777]]  # no pad (0) / bos / eos ids
+PRESETS = ["tiny-olmo", "tiny-starcoder2", "tiny-stablelm", "tiny-cohere", "tiny-cohere2",
+           "tiny-glm", "tiny-glm4", "tiny-nemotron", "tiny-falcon", "tiny-exaone4",
+           "tiny-ernie4_5", "tiny-hunyuan_v1_dense"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("ep", ["default", "cpu"])
+@pytest.mark.parametrize("preset", PRESETS)
+def test_genai_generates_like_transformers(tmp_path, preset, ep):
+    folder = random_checkpoint(str(tmp_path / "ckpt"), preset)
+    package = mobius.build(folder, execution_provider=ep)
+    path = package.save(str(tmp_path / "pkg"))
+    config = harness.genai_config(path)
+    assert config["model"]["type"] == genai_model_type(package.config.model_type)
+    genai_rows = harness.genai_generate(path, PROMPTS, NEW_TOKENS, intra_op_num_threads=THREADS)
+    hf_rows, margins = harness.hf_generate(folder, PROMPTS, NEW_TOKENS, return_margins=True)
+    mismatch = [f"row {i}: genai {g}\n        transformers {h} (top-1/top-2 gaps "
+                f"{[round(m, 4) for m in gaps]})"
+                for i, (g, h, gaps) in enumerate(zip(genai_rows, hf_rows, margins)) if g != h]
+    assert not mismatch, f"{preset} {ep} package:\n" + "\n".join(mismatch)
+    assert all(len(row) == NEW_TOKENS for row in genai_rows)
