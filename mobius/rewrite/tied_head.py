@@ -59,8 +59,8 @@ class TiedHeadFusedMatMul(NodeRule):
         if weight is None or not weight.is_initializer() or weight.const_value is None:
             return None
         gathers = [use.node for use in weight.uses() if use.node is not node]
-        if not all(_row_gather(g, weight) for g in gathers):
-            return None
+        if not gathers or not all(_row_gather(g, weight) for g in gathers):
+            return None  # untied (prepacking it costs nothing) or read by something else
         return _Match(node, out, flatten.inputs[0], weight, gathers)
 
     def check(self, match: _Match, ctx: RuleContext) -> bool:
@@ -68,6 +68,12 @@ class TiedHeadFusedMatMul(NodeRule):
         return shape is not None and len(shape) == 2 and match.x.shape is not None
 
     def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
+        fused = ir.Node(MS_DOMAIN, FUSED_MATMUL, [match.x, match.weight],
+                        attributes=[ir.AttrInt64("transB", 1)],
+                        name=derived_name(match.gemm, FUSED_MATMUL))
+        model.graph.insert_before(match.out, fused)
+        take_over(match.out.outputs[0], fused.outputs[0])
+        # After the head: a Gather may produce its input x, which take_over rewires.
         _add_leading_axis(match.weight)
         axis0 = constant(model.graph, [0])
         for gather in match.gathers:
@@ -76,11 +82,6 @@ class TiedHeadFusedMatMul(NodeRule):
             squeezed = emit(nodes, "Squeeze", [rows, axis0])
             model.graph.insert_before(gather, nodes)
             take_over(gather.outputs[0], squeezed)
-        fused = ir.Node(MS_DOMAIN, FUSED_MATMUL, [match.x, match.weight],
-                        attributes=[ir.AttrInt64("transB", 1)],
-                        name=derived_name(match.gemm, FUSED_MATMUL))
-        model.graph.insert_before(match.out, fused)
-        take_over(match.out.outputs[0], fused.outputs[0])
         if MS_DOMAIN not in model.opset_imports:
             model.opset_imports[MS_DOMAIN] = 1
 
