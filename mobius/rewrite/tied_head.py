@@ -94,9 +94,23 @@ def _row_gather(node: ir.Node, weight: ir.Value) -> bool:
 
 def _add_leading_axis(weight: ir.Value) -> None:
     """[V, H] -> [1, V, H] in place: same bytes, read when the model is saved."""
-    old = weight.const_value
-    shape = ir.Shape([1, *old.shape])
-    weight.const_value = ir.LazyTensor(
-        lambda: ir.Tensor(old.numpy().reshape(shape.numpy()), name=old.name),
-        old.dtype, shape, name=old.name)
+    shape = ir.Shape([1, *weight.const_value.shape])
+    weight.const_value = _Reshaped(weight.const_value, shape)
     weight.shape = shape
+
+
+class _Reshaped(ir.LazyTensor):
+    """``tensor`` under another shape; its own ``tofile`` writes the (same) bytes,
+    so a checkpoint tensor keeps its file-to-file copy."""
+
+    def __init__(self, tensor: ir.TensorProtocol, shape: ir.Shape):
+        super().__init__(lambda: ir.Tensor(tensor.numpy().reshape(shape.numpy()),
+                                           name=tensor.name),
+                         tensor.dtype, shape, name=tensor.name)
+        self.tensor = tensor
+
+    def tofile(self, file) -> None:
+        if hasattr(self.tensor, "tofile"):
+            self.tensor.tofile(file)
+        else:
+            file.write(self.tensor.tobytes())

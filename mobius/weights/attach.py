@@ -14,6 +14,7 @@ from onnxscript import nn
 
 from mobius.components.weight import Weight
 from mobius.errors import WeightsError
+from mobius.weights.checkpoint_tensor import CheckpointTensor
 from mobius.weights.dtypes import convert_array
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 
@@ -47,9 +48,9 @@ def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint,
                 f"but the model expects {list(param.checkpoint_shape)}"
             )
         used.add(source)
-        param.const_value = ir.LazyTensor(
+        param.const_value = CheckpointTensor(
             _loader(checkpoint, source, param), param.dtype, ir.Shape(param.shape),
-            name=param.name,
+            name=param.name, source=info, transformed=param.transform is not None,
         )
     unused = [n for n in checkpoint.names() if n not in used]
     if unused:
