@@ -184,7 +184,7 @@ def test_saved_weights_equal_the_checkpoint(saved, checkpoint):
     embed = next(v for k, v in weights.items() if k.endswith("embed_tokens.weight"))
     np.testing.assert_array_equal(embed, source.read("model.embed_tokens.weight"))
     lm_head = next(v for k, v in weights.items() if k.endswith("lm_head.weight"))
-    np.testing.assert_array_equal(lm_head, source.read("lm_head.weight").T)  # MatMul layout
+    np.testing.assert_array_equal(lm_head, source.read("lm_head.weight"))  # Gemm(transB=1) layout
 
 
 def test_genai_config_fields(saved, checkpoint):

@@ -198,7 +198,7 @@ def _assert_dml_form(model, layers):
         assert all(v is None for v in gqa.inputs[7:10])
     counts = g.op_counts(model)
     assert counts["RotaryEmbedding"] == 2 * layers
-    assert counts["MatMul"] == 7 * layers + 1
+    assert counts["MatMul"] == 7 * layers and counts["Gemm"] == 1  # the lm_head
     assert "Split" not in counts
 
 

@@ -59,8 +59,8 @@ class TiedHeadFusedMatMul(NodeRule):
         if weight is None or not weight.is_initializer() or weight.const_value is None:
             return None
         gathers = [use.node for use in weight.uses() if use.node is not node]
-        if not all(_row_gather(g, weight) for g in gathers):
-            return None
+        if not gathers or not all(_row_gather(g, weight) for g in gathers):
+            return None  # untied (prepacking it costs nothing) or read by something else
         return _Match(node, out, flatten.inputs[0], weight, gathers)
 
     def check(self, match: _Match, ctx: RuleContext) -> bool:
@@ -68,6 +68,12 @@ class TiedHeadFusedMatMul(NodeRule):
         return shape is not None and len(shape) == 2 and match.x.shape is not None
 
     def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
+        fused = ir.Node(MS_DOMAIN, FUSED_MATMUL, [match.x, match.weight],
+                        attributes=[ir.AttrInt64("transB", 1)],
+                        name=derived_name(match.gemm, FUSED_MATMUL))
+        model.graph.insert_before(match.out, fused)
+        take_over(match.out.outputs[0], fused.outputs[0])
+        # After the head: a Gather may produce its input x, which take_over rewires.
         _add_leading_axis(match.weight)
         axis0 = constant(model.graph, [0])
         for gather in match.gathers:
@@ -76,11 +82,6 @@ class TiedHeadFusedMatMul(NodeRule):
             squeezed = emit(nodes, "Squeeze", [rows, axis0])
             model.graph.insert_before(gather, nodes)
             take_over(gather.outputs[0], squeezed)
-        fused = ir.Node(MS_DOMAIN, FUSED_MATMUL, [match.x, match.weight],
-                        attributes=[ir.AttrInt64("transB", 1)],
-                        name=derived_name(match.gemm, FUSED_MATMUL))
-        model.graph.insert_before(match.out, fused)
-        take_over(match.out.outputs[0], fused.outputs[0])
         if MS_DOMAIN not in model.opset_imports:
             model.opset_imports[MS_DOMAIN] = 1
 
@@ -93,9 +94,23 @@ def _row_gather(node: ir.Node, weight: ir.Value) -> bool:
 
 def _add_leading_axis(weight: ir.Value) -> None:
     """[V, H] -> [1, V, H] in place: same bytes, read when the model is saved."""
-    old = weight.const_value
-    shape = ir.Shape([1, *old.shape])
-    weight.const_value = ir.LazyTensor(
-        lambda: ir.Tensor(old.numpy().reshape(shape.numpy()), name=old.name),
-        old.dtype, shape, name=old.name)
+    shape = ir.Shape([1, *weight.const_value.shape])
+    weight.const_value = _Reshaped(weight.const_value, shape)
     weight.shape = shape
+
+
+class _Reshaped(ir.LazyTensor):
+    """``tensor`` under another shape; its own ``tofile`` writes the (same) bytes,
+    so a checkpoint tensor keeps its file-to-file copy."""
+
+    def __init__(self, tensor: ir.TensorProtocol, shape: ir.Shape):
+        super().__init__(lambda: ir.Tensor(tensor.numpy().reshape(shape.numpy()),
+                                           name=tensor.name),
+                         tensor.dtype, shape, name=tensor.name)
+        self.tensor = tensor
+
+    def tofile(self, file) -> None:
+        if hasattr(self.tensor, "tofile"):
+            self.tensor.tofile(file)
+        else:
+            file.write(self.tensor.tobytes())

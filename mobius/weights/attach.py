@@ -16,6 +16,7 @@ from onnxscript import nn
 
 from mobius.components.weight import Weight
 from mobius.errors import WeightsError
+from mobius.weights.checkpoint_tensor import CheckpointTensor
 from mobius.weights.dtypes import check_source_dtype, convert_array, warn_if_not_finite
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 
@@ -70,9 +71,9 @@ def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint,
             )
         check_source_dtype(source, info.dtype, param.dtype)
         used.add(source)
-        param.const_value = ir.LazyTensor(
+        param.const_value = CheckpointTensor(
             _loader(checkpoint, source, param), param.dtype, ir.Shape(param.shape),
-            name=param.name,
+            name=param.name, source=info, transformed=param.transform is not None,
         )
     _check_unused([n for n in checkpoint.names() if n not in used], ignorable)
 

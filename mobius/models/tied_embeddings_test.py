@@ -1,0 +1,95 @@
+"""Tied embeddings are stored once: for every family whose tiny checkpoint ties the
+LM head to the input embedding, each package's initializers hold exactly the
+checkpoint's bytes (plus small computed constants such as RoPE tables), and no
+two initializers hold the same matrix in any layout (transposed, reshaped)."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from mobius.builder import build  # noqa: E402
+from mobius.models.registry import FAMILIES  # noqa: E402
+from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
+from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint  # noqa: E402
+from testing.model_runs import make_family_checkpoint  # noqa: E402
+
+TIED = [f for f in FAMILIES if TINY_PRESETS[f.tiny_preset].get("tie_word_embeddings")]
+#: (EP, dtype): the generic graph, the CPU EP (whose head differs), lowered ones
+TARGETS = [("default", "f32"), ("cpu", "f32"), ("webgpu", "f32"), ("onnx-standard", "f32"),
+           ("cuda", "f16")]
+#: computed constants a package may add (RoPE cos/sin tables, masks): far
+#: below one tiny embedding matrix (1031 x 48..80 floats, 198 KB or more)
+CONSTANT_BYTES = 64 * 1024
+
+
+def _initializers(folder: str) -> dict[str, np.ndarray]:
+    out = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*.onnx"))):
+        model = onnx.load(path)
+        for tensor in model.graph.initializer:
+            out[f"{os.path.basename(path)}:{tensor.name}"] = numpy_helper.to_array(tensor)
+    return out
+
+
+def _checkpoint_bytes(folder: str, itemsize: int) -> int:
+    checkpoint = SafetensorsCheckpoint(folder)
+    return sum(int(np.prod(checkpoint.info(n).shape)) * itemsize for n in checkpoint.names())
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    made = {}
+
+    def get(family):
+        if family.name not in made:
+            folder = tmp_path_factory.mktemp(f"ckpt-{family.name}")
+            made[family.name] = make_family_checkpoint(str(folder), family)
+        return made[family.name]
+
+    return get
+
+
+def test_the_tied_families_are_covered():
+    assert {"qwen2", "gemma", "gpt2", "whisper"} <= {f.name for f in TIED}
+
+
+@pytest.mark.parametrize("ep, dtype", TARGETS, ids=lambda t: t)
+@pytest.mark.parametrize("family", TIED, ids=lambda f: f.name)
+def test_tied_matrix_is_stored_once(family, ep, dtype, checkpoints, tmp_path):
+    checkpoint = checkpoints(family)
+    package = build(checkpoint, execution_provider=ep, dtype=dtype)
+    assert package.config.tie_word_embeddings
+    folder = package.save(str(tmp_path / "pkg"))
+    arrays = _initializers(folder)
+    itemsize = 2 if dtype == "f16" else 4
+    stored = sum(a.size * a.dtype.itemsize for a in arrays.values() if a.dtype.kind == "f")
+    expected = _checkpoint_bytes(checkpoint, itemsize)
+    assert expected <= stored <= expected + CONSTANT_BYTES, (stored, expected)
+    _assert_no_duplicate_matrix(arrays)
+
+
+def _assert_no_duplicate_matrix(arrays: dict[str, np.ndarray]) -> None:
+    """Equal sorted values = the same matrix in some layout (random data never collides)."""
+    seen: dict[tuple, str] = {}
+    for name, array in arrays.items():
+        if array.size < 1024 or array.dtype.kind != "f":
+            continue
+        key = (array.size, np.sort(array.reshape(-1)).tobytes())
+        assert key not in seen, f"{name} holds the same values as {seen[key]}"
+        seen[key] = name
+
+
+def test_duplicate_check_catches_a_transposed_copy():
+    matrix = np.random.default_rng(0).standard_normal((37, 41)).astype(np.float32)
+    _assert_no_duplicate_matrix({"a": matrix, "b": matrix + 1})
+    with pytest.raises(AssertionError, match="same values"):
+        _assert_no_duplicate_matrix({"a": matrix, "b": np.ascontiguousarray(matrix.T)})

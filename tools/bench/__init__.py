@@ -1,0 +1,1 @@
+"""Modules of //tools:bench (tools/bench.py): checkpoint shapes, measuring, genai runs."""
