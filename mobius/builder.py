@@ -28,7 +28,7 @@ from mobius.tasks.speech_seq2seq import build_speech_seq2seq
 from mobius.tasks.vision_language import IMAGE_DIMS, build_vision_language
 from mobius.weights.attach import attach_weights
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
-from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
+from mobius.weights.prequantized_checkpoint import open_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +65,8 @@ def build(
     raw, generation = load_config(folder)
     family = family_for(raw)
     check_supported(caps, build_dtype, family.task, family.name)
+    checkpoint = open_checkpoint(folder, raw)
     config = family.make_config(raw, generation)
-    checkpoint = SafetensorsCheckpoint(folder)
     with build_context(caps, build_dtype):
         module = family.module(config)
     attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases)

@@ -84,21 +84,21 @@ def _pack(values: np.ndarray, bits: int, axis: int, slots=None) -> np.ndarray:
     words = np.zeros((values.shape[0] // per, *values.shape[1:]), np.uint32)
     for i, slot in enumerate(slots):
         words |= values[slot::per] << np.uint32(bits * i)
-    return np.moveaxis(words, 0, axis).view(np.int32)
+    return np.ascontiguousarray(np.moveaxis(words, 0, axis)).view(np.int32)
 
 
 def pack_gptq(q: Quantized, bits: int, zero_offset: int = 1) -> dict[str, np.ndarray]:
     stored = (q.zeros.astype(np.int64) - zero_offset) & ((1 << bits) - 1)
     return {"qweight": _pack(q.codes.T, bits, axis=0),
             "qzeros": _pack(stored.T, bits, axis=1),
-            "scales": q.scales.T.astype(np.float16),
+            "scales": np.ascontiguousarray(q.scales.T, np.float16),
             "g_idx": q.g_idx.copy()}
 
 
 def pack_awq(q: Quantized) -> dict[str, np.ndarray]:
     return {"qweight": _pack(q.codes.T, 4, axis=1, slots=AWQ_ORDER),
             "qzeros": _pack(q.zeros.T, 4, axis=1, slots=AWQ_ORDER),
-            "scales": q.scales.T.astype(np.float16)}
+            "scales": np.ascontiguousarray(q.scales.T, np.float16)}
 
 
 def gptq_config(bits: int = 4, group_size: int | None = 32, sym: bool = True,
