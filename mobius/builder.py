@@ -19,6 +19,7 @@ from mobius.package.genai_config import (decoder_genai_config, vision_language_g
 from mobius.package.model_package import ModelPackage
 from mobius.package.provider_options import genai_provider_options
 from mobius.package.tokenizer_files import find_tokenizer_files
+from mobius.quantize.spec import QuantSpec, resolve_quant
 from mobius.source import resolve_checkpoint
 from mobius.rewrite.rule import DECODER, EMBEDDING, ENCODER, VISION
 from mobius.tasks.causal_lm import NAMED_DIMS, TaskFlags, build_causal_lm
@@ -53,14 +54,26 @@ def build(
     dtype: str | ir.DataType = "f32",
     trace_optimization: bool = False,
     progress: bool = False,
+    quant: str | None = None,
+    quant_block_size: int | None = None,
+    quant_symmetric: bool | None = None,
+    quant_accuracy_level: int | None = None,
+    quant_lm_head: bool | None = None,
+    quant_override: str | tuple = (),
 ) -> ModelPackage:
     """Builds an ONNX package from a hub id, a local HF folder or a built-in tiny name.
 
-    The EP and dtype are validated before anything is downloaded or read.
+    ``quant`` ("int4" / "int8") quantizes every Linear's weights (``dtype`` is
+    then the activations'); the ``quant_*`` options default per EP
+    (EpCapabilities). The EP, dtype and quantization are validated before
+    anything is downloaded or read.
     """
     caps = get_ep(execution_provider)
     build_dtype = parse_dtype(dtype)
     check_supported(caps, build_dtype)
+    quant_spec = resolve_quant(caps, quant, block_size=quant_block_size, symmetric=quant_symmetric,
+                               accuracy_level=quant_accuracy_level, lm_head=quant_lm_head,
+                               overrides=quant_override)
     folder = resolve_checkpoint(model)
     raw, generation = load_config(folder)
     family = family_for(raw)
@@ -71,7 +84,8 @@ def build(
         module = family.module(config)
     attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases)
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
-                                dtype=build_dtype, trace_optimization=trace_optimization)
+                                dtype=build_dtype, trace_optimization=trace_optimization,
+                                quant=quant_spec)
     package.files_to_copy = find_tokenizer_files(folder)
     if not package.files_to_copy:
         logger.warning("%s has no tokenizer files; the package will have none", folder)
@@ -99,11 +113,12 @@ def build_from_module(
     execution_provider: str | EpCapabilities = "default",
     dtype: str | ir.DataType = "f32",
     trace_optimization: bool = False,
+    quant: QuantSpec | None = None,
 ) -> ModelPackage:
     """Builds and optimizes the graph of an already-constructed module.
 
     Weights are whatever the module's parameters hold (``attach_weights`` sets
-    them lazily from a checkpoint).
+    them lazily from a checkpoint); ``quant`` quantizes every Linear.
     """
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; supported: {', '.join(TASKS)}")
@@ -119,7 +134,7 @@ def build_from_module(
         reports = {}
         for key, model in models.items():
             reports[key] = optimize_model(model, caps, build_dtype, roles[key],
-                                          trace=trace_optimization)
+                                          trace=trace_optimization, quant=quant)
             if flags.use_concrete_dims:  # the rules added values after the task: re-establish
                 apply_concrete_dims(model, (*NAMED_DIMS, *IMAGE_DIMS))
     if task not in GENERATIVE_TASKS:  # onnxruntime-genai runs generative models only

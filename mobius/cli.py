@@ -30,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--ep", "--execution-provider", dest="ep", default="default",
                        choices=_ep_names(), help="target execution provider (default: default)")
     build.add_argument("--dtype", default="f32", help="f32 (default), f16 or bf16")
+    _quant_arguments(build)
     build.add_argument("--trace", action="store_true",
                        help="log what each optimization stage and rule did ([EP Trace] lines)")
     build.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
@@ -42,6 +43,29 @@ def _parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="list supported models, EPs or tiny checkpoints")
     listing.add_argument("what", choices=["models", "eps", "tiny"])
     return parser
+
+
+def _quant_arguments(build: argparse.ArgumentParser) -> None:
+    """--quant and its options; every one left out takes the EP's default (docs/eps.md)."""
+    group = build.add_argument_group("weight quantization (defaults per EP: docs/eps.md)")
+    group.add_argument("--quant", choices=["int4", "int8"],
+                       help="quantize every Linear's weights (--dtype is then the activations')")
+    group.add_argument("--quant-block-size", type=int, help="elements per scale: 16..256, power of 2")
+    sym = group.add_mutually_exclusive_group()
+    sym.add_argument("--quant-symmetric", dest="quant_symmetric", action="store_true",
+                     default=None, help="no zero points")
+    sym.add_argument("--quant-asymmetric", dest="quant_symmetric", action="store_false",
+                     help="per-block zero points")
+    group.add_argument("--quant-accuracy-level", type=int, choices=range(5),
+                       help="MatMulNBits accuracy_level: 0 unset, 1 f32, 2 f16, 3 bf16, 4 int8")
+    head = group.add_mutually_exclusive_group()
+    head.add_argument("--quant-lm-head", dest="quant_lm_head", action="store_true", default=None,
+                      help="quantize the lm_head too")
+    head.add_argument("--no-quant-lm-head", dest="quant_lm_head", action="store_false",
+                      help="keep the lm_head float")
+    group.add_argument("--quant-override", default="",
+                       help="keep chosen weights at another kind, e.g. "
+                            "'layers.0.*=float,lm_head=int8' (first match wins)")
 
 
 def _ep_names() -> list[str]:
@@ -83,7 +107,11 @@ def _run(args: argparse.Namespace) -> int:
 
     ModelPackage.check_output(output, overwrite=args.overwrite)  # fail before a long build
     package = build(args.model, execution_provider=args.ep, dtype=args.dtype,
-                    trace_optimization=args.trace, progress=not args.quiet)
+                    trace_optimization=args.trace, progress=not args.quiet,
+                    quant=args.quant, quant_block_size=args.quant_block_size,
+                    quant_symmetric=args.quant_symmetric,
+                    quant_accuracy_level=args.quant_accuracy_level,
+                    quant_lm_head=args.quant_lm_head, quant_override=args.quant_override)
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         print(f"wrote {path}")

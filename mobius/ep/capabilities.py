@@ -16,6 +16,8 @@ import onnx_ir as ir
 FLOAT_DTYPES = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16})
 #: what the EPs whose kernels compute every float type natively (GPU runtimes) declare
 F32_F16 = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16})
+#: quantized MatMul forms (EpCapabilities.quant_form)
+QUANT_FORMS = ("matmul_nbits", "dequantize_linear")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +38,17 @@ class EpCapabilities:
         supports_fused_moe: a fused com.microsoft MoE kernel exists.
         supports_packed_multi_head_attention: PackedMultiHeadAttention exists.
         supports_if / supports_shape / supports_int64: graph-level constraints.
-        default_int4_accuracy_level: MatMulNBits accuracy_level for INT4 builds.
+        default_int4_accuracy_level: MatMulNBits accuracy_level for quantized
+            builds (int4 and int8) unless --quant-accuracy-level says otherwise.
+        quant_form: the quantized MatMul form (BP-16): "matmul_nbits"
+            (com.microsoft MatMulNBits, body inlined where the kernel is
+            missing) or "dequantize_linear" (standard blocked DequantizeLinear).
+        quant_bits: weight bit widths the EP's quantized MatMul takes.
+        quant_block_sizes: block sizes it takes (BP-17); powers of two.
+        default_quant_block_size: block size when none is asked for (BP-20).
+        quant_zero_points: whether asymmetric (zero-point) weights are taken (BP-18).
+        default_quant_symmetric: symmetric unless asked otherwise.
+        quant_lm_head: whether the lm_head is quantized by default.
         provider_options: onnxruntime-genai provider name -> option dict.
         enable_graph_capture: genai/ORT graph capture (CUDA graphs etc.).
         contrib_ops: com.microsoft ops the EP has kernels for; a mobius-emitted
@@ -62,6 +74,13 @@ class EpCapabilities:
     supports_shape: bool = True
     supports_int64: bool = True
     default_int4_accuracy_level: int = 0
+    quant_form: str = "matmul_nbits"
+    quant_bits: frozenset = frozenset({4, 8})
+    quant_block_sizes: frozenset = frozenset({16, 32, 64, 128, 256})
+    default_quant_block_size: int = 32
+    quant_zero_points: bool = True
+    default_quant_symmetric: bool = True
+    quant_lm_head: bool = True
     provider_options: Mapping[str, Mapping[str, Any]] = dataclasses.field(
         default_factory=lambda: types.MappingProxyType({})
     )
@@ -74,7 +93,8 @@ class EpCapabilities:
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
             raise ValueError("EpCapabilities.name must be a non-empty string")
-        for field in ("dtypes", "compute_dtypes", "gqa_dtypes", "qkv_pack_dtypes", "contrib_ops"):
+        for field in ("dtypes", "compute_dtypes", "gqa_dtypes", "qkv_pack_dtypes", "contrib_ops",
+                      "quant_bits", "quant_block_sizes"):
             object.__setattr__(self, field, frozenset(getattr(self, field)))
         object.__setattr__(
             self, "provider_options",
@@ -106,8 +126,21 @@ class EpCapabilities:
             )
         if not 0 <= self.default_int4_accuracy_level <= 4:
             raise ValueError(f"EP {self.name!r}: default_int4_accuracy_level must be in 0..4")
+        self._check_quantization()
         if self.enable_graph_capture and not self.provider_options:
             raise ValueError(f"EP {self.name!r}: graph capture needs a named ORT provider")
+
+    def _check_quantization(self) -> None:
+        if self.quant_form not in QUANT_FORMS:
+            raise ValueError(f"EP {self.name!r}: quant_form must be one of {', '.join(QUANT_FORMS)}")
+        if self.quant_form == "matmul_nbits" and self.quant_bits - {4, 8}:
+            raise ValueError(f"EP {self.name!r}: MatMulNBits takes 4 or 8 bits")
+        if any(b < 16 or b > 256 or b & (b - 1) for b in self.quant_block_sizes):
+            raise ValueError(f"EP {self.name!r}: quant_block_sizes must be powers of two in 16..256")
+        if self.default_quant_block_size not in self.quant_block_sizes:
+            raise ValueError(f"EP {self.name!r}: default_quant_block_size is not in quant_block_sizes")
+        if not self.default_quant_symmetric and not self.quant_zero_points:
+            raise ValueError(f"EP {self.name!r}: asymmetric default needs quant_zero_points")
 
     def computes(self, dtype: ir.DataType) -> bool:
         """Whether ``dtype`` is computed natively (else stored only, computed in f32)."""

@@ -4,5 +4,6 @@ from mobius.ep.capabilities import EpCapabilities
 
 CAPABILITIES = EpCapabilities(
     name="onnx-standard",
+    quant_form="dequantize_linear",
     description="standard ONNX only (no com.microsoft ops), for non-ORT runtimes",
 )

@@ -15,5 +15,9 @@ CAPABILITIES = EpCapabilities(
     contrib_ops=frozenset({contrib_ops.GQA, contrib_ops.MATMUL_NBITS, contrib_ops.ROTARY}),
     provider_options={"NvTensorRtRtx": {"enable_cuda_graph": "1"}},
     enable_graph_capture=True,
+    quant_bits={4},
+    quant_block_sizes={128},
+    default_quant_block_size=128,
+    quant_zero_points=False,
     description="NVIDIA TensorRT-RTX EP",
 )

@@ -17,6 +17,7 @@ from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import get_ep
 from mobius.optimize.histogram import describe, diff, op_histogram
 from mobius.optimize.trace import RuleRecord, Tracer
+from mobius.quantize.spec import QuantSpec
 from mobius.rewrite import library_passes as lib
 from mobius.rewrite.graph_inputs import attention_mask_input
 from mobius.rewrite.rule import ROLES, Rule, RuleContext
@@ -34,6 +35,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.inline_functions import InlineUnsupportedFunctions
     from mobius.rewrite.moe_fusion import MoEFusion
     from mobius.rewrite.pack_qkv import PackQKV
+    from mobius.rewrite.quantize_linears import QuantizeLinears
     from mobius.rewrite.separate_rope import SeparateRoPE
     from mobius.rewrite.skip_layer_norm import SkipLayerNormFusion
     from mobius.rewrite.skip_simplified_layer_norm import SkipSimplifiedLayerNormFusion
@@ -45,7 +47,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
         ("fuse", [GroupQueryAttentionFusion(), PackQKV(),
                   SkipSimplifiedLayerNormFusion(), SkipLayerNormFusion(),
                   GeluFusion(), BiasGeluFusion(),
-                  MoEFusion()]),
+                  MoEFusion(), QuantizeLinears()]),
         ("inline", [InlineUnsupportedFunctions()]),
         ("lower", [UnpackQKV(), SeparateRoPE(),
                    IfToWhere(), Int32GraphIO(), ShapeElimination(), Float32Compute()]),
@@ -71,13 +73,17 @@ def optimize_model(
     dtype: str | ir.DataType = ir.DataType.FLOAT,
     model_role: str = "decoder",
     trace: bool = False,
+    quant: QuantSpec | None = None,
 ) -> OptimizationReport:
-    """Optimizes ``model`` in place for ``ep``; returns what each rule did."""
+    """Optimizes ``model`` in place for ``ep``; returns what each rule did.
+
+    ``quant`` (see mobius.quantize.spec.resolve_quant) quantizes every Linear.
+    """
     caps = get_ep(ep)
     dtype = parse_dtype(dtype)
     if model_role not in ROLES:
         raise ValueError(f"unknown model role {model_role!r}; expected one of {', '.join(ROLES)}")
-    ctx = RuleContext(caps, dtype, model_role)
+    ctx = RuleContext(caps, dtype, model_role, quant)
     tracer = Tracer(trace)
     tracer.line(f"target={caps.name} dtype={SHORT_NAMES.get(dtype, dtype.name)} role={model_role}")
     for stage, rules in _stages():

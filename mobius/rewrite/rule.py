@@ -17,6 +17,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 from mobius.ep.capabilities import EpCapabilities
+from mobius.quantize.spec import QuantSpec
 
 DECODER, ENCODER, VISION, EMBEDDING = "decoder", "encoder", "vision", "embedding"
 ROLES = (DECODER, ENCODER, VISION, EMBEDDING)
@@ -27,6 +28,7 @@ class RuleContext:
     caps: EpCapabilities
     dtype: ir.DataType
     role: str
+    quant: QuantSpec | None = None  # weight quantization asked for (None: float weights)
 
 
 class Rule(abc.ABC):

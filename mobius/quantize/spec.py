@@ -1,0 +1,108 @@
+"""QuantSpec: what a quantized build asks for, resolved against the EP's capabilities.
+
+Every option left unset takes the EP's default (EpCapabilities), and every
+option set is checked against what the EP takes before anything is read, so
+an impossible request fails with the alternatives named and nothing written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+
+from mobius.ep.capabilities import EpCapabilities
+from mobius.errors import MobiusError
+
+#: --quant values -> bits
+QUANT_TYPES = {"int4": 4, "int8": 8}
+#: what a --quant-override pattern may keep a layer at
+OVERRIDE_KINDS = ("float", "int8", "int4")
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantSpec:
+    """A resolved quantization request.
+
+    Attributes:
+        bits: 4 or 8 for every Linear not overridden.
+        block_size: elements of K per scale.
+        symmetric: no zero points (implicit 2**(bits-1)).
+        accuracy_level: MatMulNBits accuracy_level (0 unset, 1 f32 ... 4 int8).
+        form: EpCapabilities.quant_form.
+        lm_head: quantize the lm_head too.
+        overrides: (pattern, "float" | "int8" | "int4") pairs; the first whose
+            pattern matches a dotted suffix of a weight's name (".weight"
+            stripped) decides its kind.
+    """
+
+    bits: int
+    block_size: int
+    symmetric: bool
+    accuracy_level: int
+    form: str
+    lm_head: bool = True
+    overrides: tuple[tuple[str, str], ...] = ()
+
+    def bits_for(self, name: str) -> int | None:
+        """Bits for the weight called ``name`` (None: keep it float)."""
+        stem = name[: -len(".weight")] if name.endswith(".weight") else name
+        for pattern, kind in self.overrides:
+            if fnmatch.fnmatchcase(stem, pattern) or fnmatch.fnmatchcase(stem, "*." + pattern):
+                return None if kind == "float" else QUANT_TYPES[kind]
+        if not self.lm_head and stem.split(".")[-1] == "lm_head":
+            return None
+        return self.bits
+
+
+def parse_overrides(text: str | None) -> tuple[tuple[str, str], ...]:
+    """'layers.0.*=float,lm_head=int8' -> (('layers.0.*', 'float'), ('lm_head', 'int8'))."""
+    if not text:
+        return ()
+    out = []
+    for item in text.split(","):
+        pattern, sep, kind = item.strip().partition("=")
+        if not sep or not pattern or kind not in OVERRIDE_KINDS:
+            raise MobiusError(f"bad --quant-override entry {item.strip()!r}; expected "
+                              f"PATTERN=KIND with KIND one of {', '.join(OVERRIDE_KINDS)}")
+        out.append((pattern, kind))
+    return tuple(out)
+
+
+def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | None = None,
+                  symmetric: bool | None = None, accuracy_level: int | None = None,
+                  lm_head: bool | None = None, overrides=()) -> QuantSpec | None:
+    """The QuantSpec for ``--quant`` on ``caps`` (None for a float build)."""
+    if quant is None:
+        if block_size is not None or symmetric is not None or overrides:
+            raise MobiusError("quantization options need --quant int4 or int8")
+        return None
+    if quant not in QUANT_TYPES:
+        raise MobiusError(f"unknown --quant {quant!r}; expected one of {', '.join(QUANT_TYPES)}")
+    if isinstance(overrides, str):
+        overrides = parse_overrides(overrides)
+    kinds = {QUANT_TYPES[quant]} | {QUANT_TYPES[k] for _, k in overrides if k != "float"}
+    for bits in sorted(kinds):
+        if bits not in caps.quant_bits:
+            takes = " or ".join(f"int{b}" for b in sorted(caps.quant_bits))
+            raise MobiusError(f"EP {caps.name!r} does not take int{bits} weights; use {takes}, "
+                              f"or --ep {_eps_taking(bits)}")
+    block = caps.default_quant_block_size if block_size is None else block_size
+    if block not in caps.quant_block_sizes:
+        sizes = ", ".join(str(b) for b in sorted(caps.quant_block_sizes))
+        raise MobiusError(f"EP {caps.name!r} does not take quantization block size {block}; "
+                          f"use {sizes}")
+    sym = caps.default_quant_symmetric if symmetric is None else symmetric
+    if not sym and not caps.quant_zero_points:
+        raise MobiusError(f"EP {caps.name!r} takes no zero points; build symmetric "
+                          f"(drop --quant-asymmetric)")
+    level = caps.default_int4_accuracy_level if accuracy_level is None else accuracy_level
+    if not 0 <= level <= 4:
+        raise MobiusError(f"accuracy level must be in 0..4, got {level}")
+    return QuantSpec(QUANT_TYPES[quant], block, sym, level, caps.quant_form,
+                     caps.quant_lm_head if lm_head is None else lm_head, tuple(overrides))
+
+
+def _eps_taking(bits: int) -> str:
+    from mobius.ep.registry import ep_registry
+
+    return " or ".join(sorted(c.name for c in ep_registry if bits in c.quant_bits))
