@@ -19,6 +19,7 @@ from mobius.package.genai_config import (decoder_genai_config, vision_language_g
 from mobius.package.model_package import ModelPackage
 from mobius.package.provider_options import genai_provider_options
 from mobius.package.tokenizer_files import find_tokenizer_files
+from mobius.quantize.prequantized import prequantized_spec
 from mobius.quantize.spec import QuantSpec, resolve_quant
 from mobius.source import resolve_checkpoint
 from mobius.rewrite.rule import DECODER, EMBEDDING, ENCODER, VISION
@@ -29,7 +30,7 @@ from mobius.tasks.speech_seq2seq import build_speech_seq2seq
 from mobius.tasks.vision_language import IMAGE_DIMS, build_vision_language
 from mobius.weights.attach import attach_weights
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
-from mobius.weights.prequantized_checkpoint import open_checkpoint
+from mobius.weights.prequantized_checkpoint import PrequantizedCheckpoint, open_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +80,8 @@ def build(
     family = family_for(raw)
     check_supported(caps, build_dtype, family.task, family.name)
     checkpoint = open_checkpoint(folder, raw)
+    if quant_spec is None and isinstance(checkpoint, PrequantizedCheckpoint):
+        quant_spec = prequantized_spec(caps, checkpoint.format, quant_accuracy_level)
     config = family.make_config(raw, generation)
     with build_context(caps, build_dtype):
         module = family.module(config)

@@ -15,12 +15,14 @@ from onnxscript import nn
 from mobius.components.weight import Weight
 from mobius.errors import WeightsError
 from mobius.weights.dtypes import convert_array
+from mobius.weights.prequantized_checkpoint import (PREQUANTIZED, PrequantizedCheckpoint,
+                                                   source_for)
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 
 logger = logging.getLogger(__name__)
 
 
-def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint,
+def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint | PrequantizedCheckpoint,
                    prefixes: tuple[str, ...] = ("",),
                    aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> None:
     """``prefixes``: what a checkpoint may put before the module's names (the
@@ -51,6 +53,9 @@ def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint,
             _loader(checkpoint, source, param), param.dtype, ir.Shape(param.shape),
             name=param.name,
         )
+        packed = checkpoint.packed(source) if hasattr(checkpoint, "packed") else None
+        if packed is not None:  # GPTQ / AWQ: the quantization pass emits these integers
+            param.const_value.meta[PREQUANTIZED] = source_for(checkpoint, packed, param.transform)
     unused = [n for n in checkpoint.names() if n not in used]
     if unused:
         logger.info("ignoring %d checkpoint tensors not used by the model, e.g. %s",

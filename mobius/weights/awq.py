@@ -16,7 +16,8 @@ import numpy as np
 
 from mobius.errors import WeightsError
 from mobius.quantize.quantized_weight import QuantizedWeight
-from mobius.weights.packed_bits import check_dtype, check_shape, per_word, unpack_words
+from mobius.weights.packed_bits import (check_dtype, check_shape, is_midpoint, per_word,
+                                         unpack_words)
 from mobius.weights.quantization_config import PrequantizedFormat
 
 REQUIRED = ("qweight", "qzeros", "scales")
@@ -49,15 +50,20 @@ def awq_features(prefix: str, shapes: Mapping[str, tuple[int, ...]],
 def unpack_awq(tensors: Mapping[str, np.ndarray], fmt: PrequantizedFormat) -> QuantizedWeight:
     """One Linear's AWQ tensors (shapes checked by :func:`awq_features`) -> QuantizedWeight."""
     codes = _deinterleave(unpack_words(tensors["qweight"], fmt.bits, axis=1))  # [K, N]
-    zeros = _deinterleave(unpack_words(tensors["qzeros"], fmt.bits, axis=1))  # [groups, N]
+    zeros = awq_zero_points(tensors["qzeros"], fmt)
     scales = np.asarray(tensors["scales"], dtype=np.float32)
     return QuantizedWeight(
         codes=np.ascontiguousarray(codes.T),
         scales=np.ascontiguousarray(scales.T),
-        zero_points=np.ascontiguousarray(zeros.T),
+        zero_points=None if is_midpoint(zeros, fmt.bits) else np.ascontiguousarray(zeros.T),
         bits=fmt.bits,
         block_size=fmt.group_size,
     )
+
+
+def awq_zero_points(qzeros: np.ndarray, fmt: PrequantizedFormat) -> np.ndarray:
+    """uint8 [groups, N], stored as they are."""
+    return _deinterleave(unpack_words(qzeros, fmt.bits, axis=1))
 
 
 def _deinterleave(values: np.ndarray) -> np.ndarray:

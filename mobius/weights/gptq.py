@@ -17,7 +17,8 @@ import numpy as np
 
 from mobius.errors import WeightsError
 from mobius.quantize.quantized_weight import QuantizedWeight
-from mobius.weights.packed_bits import check_dtype, check_shape, per_word, unpack_words
+from mobius.weights.packed_bits import (check_dtype, check_shape, is_midpoint, per_word,
+                                         unpack_words)
 from mobius.weights.quantization_config import PrequantizedFormat
 
 #: suffixes of one GPTQ Linear's tensors; g_idx is optional (absent: contiguous groups)
@@ -57,28 +58,37 @@ def check_g_idx(name: str, g_idx: np.ndarray, groups: int) -> None:
                            f"{g_idx.max()}] but there are {groups} groups")
 
 
+def gptq_zero_points(qzeros: np.ndarray, fmt: PrequantizedFormat) -> np.ndarray:
+    """uint8 [groups, N]: the real zero points (stored + offset, modulo 2**bits)."""
+    stored = unpack_words(qzeros, fmt.bits, axis=1)
+    return ((stored.astype(np.int32) + fmt.zero_offset) & ((1 << fmt.bits) - 1)).astype(np.uint8)
+
+
+def act_order(g_idx: np.ndarray | None, block: int) -> np.ndarray | None:
+    """int32 g_idx, or None when it is the contiguous k // block (no act-order)."""
+    if g_idx is None:
+        return None
+    g_idx = np.asarray(g_idx).astype(np.int32)
+    contiguous = np.arange(g_idx.shape[0], dtype=np.int32) // block
+    return None if np.array_equal(g_idx, contiguous) else g_idx
+
+
+def gptq_block_size(in_features: int, fmt: PrequantizedFormat) -> int:
+    return fmt.group_size or in_features
+
+
 def unpack_gptq(tensors: Mapping[str, np.ndarray], fmt: PrequantizedFormat) -> QuantizedWeight:
     """One Linear's GPTQ tensors (shapes checked by :func:`gptq_features`) -> QuantizedWeight."""
     codes = unpack_words(tensors["qweight"], fmt.bits, axis=0).T  # [N, K]
-    in_features = codes.shape[1]
-    block = fmt.group_size or in_features
-    stored = unpack_words(tensors["qzeros"], fmt.bits, axis=1)  # [groups, N]
-    zeros = ((stored.astype(np.int32) + fmt.zero_offset) & ((1 << fmt.bits) - 1)).astype(np.uint8)
-    scales = np.asarray(tensors["scales"], dtype=np.float32)
-    g_idx = tensors.get("g_idx")
-    if g_idx is not None:
-        g_idx = np.asarray(g_idx).astype(np.int32)
-        if np.array_equal(g_idx, np.arange(in_features, dtype=np.int32) // block):
-            g_idx = None
-    midpoint = 1 << (fmt.bits - 1)
-    symmetric = bool(np.all(zeros == midpoint))
+    block = gptq_block_size(codes.shape[1], fmt)
+    zeros = gptq_zero_points(tensors["qzeros"], fmt)
     return QuantizedWeight(
         codes=np.ascontiguousarray(codes),
-        scales=np.ascontiguousarray(scales.T),
-        zero_points=None if symmetric else np.ascontiguousarray(zeros.T),
+        scales=np.ascontiguousarray(np.asarray(tensors["scales"], dtype=np.float32).T),
+        zero_points=None if is_midpoint(zeros, fmt.bits) else np.ascontiguousarray(zeros.T),
         bits=fmt.bits,
         block_size=block,
-        g_idx=g_idx,
+        g_idx=act_order(tensors.get("g_idx"), block),
     )
 
 

@@ -41,3 +41,8 @@ def check_dtype(name: str, dtype: np.dtype, allowed: tuple[type, ...]) -> None:
     if np.dtype(dtype) not in [np.dtype(a) for a in allowed]:
         names = " or ".join(np.dtype(a).name for a in allowed)
         raise WeightsError(f"tensor {name!r} is {np.dtype(dtype).name}; expected {names}")
+
+
+def is_midpoint(zeros: np.ndarray, bits: int) -> bool:
+    """Symmetric: every zero point is the implicit 2**(bits - 1)."""
+    return bool(np.all(zeros == (1 << (bits - 1))))
