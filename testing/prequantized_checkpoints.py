@@ -45,13 +45,13 @@ class Quantized:
 
 
 def quantize(weight: np.ndarray, bits: int, group_size: int | None, sym: bool,
-             rng: np.random.Generator | None = None) -> Quantized:
-    """Round-to-nearest per group; ``rng`` given: act-order (a random channel
-    permutation decides which input channels share a group). Scales are f16
-    values, as the checkpoint stores them."""
+             order: np.ndarray | None = None) -> Quantized:
+    """Round-to-nearest per group; ``order`` given: act-order (consecutive input
+    channels of that permutation share a group). Scales are f16 values, as the
+    checkpoint stores them."""
     n, k = weight.shape
     size = group_size or k
-    order = rng.permutation(k) if rng is not None else np.arange(k)
+    order = np.arange(k) if order is None else order
     g_idx = np.empty(k, np.int32)
     g_idx[order] = np.arange(k) // size
     groups = -(-k // size)
@@ -125,12 +125,15 @@ def write_prequantized(folder: str, reference: str, quantization_config: dict,
     make_hf_checkpoint(reference, preset, seed=seed, **overrides)
     path = os.path.join(reference, "model.safetensors")
     rng = np.random.default_rng(seed)
-    floats, packed = {}, {}
+    floats, packed, orders = {}, {}, {}
     for name, array in sorted(load_file(path).items()):
         base = name.rsplit(".", 1)[0]
         value = _random_like(name, array.shape, rng)
         if name.endswith(".weight") and QUANTIZED.search(base):
-            q = _quantize_for(value, quantization_config, rng)
+            # GPTQ's act-order follows the input's statistics: projections of one input share it
+            shared = re.sub(r"(q|k|v)_proj$", "qkv", re.sub(r"(gate|up)_proj$", "gate_up", base))
+            order = orders.setdefault(shared, rng.permutation(value.shape[1]))
+            q = _quantize_for(value, quantization_config, order)
             floats[name] = q.weight()
             packed.update({f"{base}.{k}": v for k, v in _pack_for(q, quantization_config).items()})
         else:
@@ -160,11 +163,10 @@ def _random_like(name: str, shape, rng) -> np.ndarray:
     return (0.05 * rng.standard_normal(shape)).astype(np.float32)
 
 
-def _quantize_for(weight: np.ndarray, config: dict, rng) -> Quantized:
+def _quantize_for(weight: np.ndarray, config: dict, order: np.ndarray) -> Quantized:
     group = config["group_size"] if config["group_size"] > 0 else None
     sym = config.get("sym", not config.get("zero_point", True))
-    act_order = rng if config.get("desc_act") else None
-    return quantize(weight, config["bits"], group, sym, act_order)
+    return quantize(weight, config["bits"], group, sym, order if config.get("desc_act") else None)
 
 
 def _pack_for(q: Quantized, config: dict) -> dict[str, np.ndarray]:
