@@ -75,8 +75,8 @@ def plan_for(sources: list[PrequantizedSource], caps: EpCapabilities, spec: Quan
                and _same_g_idx(l.g_idx, first.g_idx) for l in linears)
     block = _ep_block(first.block_size, k, caps)
     reason = _requantize_reason(first, block, same, caps)
-    concat = _concatenated(sources)
     if reason is None:
+        concat = _concatenated(sources)
         perm = None if first.g_idx is None else np.argsort(first.g_idx, kind="stable")
         layout = Layout(k, n, first.bits, block, first.symmetric, scale_dtype)
         if block != first.block_size:
@@ -89,8 +89,8 @@ def plan_for(sources: list[PrequantizedSource], caps: EpCapabilities, spec: Quan
                    name, first.prefix, reason, bits, spec.block_size,
                    "symmetric" if symmetric else "asymmetric")
     layout = Layout(k, n, bits, spec.block_size, symmetric, scale_dtype)
-    return Plan(layout, lambda: quantize_rtn(concat().dequantize(), bits, spec.block_size,
-                                             symmetric), None)
+    return Plan(layout, lambda: quantize_rtn(_dense(sources), bits, spec.block_size, symmetric),
+                None)
 
 
 def emit_prequantized(model: ir.Model, matmul: ir.Node, plan: Plan, spec: QuantSpec,
@@ -151,7 +151,14 @@ def _exact(qw: QuantizedWeight, block: int, perm: np.ndarray | None) -> Quantize
                            None if zeros is None else np.ascontiguousarray(zeros), qw.bits, block)
 
 
+def _dense(sources: list[PrequantizedSource]) -> np.ndarray:
+    """float32 [N, K]: the parts dequantized, each by its own groups, stacked."""
+    return np.concatenate([s.produce().dequantize() for s in sources])
+
+
 def _concatenated(sources: list[PrequantizedSource]) -> Callable[[], QuantizedWeight]:
+    """Parts with the same bits, groups and act-order as one QuantizedWeight."""
+
     def produce() -> QuantizedWeight:
         parts = [s.produce() for s in sources]
         if len(parts) == 1:
