@@ -147,6 +147,7 @@ class Built:
     dtype: str
     package: object  # mobius ModelPackage
     warnings: list[str]
+    quant: str | None = None  # "int4" / "int8" for quantized builds (EP-default options)
 
     @property
     def models(self) -> dict[str, ir.Model]:
@@ -189,21 +190,22 @@ class Builds:
         self.checkpoints = checkpoints
         self._built: dict[tuple[str, str, str], Built] = {}
 
-    def get(self, family_name: str, ep: str, dtype: str) -> Built:
-        key = (family_name, ep, dtype)
+    def get(self, family_name: str, ep: str, dtype: str, quant: str | None = None) -> Built:
+        key = (family_name, ep, dtype, quant)
         if key not in self._built:
-            self._built[key] = build(self.checkpoints.folder(family_name), family_name, ep, dtype)
+            self._built[key] = build(self.checkpoints.folder(family_name), family_name, ep, dtype,
+                                     quant)
         return self._built[key]
 
 
-def build(folder: str, family_name: str, ep: str, dtype: str) -> Built:
+def build(folder: str, family_name: str, ep: str, dtype: str, quant: str | None = None) -> Built:
     import mobius
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        package = mobius.build(folder, execution_provider=ep, dtype=dtype)
+        package = mobius.build(folder, execution_provider=ep, dtype=dtype, quant=quant)
     messages = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
-    return Built(family_name, ep, dtype, package, messages)
+    return Built(family_name, ep, dtype, package, messages, quant)
 
 
 # --------------------------------------------------------------------------

@@ -27,22 +27,28 @@ def ep_dir(ep: str) -> str:
     return ep.replace("-", "_")
 
 
-def golden_dir(ep: str, root: str = ROOT) -> str:
+def golden_dir(ep: str, root: str = ROOT, quant: str | None = None) -> str:
+    """ep/<name>/golden, or ep/golden_<quant>/<name> for quantized builds (--quant int4)."""
+    if quant:
+        return os.path.join(root, "ep", f"golden_{quant}", ep_dir(ep))
     return os.path.join(root, "ep", ep_dir(ep), "golden")
 
 
-def golden_path(ep: str, family: str, root: str = ROOT) -> str:
-    return os.path.join(golden_dir(ep, root), f"{family}.json")
+def golden_path(ep: str, family: str, root: str = ROOT, quant: str | None = None) -> str:
+    return os.path.join(golden_dir(ep, root, quant), f"{family}.json")
 
 
 def snapshot(built: ep_suite.Built) -> dict:
-    return {
+    snap = {
         "family": built.family,
         "ep": built.ep,
         "dtype": built.dtype,
         "num_layers": getattr(built.config, "num_hidden_layers", None),
         "ops": ops(built),
     }
+    if built.quant:
+        snap["quant"] = built.quant
+    return snap
 
 
 def ops(built: ep_suite.Built) -> dict[str, int]:
@@ -67,7 +73,7 @@ def load(path: str) -> dict | None:
 
 
 def write(snap: dict, root: str = ROOT) -> str:
-    path = golden_path(snap["ep"], snap["family"], root)
+    path = golden_path(snap["ep"], snap["family"], root, snap.get("quant"))
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         f.write(dumps(snap))
@@ -79,7 +85,7 @@ def diff(expected: dict | None, actual: dict) -> list[str]:
     if expected is None:
         return ["no golden file yet"]
     lines = []
-    for key in ("family", "ep", "dtype", "num_layers"):
+    for key in ("family", "ep", "dtype", "num_layers", "quant"):
         if expected.get(key) != actual.get(key):
             lines.append(f"{key}: {expected.get(key)!r} -> {actual.get(key)!r}")
     old, new = expected.get("ops", {}), actual["ops"]
@@ -95,16 +101,19 @@ def diff(expected: dict | None, actual: dict) -> list[str]:
     return lines
 
 
-def failure_message(ep: str, family: str, lines: list[str], root: str = ROOT) -> str:
-    rel = os.path.relpath(golden_path(ep, family, root), root)
+def failure_message(ep: str, family: str, lines: list[str], root: str = ROOT,
+                    quant: str | None = None) -> str:
+    rel = os.path.relpath(golden_path(ep, family, root, quant), root)
     body = "\n".join("  " + line for line in lines)
     return (f"op histogram of {family} for EP {ep!r} differs from {rel}:\n{body}\n"
-            f"If the change is intended, regenerate the snapshots:\n  {REGENERATE.format(ep=ep)}")
+            f"If the change is intended, regenerate the snapshots:\n  {REGENERATE.format(ep=ep)}"
+            + (f" --quant {quant}" if quant else ""))
 
 
-def stale_files(ep: str, families: list[str], root: str = ROOT) -> list[str]:
+def stale_files(ep: str, families: list[str], root: str = ROOT,
+                quant: str | None = None) -> list[str]:
     """Golden files of families that no longer exist."""
-    folder = golden_dir(ep, root)
+    folder = golden_dir(ep, root, quant)
     if not os.path.isdir(folder):
         return []
     known = {f"{fam}.json" for fam in families}

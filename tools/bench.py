@@ -73,6 +73,10 @@ def _import_mobius(root: str) -> None:
             del sys.modules[name]
 
 
+def _out_root(workdir: str, quant: str | None) -> str:
+    return os.path.join(workdir, f"out-{quant}" if quant else "out")
+
+
 def _default_workdir() -> str:
     return os.path.join(os.path.expanduser("~"), ".cache", "mobius", "bench")
 
@@ -296,14 +300,14 @@ def measure(cmd: list[str], *, env: dict, log_path: str, cwd: str | None = None,
 
 
 def _tool_commands(checkpoint: str, out_dir: str, cache_dir: str,
-                   mobius_ep: str = "cpu") -> dict[str, list[str]]:
+                   mobius_ep: str = "cpu", quant: str | None = None) -> dict[str, list[str]]:
     py = sys.executable
     ep = ["--ep", mobius_ep] if mobius_ep else []
     return {
         "mobius": [py, "-m", "mobius", "build", "--model", checkpoint, out_dir,
-                   "--dtype", "f32", *ep, "--quiet"],
+                   "--dtype", "f32", *ep, "--quiet", *(["--quant", quant] if quant else [])],
         "peer": [py, "-m", "onnxruntime_genai.models.builder", "-i", checkpoint, "-o", out_dir,
-                 "-p", "fp32", "-e", "cpu", "-c", cache_dir],
+                 "-p", quant or "fp32", "-e", "cpu", "-c", cache_dir],
         "copy": [py, "-c", "import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2])",
                  checkpoint, out_dir],
     }
@@ -399,7 +403,7 @@ def cmd_build(args) -> int:
     root = _repo_root()
     workdir = os.path.abspath(os.path.expanduser(args.workdir))
     checkpoint = make_checkpoint(workdir, seed=args.seed)
-    out_root = os.path.join(workdir, "out")
+    out_root = _out_root(workdir, args.quant)
     os.makedirs(out_root, exist_ok=True)
     env = _child_env(root)
     _warm_page_cache(checkpoint)
@@ -419,7 +423,7 @@ def cmd_build(args) -> int:
             # Flush the previous run's dirty pages so its writeback does not
             # land on this one.
             os.sync()
-            cmd = _tool_commands(checkpoint, out_dir, cache_dir, args.mobius_ep)[tool]
+            cmd = _tool_commands(checkpoint, out_dir, cache_dir, args.mobius_ep, args.quant)[tool]
             # cwd=root: `python -m` puts the working directory first on
             # sys.path, so another checkout there would shadow the root's mobius.
             m = measure(cmd, env=env, cwd=root, log_path=os.path.join(out_root, f"{tool}.log"))
@@ -445,6 +449,7 @@ def cmd_build(args) -> int:
         "mobius_root": root,
         "mobius_commit": _git_commit(root),
         "repeat": args.repeat,
+        "quant": args.quant,
         "load_average": {"before": [round(x, 2) for x in load_before],
                          "after": [round(x, 2) for x in load_after]},
         "tools": {},
@@ -458,7 +463,7 @@ def cmd_build(args) -> int:
             "cpu_s_all": [round(m.cpu_s, 3) for m in ms],
             "peak_rss_mib_all": [round(_mib(m.peak_rss), 1) for m in ms],
             "max_processes": max(m.processes for m in ms),
-            "command": _tool_commands(checkpoint, "OUT", "CACHE", args.mobius_ep)[tool],
+            "command": _tool_commands(checkpoint, "OUT", "CACHE", args.mobius_ep, args.quant)[tool],
             **({"check": checks[tool]} if tool in checks else {}),
         }
     if "mobius" in runs and "peer" in runs:
@@ -593,7 +598,7 @@ def cmd_run(args) -> int:
     packages = {"mobius": args.mobius, "peer": args.peer}
     if not all(packages.values()):
         checkpoint = make_checkpoint(workdir, seed=args.seed)
-        out_root = os.path.join(workdir, "out")
+        out_root = _out_root(workdir, args.quant)
         env = _child_env(root)
         for tool in ("mobius", "peer"):
             if packages[tool]:
@@ -602,7 +607,8 @@ def cmd_run(args) -> int:
             if not os.path.isfile(os.path.join(out_dir, "genai_config.json")):
                 print(f"bench: building the {tool} package into {out_dir}", file=sys.stderr)
                 shutil.rmtree(out_dir, ignore_errors=True)
-                cmd = _tool_commands(checkpoint, out_dir, os.path.join(out_root, "peer-cache"))
+                cmd = _tool_commands(checkpoint, out_dir, os.path.join(out_root, "peer-cache"),
+                                     quant=args.quant)
                 measure(cmd[tool], env=env, cwd=root,
                         log_path=os.path.join(out_root, f"{tool}.log"))
             packages[tool] = out_dir
@@ -610,7 +616,7 @@ def cmd_run(args) -> int:
     result = {"benchmark": "run", "machine": machine_description(), "versions": versions(),
               "load_average": [round(x, 2) for x in os.getloadavg()],
               "prompt_tokens": args.prompt_tokens, "decode_tokens": args.decode_tokens,
-              "repeat": args.repeat, "tools": {}}
+              "repeat": args.repeat, "quant": args.quant, "tools": {}}
     folders = {tool: os.path.abspath(folder) for tool, folder in packages.items()}
     for tool, folder in folders.items():
         verify_package(folder)
@@ -653,6 +659,12 @@ def cmd_run(args) -> int:
         "decode_tok_s": round(mob["decode_tok_s"] / peer["decode_tok_s"], 3),
         "nodes_per_layer": round(mob["nodes_per_layer"] / peer["nodes_per_layer"], 3),
     }
+    if args.quant:
+        import bench_quant
+
+        result["logit_error"] = bench_quant.logit_errors(
+            make_checkpoint(workdir, seed=args.seed), folders, args.prompt_tokens)
+        print(f"bench: logit error vs transformers f32: {result['logit_error']}", file=sys.stderr)
     print(run_table(result))
     _write_json(args.json, result)
     return 0
@@ -691,6 +703,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--repeat", type=int, default=1, help="runs per tool; the median is reported")
         p.add_argument("--json", metavar="FILE", help="also write the results as JSON ('-': stdout)")
         p.add_argument("--seed", type=int, default=0, help="checkpoint random seed")
+        p.add_argument("--quant", choices=["int4"], help="quantized packages: mobius --quant, "
+                       "peer -p (same settings: see tools/bench_quant.py); run adds logit error")
 
     build = sub.add_parser("build", help="build time and peak memory: mobius vs peer vs copy")
     common(build)

@@ -3,6 +3,7 @@
     ./bazelw run //tools:golden -- --update              # rewrite every snapshot
     ./bazelw run //tools:golden -- --update --ep cpu     # one EP (repeatable)
     ./bazelw run //tools:golden -- --family llama        # check only; exit 1 on a diff
+    ./bazelw run //tools:golden -- --update --quant int4 # ep/<name>/golden_int4 (quantized)
     python3 tools/golden.py --update                     # the same, outside Bazel
 
 Each snapshot is built from a tiny transformers checkpoint of the family (see
@@ -34,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="EP(s) to process (default: all built-in EPs)")
     parser.add_argument("--family", action="append", choices=ep_suite.family_names(),
                         help="family/families to process (default: all)")
+    parser.add_argument("--quant", choices=["int4"],
+                        help="the quantized snapshots (ep/<name>/golden_<quant>)")
     parser.add_argument("--root", default=os.environ.get("BUILD_WORKSPACE_DIRECTORY", golden.ROOT),
                         help="repository root to read/write ep/<name>/golden in")
     args = parser.parse_args(argv)
@@ -48,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
             served = ep_suite.ep_family_names(ep)  # EpCapabilities.tasks (mlx: LLMs only)
             families = [f for f in args.family if f in served] if args.family else served
             for family in families:
-                snap = golden.snapshot(builds.get(family, ep, dtype))
-                path = golden.golden_path(ep, family, args.root)
+                snap = golden.snapshot(builds.get(family, ep, dtype, args.quant))
+                path = golden.golden_path(ep, family, args.root, args.quant)
                 lines = golden.diff(golden.load(path), snap)
                 rel = os.path.relpath(path, args.root)
                 if not lines:
@@ -59,10 +62,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"updated  {rel}" + "".join(f"\n           {line}" for line in lines))
                 else:
                     mismatches += 1
-                    print(golden.failure_message(ep, family, lines, args.root))
+                    print(golden.failure_message(ep, family, lines, args.root, args.quant))
             if not args.family:
-                for name in golden.stale_files(ep, families, args.root):
-                    path = os.path.join(golden.golden_dir(ep, args.root), name)
+                for name in golden.stale_files(ep, families, args.root, args.quant):
+                    path = os.path.join(golden.golden_dir(ep, args.root, args.quant), name)
                     if args.update:
                         os.remove(path)
                         print(f"removed  {os.path.relpath(path, args.root)} (no such family)")

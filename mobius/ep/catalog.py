@@ -70,8 +70,6 @@ def eps_table() -> list[list[str]]:
             notes.append("concrete dims")
         if caps.enable_graph_capture:
             notes.append("graph capture")
-        if caps.default_int4_accuracy_level:
-            notes.append(f"int4 accuracy_level {caps.default_int4_accuracy_level}")
         rows.append([
             f"`{caps.name}`",
             _names(caps.dtypes),
@@ -86,12 +84,41 @@ def eps_table() -> list[list[str]]:
     return rows
 
 
+def quant_table() -> list[list[str]]:
+    """What `--quant int4|int8` gives per EP, and the defaults of its options."""
+    rows = [["EP", "quantized MatMul", "bits", "block sizes", "default block",
+             "zero points", "default", "accuracy_level", "lm_head"]]
+    forms = {"matmul_nbits": "`com.microsoft::MatMulNBits`",
+             "dequantize_linear": "blocked `DequantizeLinear` + `MatMul`"}
+    for caps in ep_registry:
+        form = forms[caps.quant_form]
+        if caps.quant_form == "matmul_nbits" and not caps.has_kernel("MatMulNBits"):
+            form += (" (kept as a function)" if caps.keep_function_bodies
+                     else " (inlined: DequantizeLinear + MatMul)")
+        rows.append([
+            f"`{caps.name}`", form,
+            " ".join(f"int{b}" for b in sorted(caps.quant_bits)),
+            " ".join(str(b) for b in sorted(caps.quant_block_sizes)),
+            str(caps.default_quant_block_size),
+            "yes" if caps.quant_zero_points else "no",
+            "symmetric" if caps.default_quant_symmetric else "asymmetric",
+            str(caps.default_int4_accuracy_level) if caps.quant_form == "matmul_nbits" else "-",
+            "quantized" if caps.quant_lm_head else "float",
+        ])
+    return rows
+
+
+def _markdown(rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows[1:]]
+
+
 def eps_markdown_section() -> str:
-    rows = eps_table()
-    lines = [BEGIN, "", "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-    lines += ["| " + " | ".join(row) + " |" for row in rows[1:]]
+    lines = [BEGIN, "", *_markdown(eps_table())]
     lines += ["", "Descriptions: " + "; ".join(
-        f"`{caps.name}`: {caps.description}" for caps in ep_registry) + ".", "", END]
+        f"`{caps.name}`: {caps.description}" for caps in ep_registry) + "."]
+    lines += ["", "Weight quantization (`--quant int4|int8`; every option left out takes "
+              "the EP's default below):", "", *_markdown(quant_table()), "", END]
     return "\n".join(lines)
 
 

@@ -1,10 +1,15 @@
 """Round-to-nearest block quantization of one float weight, vectorized in numpy.
 
-Rows are quantized a chunk at a time, so the temporaries stay a few MB even
-for an lm_head. Every element is reconstructed within half a step:
-symmetric scales take the grid's asymmetric range (-2**(b-1) .. 2**(b-1)-1)
-into account instead of wasting a level, and asymmetric zero points round the
-grid without clipping more than half a step at the top.
+The work runs on the MatMul layout W[K, N] (what the graph holds), blocks of
+``block_size`` rows at a time: each slice is contiguous, the block reductions
+run over a free reshape, and only the small uint8 codes are transposed to the
+QuantizedWeight layout [N, K] at the end. Temporaries stay a few MB per chunk
+even for an lm_head.
+
+Every element is reconstructed within half a step: symmetric scales take the
+grid's asymmetric range (-2**(b-1) .. 2**(b-1)-1) into account instead of
+wasting a level, and asymmetric zero points round the grid without clipping
+more than half a step at the top.
 """
 
 from __future__ import annotations
@@ -13,58 +18,73 @@ import numpy as np
 
 from mobius.quantize.quantized_weight import QuantizedWeight
 
-_ROWS_PER_CHUNK = 1024
+_CHUNK_ELEMENTS = 1 << 21  # floats per chunk (8 MB)
 
 
 def quantize_rtn(weight: np.ndarray, bits: int, block_size: int,
                  symmetric: bool) -> QuantizedWeight:
-    """weight: float [N, K] (the checkpoint's Linear layout, any strides)."""
-    rows, cols = weight.shape
+    """weight: float [N, K] (the checkpoint's Linear layout)."""
+    return quantize_rtn_kn(np.asarray(weight).T, bits, block_size, symmetric)
+
+
+def quantize_rtn_kn(weight: np.ndarray, bits: int, block_size: int,
+                    symmetric: bool) -> QuantizedWeight:
+    """weight: float [K, N] (the MatMul layout); best C-contiguous."""
+    cols, rows = weight.shape  # K, N
     blocks = -(-cols // block_size)
-    codes = np.empty((rows, cols), dtype=np.uint8)
-    scales = np.empty((rows, blocks), dtype=np.float32)
-    zeros = None if symmetric else np.empty((rows, blocks), dtype=np.uint8)
-    for start in range(0, rows, _ROWS_PER_CHUNK):
-        stop = min(rows, start + _ROWS_PER_CHUNK)
-        chunk = _blocked(weight[start:stop], blocks, block_size)
+    codes = np.empty((cols, rows), dtype=np.uint8)
+    scales = np.empty((blocks, rows), dtype=np.float32)
+    zeros = None if symmetric else np.empty((blocks, rows), dtype=np.uint8)
+    step = max(1, _CHUNK_ELEMENTS // max(1, rows * block_size))
+    for first in range(0, blocks, step):
+        last = min(blocks, first + step)
+        top = min(cols, last * block_size)
+        chunk = _blocked(weight[first * block_size : top], last - first, block_size)
         if symmetric:
-            c, s = _symmetric(chunk, bits)
+            scales[first:last] = _symmetric(chunk, bits)
         else:
-            c, s, z = _asymmetric(chunk, bits)
-            zeros[start:stop] = z
-        codes[start:stop] = c.reshape(stop - start, -1)[:, :cols]
-        scales[start:stop] = s
-    return QuantizedWeight(codes, scales, zeros, bits, block_size)
+            scales[first:last], zeros[first:last] = _asymmetric(chunk, bits)
+        codes[first * block_size : top] = chunk.reshape(-1, rows)[: top - first * block_size]
+    return QuantizedWeight(np.ascontiguousarray(codes.T), np.ascontiguousarray(scales.T),
+                           None if zeros is None else np.ascontiguousarray(zeros.T),
+                           bits, block_size)
 
 
 def _blocked(rows: np.ndarray, blocks: int, block_size: int) -> np.ndarray:
-    """float32 [n, blocks, block_size], zero-padded along K."""
-    n, cols = rows.shape
-    out = np.zeros((n, blocks * block_size), dtype=np.float32)
-    out[:, :cols] = rows
-    return out.reshape(n, blocks, block_size)
+    """float32 [blocks, block_size, N], a fresh buffer (zero-padded along K) to work in."""
+    out = np.zeros((blocks * block_size, rows.shape[1]), dtype=np.float32)
+    out[: rows.shape[0]] = rows
+    return out.reshape(blocks, block_size, -1)
 
 
-def _symmetric(blocks: np.ndarray, bits: int):
-    """Implicit zero point 2**(b-1): codes - zp spans [-2**(b-1), 2**(b-1) - 1]."""
+def _symmetric(blocks: np.ndarray, bits: int) -> np.ndarray:
+    """Codes in place (implicit zero point 2**(b-1)); returns the scales [blocks, N]."""
     half = 1 << (bits - 1)
-    top = np.maximum(blocks.max(axis=-1), 0) / (half - 1)
-    bottom = np.maximum(-blocks.min(axis=-1), 0) / half
+    top = np.maximum(blocks.max(axis=1), 0) / (half - 1)
+    bottom = np.maximum(-blocks.min(axis=1), 0) / half
     scale = np.maximum(top, bottom).astype(np.float32)
-    q = np.rint(blocks * _inverse(scale)[..., None]) + half
-    return np.clip(q, 0, 2 * half - 1).astype(np.uint8), scale
+    _to_codes(blocks, _inverse(scale), half, 2 * half - 1)
+    return scale
 
 
 def _asymmetric(blocks: np.ndarray, bits: int):
-    """The block's [min, max] (widened to include 0) spread over 2**b levels."""
+    """Codes in place over the block's [min, max] widened to 0; returns (scales, zeros)."""
     levels = (1 << bits) - 1
-    low = np.minimum(blocks.min(axis=-1), 0)
-    high = np.maximum(blocks.max(axis=-1), 0)
+    low = np.minimum(blocks.min(axis=1), 0)
+    high = np.maximum(blocks.max(axis=1), 0)
     scale = ((high - low) / levels).astype(np.float32)
     inverse = _inverse(scale)
-    zero = np.clip(np.rint(-low * inverse), 0, levels)
-    q = np.rint(blocks * inverse[..., None]) + zero[..., None]
-    return np.clip(q, 0, levels).astype(np.uint8), scale, zero.astype(np.uint8)
+    zero = np.clip(np.rint(-low * inverse), 0, levels).astype(np.float32)
+    _to_codes(blocks, inverse, zero, levels)
+    return scale, zero.astype(np.uint8)
+
+
+def _to_codes(blocks: np.ndarray, inverse: np.ndarray, zero, levels: int) -> None:
+    """blocks <- clip(rint(blocks / scale) + zero, 0, levels), in place."""
+    blocks *= inverse[:, None, :]
+    np.rint(blocks, out=blocks)
+    blocks += zero[:, None, :] if isinstance(zero, np.ndarray) else zero
+    np.clip(blocks, 0, levels, out=blocks)
 
 
 def _inverse(scale: np.ndarray) -> np.ndarray:

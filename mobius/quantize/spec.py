@@ -11,6 +11,7 @@ import dataclasses
 import fnmatch
 
 from mobius.ep.capabilities import EpCapabilities
+from mobius.ep.registry import ep_registry
 from mobius.errors import MobiusError
 
 #: --quant values -> bits
@@ -103,6 +104,4 @@ def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | 
 
 
 def _eps_taking(bits: int) -> str:
-    from mobius.ep.registry import ep_registry
-
     return " or ".join(sorted(c.name for c in ep_registry if bits in c.quant_bits))

@@ -18,7 +18,7 @@ import onnx_ir as ir
 
 from mobius.quantize.emit import Layout, emit_quantized_matmul
 from mobius.quantize.prequantized import emit_prequantized, plan_for, sources_of
-from mobius.quantize.rtn import quantize_rtn
+from mobius.quantize.rtn import quantize_rtn_kn
 from mobius.rewrite.rule import Rule, RuleContext
 
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
@@ -70,7 +70,7 @@ def _constant_weight(node: ir.Node) -> ir.Value | None:
 
 def _rtn(source: ir.TensorProtocol, layout: Layout):
     def produce():
-        return quantize_rtn(source.numpy().T, layout.bits, layout.block_size, layout.symmetric)
+        return quantize_rtn_kn(source.numpy(), layout.bits, layout.block_size, layout.symmetric)
 
     return produce
 

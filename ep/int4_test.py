@@ -1,0 +1,76 @@
+"""Every family x EP with --quant int4 (EP-default options): L1, L2 and L5.
+
+* L1: the package builds and every model passes the ONNX checker.
+* L2: each Linear (a MatMul with a constant weight in the float build of the
+  same EP) became one quantized MatMul in the EP's form and nothing else
+  changed (attention / MoE / norm structure untouched); MatMulNBits EPs:
+  MatMulNBits count == Linear count; trt-rtx: no zero-point input and block
+  128; onnx-standard: no com.microsoft op at all, blocked DequantizeLinear.
+* L5: the op histogram equals ep/golden_int4/<ep>/<family>.json
+  (regenerate: ./bazelw run //tools:golden -- --update --quant int4).
+"""
+
+from collections import Counter
+
+import onnx
+import onnx_ir as ir
+import pytest
+
+from mobius.ep.registry import get_ep
+from testing import ep_suite as s, golden
+from testing.ep_suite import builds  # noqa: F401  (module-scoped fixture)
+
+QUANT = "int4"
+QUANTIZED_OPS = ("com.microsoft::MatMulNBits", "DequantizeLinear")
+PARAMS = [pytest.param(ep, fam, id=f"{ep}-{fam}", marks=pytest.mark.shard_group(fam))
+          for ep in s.EP_DTYPES for fam in s.ep_family_names(ep)]
+
+
+def _linears(model: ir.Model) -> list[ir.Node]:
+    return [n for n in s.all_nodes(model.graph) if n.op_type == "MatMul" and n.domain == ""
+            and s.is_constant(n.inputs[1])]
+
+
+def _structure(histogram: Counter) -> Counter:
+    return Counter({op: n for op, n in histogram.items()
+                    if op not in ("MatMul", *QUANTIZED_OPS)})
+
+
+def _check_form(ep: str, model: ir.Model, linears: int) -> None:
+    caps = get_ep(ep)
+    hist = s.op_histogram(model)
+    if caps.quant_form == "matmul_nbits":
+        nbits = [n for n in s.all_nodes(model.graph) if s.op_key(n) == QUANTIZED_OPS[0]]
+        assert len(nbits) == linears
+        for node in nbits:
+            assert s.attribute(node, "block_size") in caps.quant_block_sizes
+            assert s.attribute(node, "bits") == 4
+            assert s.attribute(node, "accuracy_level") == caps.default_int4_accuracy_level
+            if not caps.quant_zero_points:
+                assert len(node.inputs) == 3, "zero points given to an EP that takes none"
+    else:
+        assert hist["DequantizeLinear"] == linears
+        for node in s.all_nodes(model.graph):
+            if node.op_type == "DequantizeLinear":
+                assert s.attribute(node, "block_size") == caps.default_quant_block_size
+                assert node.outputs[0].uses()[0].node.op_type == "MatMul"
+
+
+@pytest.mark.parametrize("ep,family", PARAMS)
+def test_int4(builds, ep, family):
+    dtype = s.primary_dtype(ep)
+    float_built = builds.get(family, ep, dtype)
+    built = builds.get(family, ep, dtype, QUANT)
+    for key, model in built.models.items():
+        reference = float_built.models[key]
+        linears = len(_linears(reference))
+        assert not _linears(model), f"{key}: a Linear was left float"
+        _check_form(ep, model, linears)
+        assert _structure(s.op_histogram(model)) == _structure(s.op_histogram(reference)), key
+        onnx.checker.check_model(ir.serde.serialize_model(model))
+    caps = get_ep(ep)
+    if not caps.contrib_ops and not caps.keep_function_bodies:  # onnx-standard
+        assert not any("::" in op for m in built.models.values() for op in s.op_histogram(m))
+    snap = golden.snapshot(built)
+    lines = golden.diff(golden.load(golden.golden_path(ep, family, quant=QUANT)), snap)
+    assert not lines, golden.failure_message(ep, family, lines, quant=QUANT)

@@ -1,0 +1,77 @@
+"""RTN quality on random checkpoints, and onnxruntime-genai on an int4 package.
+
+* The int4 / int8 logit error vs the f32 build of the same EP, per decoder
+  family (printed as a table; run with -s to see it). int8 must be several
+  times closer than int4, and int4 within half the logit scale (random
+  tiny weights: RTN noise is ~10% of each weight, and the cpu default
+  accuracy level 4 also quantizes activations).
+* onnxruntime-genai greedy-generates, from the saved int4 cpu package, the
+  same tokens as the same graph run step by step in onnxruntime.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import mobius
+from testing import ep_parity, ep_suite, genai_harness, parity
+from testing.hf_checkpoints import make_hf_checkpoint
+
+EP = "cpu"
+NEW_TOKENS = 10
+PROMPT = [17, 93, 251, 407, 12, 99, 64, 5]  # no pad / bos / eos ids
+ERRORS: dict[str, tuple[float, float, float]] = {}
+
+
+def _session(path_or_model):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    if isinstance(path_or_model, str):
+        return ort.InferenceSession(path_or_model, options, providers=["CPUExecutionProvider"])
+    return ep_parity.session(path_or_model)
+
+
+def _logits(package) -> np.ndarray:
+    config = package.config
+    ids, mask = parity.make_batch(config.vocab_size, 8, 0, 0)
+    run, _ = ep_parity.run(_session(package.model), config, ids, mask, 0, np.float32)
+    return run.logits[0]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    return ep_suite.Checkpoints(tmp_path_factory.mktemp("checkpoints"))
+
+
+@pytest.mark.parametrize("family", ep_suite.family_params(ep_suite.decoder_family_names()))
+def test_logit_error_per_family(checkpoints, family):
+    folder = checkpoints.folder(family)
+    reference = _logits(mobius.build(folder, execution_provider=EP))
+    scale = float(np.abs(reference).max())
+    int4 = float(np.abs(_logits(mobius.build(folder, execution_provider=EP, quant="int4"))
+                        - reference).max())
+    int8 = float(np.abs(_logits(mobius.build(folder, execution_provider=EP, quant="int8"))
+                        - reference).max())
+    ERRORS[family] = (scale, int4, int8)
+    print(f"\n{family:12s} max|logit| {scale:8.4f}  int4 err {int4:.4f} ({int4 / scale:.2%})"
+          f"  int8 err {int8:.5f} ({int8 / scale:.3%})")
+    assert 0 < int4 <= 0.5 * scale
+    assert int8 * 4 < int4
+
+
+def test_genai_greedy_equals_onnxruntime_steps(tmp_path):
+    folder = make_hf_checkpoint(str(tmp_path / "checkpoint"), "tiny-llama", initializer_range=0.2)
+    package = mobius.build(folder, execution_provider=EP, quant="int4")
+    path = package.save(str(tmp_path / "int4"))
+    assert any(n.op_type == "MatMulNBits" for n in package.model.graph)
+    genai = genai_harness.genai_generate(path, [PROMPT], NEW_TOKENS, intra_op_num_threads=1)[0]
+    config = package.config
+    ids = np.array([PROMPT], np.int64)
+    _, chosen = ep_parity.run(_session(os.path.join(path, "model.onnx")), config, ids,
+                              np.ones_like(ids), NEW_TOKENS, np.float32)
+    assert genai == [int(t[0, 0]) for t in chosen]
+    assert len(set(genai)) > 1, "degenerate continuation: the comparison would prove little"
