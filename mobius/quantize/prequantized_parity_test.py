@@ -96,3 +96,24 @@ def _check_ops(model, name: str, ep: str) -> None:
         assert len(gathers) == quantized
     else:
         assert not any(n.name.endswith("/act_order") for n in model.graph.node)
+
+
+def test_every_ep_builds_an_act_order_gptq_checkpoint(checkpoints, tmp_path):
+    """L1: every registered EP (f32 where it has it, else f16); the full ONNX checker passes and every
+    packed Linear became the EP's quantized form (trt-rtx: requantized, no zero points)."""
+    from mobius.builder import build
+    from mobius.ep.registry import ep_registry
+    from mobius.weights.dtypes import SHORT_NAMES
+
+    folder = checkpoints("gptq-int4-asym-act-order-g32")
+    for caps in ep_registry:
+        dtype = SHORT_NAMES[sorted(caps.dtypes, key=lambda d: SHORT_NAMES[d])[-1]]
+        path = build(folder, execution_provider=caps.name, dtype=dtype).save(
+            str(tmp_path / caps.name))
+        model = onnx.load(f"{path}/model.onnx")
+        onnx.checker.check_model(model, full_check=True)
+        ops = [n.op_type for n in model.graph.node]
+        form = "DequantizeLinear" if caps.quant_form == "dequantize_linear" else "MatMulNBits"
+        assert ops.count(form) in (LINEARS, LINEARS - 4), (caps.name, dtype)
+        if not caps.quant_zero_points:
+            assert all(len(n.input) == 3 for n in model.graph.node if n.op_type == form)

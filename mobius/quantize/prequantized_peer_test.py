@@ -15,6 +15,7 @@ the input size, and group size -1 over a non-power-of-two input size.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -36,7 +37,8 @@ def _peer_build(folder: str, out: str, cache: str) -> None:
     command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", folder, "-o", out,
                "-p", "int4", "-e", "cpu", "-c", cache,
                "--extra_options", "accuracy_level=1", "nodes_to_exclude=/lm_head/MatMul"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    env = {**os.environ, "HF_HOME": os.path.join(cache, "hf")}  # hermetic: nothing under ~
+    result = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
 
 

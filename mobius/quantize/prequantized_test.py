@@ -12,6 +12,7 @@ import logging
 import numpy as np
 import onnx_ir as ir
 import pytest
+from onnx import numpy_helper
 
 from mobius.ep.registry import get_ep
 from mobius.quantize.prequantized import plan_for, prequantized_spec
@@ -109,3 +110,38 @@ def test_what_the_ep_cannot_take_is_requantized_with_the_reason_logged(tmp_path,
     reference = np.concatenate([made[n].weight() for n in layers])
     step = np.repeat(qw.scales, qw.block_size, axis=1)[:, :reference.shape[1]]
     assert (np.abs(qw.dequantize() - reference) <= step / 2 + 1e-6).all()
+
+
+def test_ort_cpu_matmul_nbits_ignores_uint8_zero_points_when_given_g_idx():
+    """Why act-order is emitted as sorted channels + Gather rather than through
+    MatMulNBits' g_idx input: onnxruntime's CPU kernel then takes every zero point
+    as 2**(bits - 1). If this starts failing, the kernel honours them: revisit."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(0)
+    k, n, block = 64, 16, 16
+    codes = rng.integers(0, 16, (n, k)).astype(np.uint8)
+    scales = (rng.random((n, k // block)) + 0.5).astype(np.float32)
+    zeros = rng.integers(0, 16, (n, k // block)).astype(np.uint8)
+    g_idx = rng.permutation(np.arange(k) // block).astype(np.int32)
+    nibbles = lambda a: (a[..., 0::2] | (a[..., 1::2] << 4)).astype(np.uint8)  # noqa: E731
+    inits = [numpy_helper.from_array(nibbles(codes).reshape(n, k // block, block // 2), "B"),
+             numpy_helper.from_array(scales.reshape(-1), "scales"),
+             numpy_helper.from_array(nibbles(zeros).reshape(-1), "zp"),
+             numpy_helper.from_array(g_idx, "g_idx")]
+    node = helper.make_node("MatMulNBits", ["A", "B", "scales", "zp", "g_idx"], ["Y"],
+                            domain="com.microsoft", K=k, N=n, bits=4, block_size=block,
+                            accuracy_level=1)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT,
+                                                                          [k, k])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [k, n])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {"A": np.eye(k, dtype=np.float32)})[0].T  # the weight it used
+    asked = (codes - zeros[:, g_idx].astype(np.float32)) * scales[:, g_idx]
+    midpoint = (codes - 8.0) * scales[:, g_idx]
+    assert np.abs(got - asked).max() > 1
+    np.testing.assert_allclose(got, midpoint, atol=1e-4)
