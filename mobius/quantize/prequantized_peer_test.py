@@ -7,7 +7,7 @@ onnxruntime on the same unpadded batch and must give the same logits (within
 1e-5 of the logit scale) and the same greedy tokens.
 
 Only the checkpoints the peer reads correctly are compared here; where it
-does not (docs/quantization.md, "ORT GenAI's builder on pre-quantized
+does not (docs/prequantized.md, "ORT GenAI's builder on pre-quantized
 checkpoints"): asymmetric act-order GPTQ (its MatMulNBits keeps g_idx, whose
 CPU kernel then ignores uint8 zero points), a group size that does not divide
 the input size, and group size -1 over a non-power-of-two input size.
