@@ -25,8 +25,8 @@ import re
 import numpy as np
 
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
-#: the Linears GPTQ / AWQ quantize in a Llama-shaped decoder (lm_head stays float)
-QUANTIZED = re.compile(r"\.(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)$")
+#: the Linears GPTQ / AWQ quantize in a Llama- or Phi-3-shaped decoder (lm_head stays float)
+QUANTIZED = re.compile(r"\.(self_attn\.(q|k|v|o|qkv)_proj|mlp\.(gate|up|down|gate_up)_proj)$")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,15 +27,18 @@ from testing.prequantized_checkpoints import awq_config, gptq_config, write_preq
 
 LINEARS = 14  # 2 layers x (q, k, v, o, gate, up, down); the lm_head stays float
 CASES = {
-    # name: (quantization_config, EPs)
+    # name: (quantization_config, EPs, tiny preset)
     "gptq-int4-asym-act-order-g32": (gptq_config(4, 32, sym=False, desc_act=True),
-                                     ("cpu", "default", "onnx-standard")),
-    "gptq-int8-sym-g-1": (gptq_config(8, None, sym=True), ("cpu",)),
+                                     ("cpu", "default", "onnx-standard"), "tiny-llama"),
+    "gptq-int8-sym-g-1": (gptq_config(8, None, sym=True), ("cpu",), "tiny-llama"),
     "gptq_v2-int4-asym-g48": (gptq_config(4, 48, sym=False, checkpoint_format="gptq_v2"),
-                              ("cpu",)),
-    "awq-int4-g32": (awq_config(32), ("cpu", "default")),
+                              ("cpu",), "tiny-llama"),
+    "awq-int4-g32": (awq_config(32), ("cpu", "default"), "tiny-llama"),
+    # Phi-3: fused qkv_proj / gate_up_proj, read as row slices of one packed Linear
+    "phi3-gptq-int4-asym-act-order-g32": (gptq_config(4, 32, sym=False, desc_act=True),
+                                          ("cpu",), "tiny-phi3"),
 }
-PARAMS = [(name, ep) for name, (_, eps) in CASES.items() for ep in eps]
+PARAMS = [(name, ep) for name, (_, eps, _) in CASES.items() for ep in eps]
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +48,10 @@ def checkpoints(tmp_path_factory):
 
     def get(name):
         if name not in made:
-            made[name] = write_prequantized(str(root / name), str(root / f"{name}-ref"),
-                                            CASES[name][0], intermediate_size=160,
-                                            attention_bias=True, mlp_bias=True)
+            config, _, preset = CASES[name]
+            biases = dict(attention_bias=True, mlp_bias=True) if preset == "tiny-llama" else {}
+            made[name] = write_prequantized(str(root / name), str(root / f"{name}-ref"), config,
+                                            preset=preset, intermediate_size=160, **biases)
         return made[name]
 
     return get
