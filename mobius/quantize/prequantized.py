@@ -101,7 +101,8 @@ def emit_prequantized(model: ir.Model, matmul: ir.Node, plan: Plan, spec: QuantS
                         shape=ir.Shape(plan.perm.shape),
                         const_value=ir.tensor(plan.perm.astype(np.int32), name=f"{name}_perm"))
         model.graph.register_initializer(perm)
-        gather = ir.Node("", "Gather", [matmul.inputs[0], perm], attributes=[ir.AttrInt64("axis", -1)],
+        gather = ir.Node("", "Gather", [matmul.inputs[0], perm],
+                         attributes=[ir.AttrInt64("axis", -1)],
                          name=f"{matmul.name or name}/act_order")
         gather.outputs[0].type = matmul.inputs[0].type
         gather.outputs[0].shape = matmul.inputs[0].shape

@@ -103,8 +103,9 @@ def _check_ops(model, name: str, ep: str) -> None:
 
 
 def test_every_ep_builds_an_act_order_gptq_checkpoint(checkpoints, tmp_path):
-    """L1: every registered EP (f32 where it has it, else f16); the full ONNX checker passes and every
-    packed Linear became the EP's quantized form (trt-rtx: requantized, no zero points)."""
+    """L1: every registered EP (f32 where it has it, else f16); the full ONNX checker
+    passes and every packed Linear became the EP's quantized form (trt-rtx:
+    requantized, no zero points)."""
     from mobius.builder import build
     from mobius.ep.registry import ep_registry
     from mobius.weights.dtypes import SHORT_NAMES

@@ -103,7 +103,8 @@ class PrequantizedCheckpoint:
                 gptq.check_g_idx(tensors["g_idx"], g_idx, infos["scales"].shape[0])
                 g_idx = gptq.act_order(g_idx, block)
         else:
-            zeros, block, g_idx = awq.awq_zero_points(qzeros, self.format), self.format.group_size, None
+            zeros = awq.awq_zero_points(qzeros, self.format)
+            block, g_idx = self.format.group_size, None
         return PackedLinear(prefix, out_features, in_features, tensors, self.format.bits, block,
                             is_midpoint(zeros, self.format.bits), g_idx)
 
@@ -145,7 +146,13 @@ def open_checkpoint(folder: str, raw: dict) -> SafetensorsCheckpoint | Prequanti
     before the weight files are read."""
     fmt = read_quantization_config(raw)
     checkpoint = SafetensorsCheckpoint(folder)
-    return checkpoint if fmt is None else PrequantizedCheckpoint(checkpoint, fmt)
+    if fmt is not None:
+        return PrequantizedCheckpoint(checkpoint, fmt)
+    packed = next((n for n in checkpoint.names() if n.endswith(".qweight")), None)
+    if packed is not None:  # e.g. an old AutoGPTQ folder with a separate quantize_config.json
+        raise WeightsError(f"checkpoint has packed tensors (e.g. {packed!r}) but config.json has "
+                           f"no quantization_config saying how they are packed")
+    return checkpoint
 
 
 #: key of an initializer tensor's ``meta`` that holds its PrequantizedSource

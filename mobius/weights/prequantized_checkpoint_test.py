@@ -120,6 +120,8 @@ def _variant(tmp_path, base, change, config_change=None):
         with open(os.path.join(folder, "config.json")) as f:
             raw = json.load(f)
         config_change(raw["quantization_config"])
+        if not raw["quantization_config"]:
+            del raw["quantization_config"]
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(raw, f)
     return folder
@@ -138,6 +140,9 @@ CASES = {
     "gptq group size against the tensors": (
         "gptq", lambda t: None, lambda q: q.update(group_size=16),
         ["'model.layers.0.mlp.down_proj.scales' has shape [3, 64]", "implies [6, 64]"]),
+    "packed tensors without quantization_config": (
+        "awq", lambda t: None, lambda q: q.clear(),
+        ["has packed tensors (e.g. 'model.layers.0.", "no quantization_config"]),
     "bitsandbytes": (
         "gptq", lambda t: None, lambda q: q.update(quant_method="bitsandbytes"),
         ["quant_method 'bitsandbytes' is not supported", "gptq and awq"]),
