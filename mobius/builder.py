@@ -60,6 +60,7 @@ def build(
     quant_symmetric: bool | None = None,
     quant_accuracy_level: int | None = None,
     quant_lm_head: bool | None = None,
+    quant_embedding: bool | None = None,
     quant_override: str | tuple = (),
 ) -> ModelPackage:
     """Builds an ONNX package from a hub id, a local HF folder or a built-in tiny name.
@@ -74,7 +75,7 @@ def build(
     check_supported(caps, build_dtype)
     quant_spec = resolve_quant(caps, quant, block_size=quant_block_size, symmetric=quant_symmetric,
                                accuracy_level=quant_accuracy_level, lm_head=quant_lm_head,
-                               overrides=quant_override)
+                               embedding=quant_embedding, overrides=quant_override)
     folder = resolve_checkpoint(model)
     raw, generation = load_config(folder)
     family = family_for(raw)

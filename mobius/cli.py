@@ -63,6 +63,11 @@ def _quant_arguments(build: argparse.ArgumentParser) -> None:
                       help="quantize the lm_head too")
     head.add_argument("--no-quant-lm-head", dest="quant_lm_head", action="store_false",
                       help="keep the lm_head float")
+    table = group.add_mutually_exclusive_group()
+    table.add_argument("--quant-embedding", dest="quant_embedding", action="store_true",
+                       default=None, help="quantize the embedding table (GatherBlockQuantized)")
+    table.add_argument("--no-quant-embedding", dest="quant_embedding", action="store_false",
+                       help="keep the embedding table float")
     group.add_argument("--quant-override", default="",
                        help="keep chosen weights at another kind, e.g. "
                             "'layers.0.*=float,lm_head=int8' (first match wins)")
@@ -111,7 +116,8 @@ def _run(args: argparse.Namespace) -> int:
                     quant=args.quant, quant_block_size=args.quant_block_size,
                     quant_symmetric=args.quant_symmetric,
                     quant_accuracy_level=args.quant_accuracy_level,
-                    quant_lm_head=args.quant_lm_head, quant_override=args.quant_override)
+                    quant_lm_head=args.quant_lm_head, quant_embedding=args.quant_embedding,
+                    quant_override=args.quant_override)
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         print(f"wrote {path}")

@@ -59,11 +59,12 @@ def make_moe_node(model: ir.Model, spec: MoeSpec, inputs: list, name: str) -> ir
     node = ir.Node(MS_DOMAIN, OP_TYPE, inputs, attributes=ir.convenience.convert_attributes(
         spec.attributes()), num_outputs=1, name=name)
     types = [v.type if v is not None else None for v in inputs]
-    attach_function(model, node, lambda op, *args: _body(op, spec, *args), types, spec.overload)
+    attach_function(model, node, lambda op, *args: moe_body(op, spec, *args), types, spec.overload)
     return node
 
 
-def _body(op, spec: MoeSpec, x, router_logits, fc1, fc1_bias=None, fc2=None):
+def moe_body(op, spec: MoeSpec, x, router_logits, fc1, fc1_bias=None, fc2=None):
+    """The standard-op MoE over float stacked weights (also QMoE's, after dequantizing)."""
     h, i = spec.hidden_size, spec.inter_size
     tokens = op.Reshape(x, op.Constant(value_ints=[-1, h]))
     routing = routing_weights(op, router_logits, spec.top_k, spec.normalize, spec.dtype)

@@ -49,6 +49,8 @@ class EpCapabilities:
         quant_zero_points: whether asymmetric (zero-point) weights are taken (BP-18).
         default_quant_symmetric: symmetric unless asked otherwise.
         quant_lm_head: whether the lm_head is quantized by default.
+        quant_embedding: whether the embedding table is quantized by default
+            (GatherBlockQuantized where the EP has the kernel).
         provider_options: onnxruntime-genai provider name -> option dict.
         enable_graph_capture: genai/ORT graph capture (CUDA graphs etc.).
         contrib_ops: com.microsoft ops the EP has kernels for; a mobius-emitted
@@ -81,6 +83,7 @@ class EpCapabilities:
     quant_zero_points: bool = True
     default_quant_symmetric: bool = True
     quant_lm_head: bool = True
+    quant_embedding: bool = False
     provider_options: Mapping[str, Mapping[str, Any]] = dataclasses.field(
         default_factory=lambda: types.MappingProxyType({})
     )

@@ -141,7 +141,8 @@ def test_builtin_gqa_dtypes_match_the_design(name):
 @pytest.mark.parametrize("name", sorted(DESIGN_GQA))
 def test_builtin_contrib_ops_are_known_and_gqa_dtypes_buildable(name):
     caps = get_ep(name)
-    emitted = contrib_ops.ORT_COMMON | {contrib_ops.MOE, contrib_ops.PACKED_MHA}
+    emitted = contrib_ops.ORT_COMMON | {contrib_ops.MOE, contrib_ops.PACKED_MHA, contrib_ops.QMOE,
+                                        contrib_ops.GATHER_BLOCK_QUANTIZED}
     assert caps.contrib_ops <= emitted, caps.contrib_ops - emitted
     assert caps.gqa_dtypes <= caps.dtypes  # a GQA dtype the EP cannot even build is dead data
 

@@ -87,7 +87,7 @@ def eps_table() -> list[list[str]]:
 def quant_table() -> list[list[str]]:
     """What `--quant int4|int8` gives per EP, and the defaults of its options."""
     rows = [["EP", "quantized MatMul", "bits", "block sizes", "default block",
-             "zero points", "default", "accuracy_level", "lm_head"]]
+             "zero points", "default", "accuracy_level", "lm_head", "embedding"]]
     forms = {"matmul_nbits": "`com.microsoft::MatMulNBits`",
              "dequantize_linear": "blocked `DequantizeLinear` + `MatMul`"}
     for caps in ep_registry:
@@ -104,8 +104,20 @@ def quant_table() -> list[list[str]]:
             "symmetric" if caps.default_quant_symmetric else "asymmetric",
             str(caps.default_int4_accuracy_level) if caps.quant_form == "matmul_nbits" else "-",
             "quantized" if caps.quant_lm_head else "float",
+            _embedding_form(caps),
         ])
     return rows
+
+
+def _embedding_form(caps: EpCapabilities) -> str:
+    """What --quant-embedding gives (default in parentheses)."""
+    if caps.quant_form == "dequantize_linear":
+        form = "DequantizeLinear + Gather"
+    elif caps.has_kernel("GatherBlockQuantized"):
+        form = "GatherBlockQuantized"
+    else:
+        form = "GatherBlockQuantized (" + ("function)" if caps.keep_function_bodies else "inlined)")
+    return f"{form}; default {'on' if caps.quant_embedding else 'off'}"
 
 
 def _markdown(rows: list[list[str]]) -> list[str]:

@@ -8,6 +8,8 @@ BIAS_GELU = "BiasGelu"
 FAST_GELU = "FastGelu"
 MATMUL_NBITS = "MatMulNBits"
 MOE = "MoE"
+QMOE = "QMoE"
+GATHER_BLOCK_QUANTIZED = "GatherBlockQuantized"
 PACKED_MHA = "PackedMultiHeadAttention"
 
 ORT_COMMON = frozenset({GQA, SKIP_SIMPLIFIED_LAYER_NORM, SKIP_LAYER_NORM, ROTARY, BIAS_GELU,

@@ -17,7 +17,7 @@ CAPABILITIES = EpCapabilities(
     supports_fused_rope=True,
     supports_skip_layer_norm=True,
     supports_fused_matmul=True,
-    contrib_ops=contrib_ops.ORT_COMMON,
+    contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.GATHER_BLOCK_QUANTIZED},
     default_int4_accuracy_level=4,
     description="onnxruntime CPU EP",
 )

@@ -16,7 +16,8 @@ CAPABILITIES = EpCapabilities(
     supports_fused_matmul=True,
     supports_fused_moe=True,
     supports_packed_multi_head_attention=True,
-    contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.MOE, contrib_ops.PACKED_MHA},
+    contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.MOE, contrib_ops.QMOE, contrib_ops.PACKED_MHA,
+                                              contrib_ops.GATHER_BLOCK_QUANTIZED},
     provider_options={"cuda": {}},
     description="onnxruntime CUDA EP",
 )

@@ -42,7 +42,7 @@ class Layout:
         return -(-self.k // self.block_size)
 
 
-class _Shared:
+class Shared:
     """Produces the QuantizedWeight once for ``parts`` lazy initializers."""
 
     def __init__(self, produce: Producer, parts: int):
@@ -66,8 +66,8 @@ def emit_quantized_matmul(model: ir.Model, matmul: ir.Node, produce: Producer, l
     """Replaces ``matmul`` (its input 1 is the weight) in place; ``name`` prefixes initializers."""
     graph = model.graph
     parts = _parts(layout, form)
-    shared = _Shared(produce, len(parts))
-    values = [_lazy(graph, f"{name}{suffix}", shared.part(fn, dtype), dtype, shape)
+    shared = Shared(produce, len(parts))
+    values = [lazy_initializer(graph, f"{name}{suffix}", shared.part(fn, dtype), dtype, shape)
               for suffix, fn, dtype, shape in parts]
     x = matmul.inputs[0]
     if form == MATMUL_NBITS:
@@ -79,17 +79,25 @@ def emit_quantized_matmul(model: ir.Model, matmul: ir.Node, produce: Producer, l
         dq = ir.Node("", "DequantizeLinear", values, attributes=attributes,
                      name=_derived(matmul, "DequantizeLinear"))
         nodes = [dq, ir.Node("", "MatMul", [x, dq.outputs[0]], name=matmul.name)]
-    old, new = matmul.outputs[0], nodes[-1].outputs[0]
+    replace_node(graph, matmul, nodes)
+
+
+def replace_node(graph: ir.Graph, old_node: ir.Node, nodes: list[ir.Node]) -> None:
+    """Inserts ``nodes`` before ``old_node``, whose one output the last of them takes over;
+    removes it, and its constant inputs that nothing reads any more."""
+    old, new = old_node.outputs[0], nodes[-1].outputs[0]
     new.type, new.shape = old.type, old.shape
-    graph.insert_before(matmul, nodes)
+    graph.insert_before(old_node, nodes)
     was_output, out_name = old.is_graph_output(), old.name
     old.replace_all_uses_with(new, replace_graph_outputs=True)
     if was_output:
         old.name, new.name = None, out_name
-    weight = matmul.inputs[1]
-    graph.remove(matmul, safe=True)
-    if weight is not None and not weight.uses() and weight.name in graph.initializers:
-        graph.initializers.pop(weight.name)
+    inputs = list(old_node.inputs)
+    graph.remove(old_node, safe=True)
+    for value in inputs:
+        if (value is not None and value.is_initializer() and not value.uses()
+                and value.name in graph.initializers):
+            graph.initializers.pop(value.name)
 
 
 def _parts(layout: Layout, form: str) -> list:
@@ -104,17 +112,17 @@ def _parts(layout: Layout, form: str) -> list:
                  ("_zero_points", packing.matmul_nbits_zero_points, ir.DataType.UINT8,
                   [n, zero_cols])]
     else:
-        code = {(4, True): ir.DataType.INT4, (4, False): ir.DataType.UINT4,
-                (8, True): ir.DataType.INT8, (8, False): ir.DataType.UINT8}
-        zero = ir.DataType.UINT4 if bits == 4 else ir.DataType.UINT8
-        parts = [("_Q", packing.dequantize_linear_codes, code[bits, layout.symmetric], [k, n]),
+        zero = packing.dequantize_linear_type(bits, False, zero_point=True)
+        parts = [("_Q", packing.dequantize_linear_codes,
+                  packing.dequantize_linear_type(bits, layout.symmetric), [k, n]),
                  ("_scales", lambda q: np.ascontiguousarray(q.scales.T.astype(scale)),
                   layout.scale_dtype, [blocks, n]),
                  ("_zero_points", packing.dequantize_linear_zero_points, zero, [blocks, n])]
     return parts[:2] if layout.symmetric else parts
 
 
-def _lazy(graph: ir.Graph, name: str, load, dtype: ir.DataType, shape) -> ir.Value:
+def lazy_initializer(graph: ir.Graph, name: str, load, dtype: ir.DataType, shape) -> ir.Value:
+    """Registers an initializer backed by ``ir.LazyTensor(load)`` under a fresh name."""
     candidate, i = name, 1
     while candidate in graph.initializers:
         candidate, i = f"{name}.{i}", i + 1

@@ -6,8 +6,10 @@ reach both ends of the grid in each block, so RTN must recover it exactly; at
 accuracy level 1 (f32 compute) the int4 logits then match the f32 build within
 1e-5 of the logit scale. Run for every EP whose f32 graph runs on onnxruntime's
 CPU EP, block sizes 32 and 128 (where the EP takes them), symmetric and
-asymmetric (where it takes zero points). This pins packing, scales, zero
-points and layout for every graph form.
+asymmetric (where it takes zero points), with the embedding table quantized
+too (GatherBlockQuantized / DequantizeLinear + Gather; block 128 does not
+divide tiny-llama's hidden size 64, so there the table stays float). This
+pins packing, scales, zero points and layout for every graph form.
 """
 
 import numpy as np
@@ -20,26 +22,13 @@ import mobius
 from mobius.ep.registry import ep_registry
 from mobius.tiny.checkpoint import make_tiny_checkpoint
 from testing import ep_parity, parity
+from testing.quant_grid import on_grid
 
 CASES = [(caps.name, block, symmetric)
          for caps in ep_registry if ir.DataType.FLOAT in caps.dtypes
          and ep_parity.cpu_runnable(caps.name, "f32")
          for block in (32, 128) if block in caps.quant_block_sizes
          for symmetric in (True, False) if symmetric or caps.quant_zero_points]
-
-
-def on_grid(shape, block: int, symmetric: bool, rng) -> np.ndarray:
-    """float32 [N, K]: (code - zero) * scale per block of K, codes spanning 0..15 in each block."""
-    rows, cols = shape
-    codes = rng.integers(0, 16, (rows, cols))
-    starts = np.arange(0, cols, block)
-    codes[:, starts] = 0
-    codes[:, np.minimum(starts + 1, cols - 1)] = 15
-    blocks = len(starts)
-    zeros = np.full((rows, blocks), 8) if symmetric else rng.integers(0, 16, (rows, blocks))
-    scales = rng.uniform(0.004, 0.02, (rows, blocks)).astype(np.float32)
-    index = np.arange(cols) // block
-    return ((codes - zeros[:, index]) * scales[:, index]).astype(np.float32)
 
 
 @pytest.fixture(scope="module")
@@ -84,10 +73,14 @@ def test_int4_on_grid_matches_f32(checkpoints, ep, block, symmetric):
     folder = checkpoints(block, symmetric)
     reference = _logits(mobius.build(folder, execution_provider=ep))
     quantized = mobius.build(folder, execution_provider=ep, quant="int4", quant_block_size=block,
-                             quant_symmetric=symmetric, quant_accuracy_level=1)
-    hist = quantized.models["model"].graph
-    assert not any(n.op_type == "MatMul" and n.inputs[1].is_initializer() for n in hist), \
+                             quant_symmetric=symmetric, quant_accuracy_level=1,
+                             quant_embedding=True)
+    graph = quantized.models["model"].graph
+    assert not any(n.op_type == "MatMul" and n.inputs[1].is_initializer() for n in graph), \
         "a Linear was left float"
+    float_tables = [n for n in graph if n.op_type == "Gather" and n.inputs[0].is_initializer()
+                    and n.inputs[1].name == "input_ids"]
+    assert len(float_tables) == (block > quantized.config.hidden_size)  # H % block: stays float
     scale = max(float(np.abs(r).max()) for r in reference)
     for ref, got in zip(reference, _logits(quantized)):
         assert np.abs(got - ref).max() <= 1e-5 * scale, (ep, block, symmetric)

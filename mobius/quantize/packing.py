@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+import onnx_ir as ir
 
 from mobius.errors import WeightsError
 from mobius.quantize.quantized_weight import QuantizedWeight
@@ -58,19 +59,28 @@ def matmul_nbits_zero_points(qw: QuantizedWeight) -> np.ndarray | None:
     return np.ascontiguousarray(zeros)
 
 
-def dequantize_linear_codes(qw: QuantizedWeight) -> np.ndarray:
-    """[K, N] int4/uint4/int8/uint8 (ml_dtypes for 4 bits): signed when symmetric."""
+def dequantize_linear_type(bits: int, symmetric: bool, zero_point: bool = False) -> ir.DataType:
+    """The ONNX type of blocked DequantizeLinear codes (or zero points)."""
+    signed = symmetric and not zero_point
+    if bits == 4:
+        return ir.DataType.INT4 if signed else ir.DataType.UINT4
+    return ir.DataType.INT8 if signed else ir.DataType.UINT8
+
+
+def dequantize_linear_codes(qw: QuantizedWeight, transposed: bool = True) -> np.ndarray:
+    """[K, N] ([N, K] unless ``transposed``) int4/uint4/int8/uint8 (ml_dtypes for 4 bits):
+    signed when symmetric."""
     _check_plain(qw)
-    codes = np.ascontiguousarray(qw.codes.T)
+    codes = np.ascontiguousarray(qw.codes.T if transposed else qw.codes)
     if qw.zero_points is None:
         signed = (codes.astype(np.int16) - (1 << (qw.bits - 1))).astype(np.int8)
         return signed.astype(ml_dtypes.int4) if qw.bits == 4 else signed
     return codes.astype(ml_dtypes.uint4) if qw.bits == 4 else codes
 
 
-def dequantize_linear_zero_points(qw: QuantizedWeight) -> np.ndarray | None:
-    """[blocks, N] uint4/uint8, or None when symmetric."""
+def dequantize_linear_zero_points(qw: QuantizedWeight, transposed: bool = True) -> np.ndarray | None:
+    """[blocks, N] ([N, blocks] unless ``transposed``) uint4/uint8, or None when symmetric."""
     if qw.zero_points is None:
         return None
-    zeros = np.ascontiguousarray(qw.zero_points.T)
+    zeros = np.ascontiguousarray(qw.zero_points.T if transposed else qw.zero_points)
     return zeros.astype(ml_dtypes.uint4) if qw.bits == 4 else zeros

@@ -31,6 +31,7 @@ class QuantSpec:
         accuracy_level: MatMulNBits accuracy_level (0 unset, 1 f32 ... 4 int8).
         form: EpCapabilities.quant_form.
         lm_head: quantize the lm_head too.
+        embedding: quantize the embedding table too (GatherBlockQuantized).
         overrides: (pattern, "float" | "int8" | "int4") pairs; the first whose
             pattern matches a dotted suffix of a weight's name (".weight"
             stripped) decides its kind.
@@ -42,6 +43,7 @@ class QuantSpec:
     accuracy_level: int
     form: str
     lm_head: bool = True
+    embedding: bool = False
     overrides: tuple[tuple[str, str], ...] = ()
 
     def bits_for(self, name: str) -> int | None:
@@ -71,10 +73,11 @@ def parse_overrides(text: str | None) -> tuple[tuple[str, str], ...]:
 
 def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | None = None,
                   symmetric: bool | None = None, accuracy_level: int | None = None,
-                  lm_head: bool | None = None, overrides=()) -> QuantSpec | None:
+                  lm_head: bool | None = None, embedding: bool | None = None,
+                  overrides=()) -> QuantSpec | None:
     """The QuantSpec for ``--quant`` on ``caps`` (None for a float build)."""
     if quant is None:
-        if block_size is not None or symmetric is not None or overrides:
+        if block_size is not None or symmetric is not None or overrides or embedding:
             raise MobiusError("quantization options need --quant int4 or int8")
         return None
     if quant not in QUANT_TYPES:
@@ -100,7 +103,8 @@ def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | 
     if not 0 <= level <= 4:
         raise MobiusError(f"accuracy level must be in 0..4, got {level}")
     return QuantSpec(QUANT_TYPES[quant], block, sym, level, caps.quant_form,
-                     caps.quant_lm_head if lm_head is None else lm_head, tuple(overrides))
+                     caps.quant_lm_head if lm_head is None else lm_head,
+                     caps.quant_embedding if embedding is None else embedding, tuple(overrides))
 
 
 def _eps_taking(bits: int) -> str:

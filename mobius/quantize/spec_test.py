@@ -22,13 +22,14 @@ def test_defaults_come_from_the_ep():
     assert resolve_quant(get_ep("onnx-standard"), "int8").form == "dequantize_linear"
     assert resolve_quant(get_ep("cuda"), "int4").accuracy_level == 0
     assert resolve_quant(get_ep("cpu"), None) is None
+    assert not cpu.embedding and cpu.lm_head
 
 
 def test_explicit_options_override_defaults():
     spec = resolve_quant(get_ep("cpu"), "int8", block_size=128, symmetric=False,
-                         accuracy_level=1, lm_head=False)
-    assert (spec.bits, spec.block_size, spec.symmetric, spec.accuracy_level, spec.lm_head) == (
-        8, 128, False, 1, False)
+                         accuracy_level=1, lm_head=False, embedding=True)
+    assert (spec.bits, spec.block_size, spec.symmetric, spec.accuracy_level, spec.lm_head,
+            spec.embedding) == (8, 128, False, 1, False, True)
 
 
 @pytest.mark.parametrize("ep,kwargs,message", [

@@ -8,19 +8,25 @@ this one pass covers every family and every role (decoder, vision, encoder);
 attention, MoE and norm structure are untouched. It runs after the fusions
 (packed QKV is quantized as one matrix) and before inlining (which expands
 MatMulNBits where the EP lacks the kernel). Weights are quantized by RTN when
-the saver asks for them (see mobius.quantize.emit). Legal where the build
-asked for quantization (``ctx.quant``).
+the saver asks for them (see mobius.quantize.emit). A fused MoE becomes
+QMoE where the EP has that kernel (mobius.quantize.emit_moe). Legal where the
+build asked for quantization (``ctx.quant``).
 """
 
 from __future__ import annotations
 
 import onnx_ir as ir
 
+from mobius.contrib.function_registry import MS_DOMAIN
+from mobius.ep.contrib_ops import QMOE
 from mobius.quantize.emit import Layout, emit_quantized_matmul
+from mobius.quantize.emit_gather import emit_quantized_gather
+from mobius.quantize.emit_moe import emit_qmoe
 from mobius.quantize.prequantized import emit_prequantized, plan_for, sources_of
 from mobius.quantize.rtn import quantize_rtn_kn
 from mobius.rewrite.rule import Rule, RuleContext
 
+TOKEN_IDS = "input_ids"  # the graph contract's token input (DESIGN.md)
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
 
@@ -34,6 +40,9 @@ class QuantizeLinears(Rule):
         spec = ctx.quant
         count = 0
         for node in list(model.graph):
+            if self._experts(model, node, ctx) or self._embedding(model, node, ctx):
+                count += 1
+                continue
             weight = _constant_weight(node)
             if weight is None:
                 continue
@@ -54,18 +63,51 @@ class QuantizeLinears(Rule):
         return count
 
 
+    @staticmethod
+    def _experts(model: ir.Model, node: ir.Node, ctx: RuleContext) -> bool:
+        """A fused MoE -> QMoE where the EP has the kernel (else its experts stay float)."""
+        if node.op_type != "MoE" or node.domain != MS_DOMAIN or not ctx.caps.has_kernel(QMOE):
+            return False
+        bits = ctx.quant.bits_for(node.inputs[2].name or "")
+        return bits is not None and emit_qmoe(model, node, bits, ctx.quant.block_size,
+                                              ctx.quant.symmetric)
+
+
+    @staticmethod
+    def _embedding(model: ir.Model, node: ir.Node, ctx: RuleContext) -> bool:
+        """Gather(E[V, H] initializer, ids, axis=0) where the build quantizes embeddings.
+
+        Only the token table (indexed by the graph input input_ids): the other
+        Gathers of constant tables (RoPE caches indexed by position_ids, GPT-2's
+        position table) stay float."""
+        if not ctx.quant.embedding or node.op_type != "Gather" or node.domain != "":
+            return False
+        table, ids = node.inputs[0], node.inputs[1]
+        if ids is None or not ids.is_graph_input() or ids.name != TOKEN_IDS:
+            return False
+        axis = node.attributes.get("axis")
+        if (axis is not None and axis.value != 0) or not _is_float_matrix(table):
+            return False
+        bits = ctx.quant.bits_for(table.name or "")
+        return bits is not None and emit_quantized_gather(
+            model, node, bits, ctx.quant.block_size, ctx.quant.symmetric, ctx.quant.form)
+
+
 def _constant_weight(node: ir.Node) -> ir.Value | None:
     """Input 1 of a MatMul if it is a 2-D float initializer the user cannot override."""
     if node.op_type != "MatMul" or node.domain != "" or len(node.inputs) != 2:
         return None
     weight = node.inputs[1]
-    if (weight is None or not weight.is_initializer() or weight.is_graph_input()
-            or weight.const_value is None or weight.const_value.dtype not in _FLOATS):
-        return None
-    shape = weight.shape
-    if shape is None or len(shape) != 2 or not all(isinstance(d, int) for d in shape):
-        return None
-    return weight
+    return weight if _is_float_matrix(weight) else None
+
+
+def _is_float_matrix(value: ir.Value | None) -> bool:
+    """A 2-D float initializer with a static shape that the user cannot override."""
+    if (value is None or not value.is_initializer() or value.is_graph_input()
+            or value.const_value is None or value.const_value.dtype not in _FLOATS):
+        return False
+    shape = value.shape
+    return shape is not None and len(shape) == 2 and all(isinstance(d, int) for d in shape)
 
 
 def _rtn(source: ir.TensorProtocol, layout: Layout):

@@ -1,0 +1,75 @@
+"""QMoE (BP-19): a fused MoE on an EP with the QMoE kernel (cuda) gets quantized experts.
+
+The cuda f32 graph runs on onnxruntime's CPU EP (which has MoE and QMoE
+kernels): with expert weights exactly on the int4 grid, the QMoE build equals
+the float build, and QMoE's inlined function body equals its kernel. MoEs the
+QMoE kernel cannot express stay float MoE.
+"""
+
+import logging
+
+import numpy as np
+import pytest
+from onnx_ir.passes.common import InlinePass
+from safetensors.numpy import load_file, save_file
+
+import mobius
+from testing import ep_parity, parity
+from testing.hf_checkpoints import make_hf_checkpoint
+from testing.quant_grid import on_grid
+
+EP = "cuda"
+
+
+def _checkpoint(folder, normalize: bool) -> str:
+    make_hf_checkpoint(folder, "tiny-qwen3-moe", hidden_size=64, moe_intermediate_size=32,
+                       norm_topk_prob=normalize)
+    path = f"{folder}/model.safetensors"
+    tensors = load_file(path)
+    rng = np.random.default_rng(0)
+    for name, array in tensors.items():
+        if array.ndim == 2:
+            tensors[name] = on_grid(array.shape, 32, True, rng)
+    save_file(tensors, path, metadata={"format": "pt"})
+    return folder
+
+
+def _logits(model, config) -> list[np.ndarray]:
+    ids, mask = parity.make_batch(config.vocab_size, 6, 0, 0)
+    run, _ = ep_parity.run(ep_parity.session(model), config, ids, mask, 1, np.float32)
+    return run.logits
+
+
+def _ops(package) -> dict:
+    return {n.op_type: sum(m.op_type == n.op_type for m in package.model.graph)
+            for n in package.model.graph if n.op_type in ("MoE", "QMoE")}
+
+
+def test_qmoe_on_grid_matches_float_and_its_body(tmp_path):
+    folder = _checkpoint(str(tmp_path / "ckpt"), normalize=True)
+    reference = mobius.build(folder, execution_provider=EP, dtype="f32")
+    built = mobius.build(folder, execution_provider=EP, dtype="f32", quant="int4",
+                         quant_accuracy_level=1)
+    assert _ops(reference) == {"MoE": 1} and _ops(built) == {"QMoE": 1}
+    want = _logits(reference.model, reference.config)
+    got = _logits(built.model, built.config)
+    InlinePass(criteria=lambda function: function.name == "QMoE")(built.model)
+    assert not any(n.op_type == "QMoE" for n in built.model.graph)
+    body = _logits(built.model, built.config)
+    scale = max(float(np.abs(w).max()) for w in want)
+    for w, g, b in zip(want, got, body):
+        assert np.abs(g - w).max() <= 1e-5 * scale
+        assert np.abs(b - g).max() <= 1e-5 * scale
+
+
+@pytest.mark.parametrize("normalize,kwargs,reason", [
+    (False, {}, "always renormalizes"),
+    (True, {"quant_symmetric": False}, "takes no zero points"),
+    (True, {"quant_block_size": 64}, "does not divide"),
+])
+def test_moe_qmoe_cannot_take_stays_float(tmp_path, caplog, normalize, kwargs, reason):
+    folder = _checkpoint(str(tmp_path / "ckpt"), normalize=normalize)
+    with caplog.at_level(logging.INFO, logger="mobius.quantize.emit_moe"):
+        built = mobius.build(folder, execution_provider=EP, dtype="f32", quant="int4", **kwargs)
+    assert _ops(built) == {"MoE": 1}
+    assert reason in caplog.text
