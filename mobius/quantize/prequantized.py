@@ -36,6 +36,7 @@ from mobius.weights.prequantized_checkpoint import PREQUANTIZED, PrequantizedSou
 from mobius.weights.quantization_config import PrequantizedFormat
 
 logger = logging.getLogger(__name__)
+_GATHERS = "mobius.act_order_gathers"  # graph.meta: (input, permutation) -> its Gather
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,19 +98,28 @@ def emit_prequantized(model: ir.Model, matmul: ir.Node, plan: Plan, spec: QuantS
                       name: str) -> None:
     """``matmul`` -> the quantized form of ``plan`` (behind a Gather for act-order)."""
     if plan.perm is not None:
-        perm = ir.Value(name=f"{name}_perm", type=ir.TensorType(ir.DataType.INT32),
-                        shape=ir.Shape(plan.perm.shape),
-                        const_value=ir.tensor(plan.perm.astype(np.int32), name=f"{name}_perm"))
-        model.graph.register_initializer(perm)
-        gather = ir.Node("", "Gather", [matmul.inputs[0], perm],
-                         attributes=[ir.AttrInt64("axis", -1)],
-                         name=f"{matmul.name or name}/act_order")
-        gather.outputs[0].type = matmul.inputs[0].type
-        gather.outputs[0].shape = matmul.inputs[0].shape
-        model.graph.insert_before(matmul, gather)
-        matmul.replace_input_with(0, gather.outputs[0])
+        matmul.replace_input_with(0, _permuted(model, matmul, plan.perm, name))
     emit_quantized_matmul(model, matmul, plan.produce, plan.layout, spec.form,
                           spec.accuracy_level, name)
+
+
+def _permuted(model: ir.Model, matmul: ir.Node, perm: np.ndarray, name: str) -> ir.Value:
+    """x[..., perm]: one Gather per (input, permutation), shared by the projections that
+    read the same activations in the same act-order (e.g. gate and up)."""
+    x = matmul.inputs[0]
+    cache = model.graph.meta.setdefault(_GATHERS, {})
+    key = (id(x), perm.tobytes())
+    if key not in cache:
+        indices = ir.Value(name=f"{name}_perm", type=ir.TensorType(ir.DataType.INT32),
+                           shape=ir.Shape(perm.shape),
+                           const_value=ir.tensor(perm.astype(np.int32), name=f"{name}_perm"))
+        model.graph.register_initializer(indices)
+        gather = ir.Node("", "Gather", [x, indices], attributes=[ir.AttrInt64("axis", -1)],
+                         name=f"{matmul.name or name}/act_order")
+        gather.outputs[0].type, gather.outputs[0].shape = x.type, x.shape
+        model.graph.insert_before(matmul, gather)
+        cache[key] = (x, gather.outputs[0])  # x kept alive: its id stays unique
+    return cache[key][1]
 
 
 def _requantize_reason(linear, block: int | None, same: bool, caps: EpCapabilities) -> str | None:

@@ -94,10 +94,10 @@ def _check_ops(model, name: str, ep: str) -> None:
         assert not any(domain == "com.microsoft" for domain, _ in ops)
     else:
         assert count.get(("com.microsoft", "MatMulNBits")) == quantized
-    if "act-order" in name:  # one Gather of the activations per quantized MatMul
+    if "act-order" in name:  # one Gather per (input, act-order): qkv, o, gate/up, down
         gathers = [n for n in model.graph.node if n.op_type == "Gather"
                    and n.name.endswith("/act_order")]
-        assert len(gathers) == quantized
+        assert len(gathers) == 4 * 2
     else:
         assert not any(n.name.endswith("/act_order") for n in model.graph.node)
 
