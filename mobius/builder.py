@@ -19,6 +19,7 @@ from mobius.package.provider_options import genai_provider_options
 from mobius.package.tokenizer_files import find_tokenizer_files
 from mobius.package.transformers_js import (GENAI, TRANSFORMERS_JS, check_layout,
                                             client_capabilities)
+from mobius.quantize.prequantized import prequantized_spec
 from mobius.quantize.spec import QuantSpec, resolve_quant
 from mobius.roles import DECODER
 from mobius.source import resolve_checkpoint
@@ -29,7 +30,7 @@ from mobius.tasks.task import GenaiContext, Task, TaskFlags, check_io
 from mobius.weights.attach import attach_weights
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 from mobius.weights.plausibility import check_config_fits_checkpoint
-from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
+from mobius.weights.prequantized_checkpoint import PrequantizedCheckpoint, open_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +78,10 @@ def build(
     if family.task.read_extras is not None:
         raw = {**raw, **family.task.read_extras(folder)}
     check_layout(layout, task=family.task.name)
+    checkpoint = open_checkpoint(folder, raw)
+    if quant_spec is None and isinstance(checkpoint, PrequantizedCheckpoint):
+        quant_spec = prequantized_spec(caps, checkpoint.format, quant_accuracy_level)
     config = family.make_config(raw, generation)
-    checkpoint = SafetensorsCheckpoint(folder)
     check_config_fits_checkpoint(raw, checkpoint)  # before any graph or table is built
     with build_context(caps, build_dtype):
         module = family.module(config)

@@ -156,6 +156,11 @@ def _constant(value: ir.Value | None, rank: int) -> bool:
             and len(value.shape) == rank and all(isinstance(d, int) for d in value.shape))
 
 
+#: key of a packed tensor's ``meta`` holding its concat_loader (parts and axis), so later
+#: passes can see what it is made of (e.g. GPTQ / AWQ integers behind each part)
+CONCAT_OF = "mobius.concat_of"
+
+
 class concat_loader:  # noqa: N801 - used like a function
     """The function of a lazy packed tensor: concatenates its parts when evaluated."""
 
@@ -173,6 +178,8 @@ def lazy_initializer(graph: ir.Graph, name: str, func, dtype: ir.DataType, shape
     """Registers an initializer backed by ``ir.LazyTensor(func)`` under a fresh name."""
     name = _fresh_name(graph, name)
     tensor = ir.LazyTensor(func, dtype, ir.Shape(shape), name=name)
+    if isinstance(func, concat_loader):
+        tensor.meta[CONCAT_OF] = func
     value = ir.Value(name=name, type=ir.TensorType(dtype), shape=ir.Shape(shape),
                      const_value=tensor)
     graph.register_initializer(value)

@@ -22,6 +22,7 @@ from mobius.ep.contrib_ops import QMOE
 from mobius.quantize.emit import Layout, emit_quantized_matmul
 from mobius.quantize.emit_gather import emit_quantized_gather
 from mobius.quantize.emit_moe import emit_qmoe
+from mobius.quantize.prequantized import emit_prequantized, plan_for, sources_of
 from mobius.quantize.rtn import quantize_rtn_kn
 from mobius.rewrite.rule import Rule, RuleContext
 
@@ -44,6 +45,12 @@ class QuantizeLinears(Rule):
                 continue
             weight = _constant_weight(node)
             if weight is None:
+                continue
+            sources = sources_of(weight.const_value)
+            if sources is not None:  # GPTQ / AWQ integers: emitted as they are where possible
+                plan = plan_for(sources, ctx.caps, spec, weight.const_value.dtype, weight.name)
+                emit_prequantized(model, node, plan, spec, _stem(weight.name))
+                count += 1
                 continue
             bits = spec.bits_for(weight.name or "")
             if bits is None:

@@ -18,6 +18,8 @@ from mobius.components.weight import Weight
 from mobius.errors import WeightsError
 from mobius.weights.checkpoint_tensor import CheckpointTensor
 from mobius.weights.dtypes import check_source_dtype, convert_array, warn_if_not_finite
+from mobius.weights.prequantized_checkpoint import (PREQUANTIZED, PrequantizedCheckpoint,
+                                                   source_for)
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 
 logger = logging.getLogger(__name__)
@@ -40,7 +42,7 @@ class IgnoredTensors:
         return re.fullmatch(self.pattern, name) is not None
 
 
-def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint,
+def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint | PrequantizedCheckpoint,
                    prefixes: tuple[str, ...] = ("",),
                    aliases: tuple[tuple[str, tuple[str, ...]], ...] = (),
                    ignorable: tuple[IgnoredTensors, ...] = ()) -> None:
@@ -75,6 +77,9 @@ def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint,
             _loader(checkpoint, source, param), param.dtype, ir.Shape(param.shape),
             name=param.name, source=info, transformed=param.transform is not None,
         )
+        packed = checkpoint.packed(source) if hasattr(checkpoint, "packed") else None
+        if packed is not None:  # GPTQ / AWQ: the quantization pass emits these integers
+            param.const_value.meta[PREQUANTIZED] = source_for(checkpoint, packed, param.transform)
     _check_unused([n for n in checkpoint.names() if n not in used], ignorable)
 
 
