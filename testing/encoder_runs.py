@@ -83,12 +83,12 @@ def save_sentence_transformer(hf_folder: str, out: str, modes: tuple[str, ...],
     transformers checkpoint in ``hf_folder``, saved by sentence-transformers itself."""
     import shutil
 
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
-    transformer = models.Transformer(hf_folder)
-    dim = transformer.get_word_embedding_dimension()
-    pooling = models.Pooling(dim, pooling_mode=list(modes))
-    modules = [transformer, pooling] + ([models.Normalize()] if normalize else [])
+    transformer = Transformer(hf_folder)
+    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode=list(modes))
+    modules = [transformer, pooling] + ([Normalize()] if normalize else [])
     SentenceTransformer(modules=modules, device="cpu").save(out)
     for name in os.listdir(hf_folder):  # the tiny tokenizer files, if the save left any out
         if name.startswith("tokenizer") and not os.path.exists(os.path.join(out, name)):
