@@ -10,43 +10,19 @@ cosine similarity of every pair. Needs only onnxruntime, tokenizers and numpy.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 import numpy as np
 import onnxruntime as ort
-from tokenizers import Tokenizer
-
-
-def load_tokenizer(package: str) -> Tokenizer:
-    """tokenizer.json with padding and truncation as tokenizer_config.json says."""
-    tokenizer = Tokenizer.from_file(os.path.join(package, "tokenizer.json"))
-    config_path = os.path.join(package, "tokenizer_config.json")
-    config = {}
-    if os.path.isfile(config_path):
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
-    pad = config.get("pad_token") or "[PAD]"
-    pad = pad["content"] if isinstance(pad, dict) else pad
-    tokenizer.enable_padding(pad_id=tokenizer.token_to_id(pad), pad_token=pad)
-    max_length = config.get("model_max_length")
-    if isinstance(max_length, int) and max_length < 1_000_000:
-        tokenizer.enable_truncation(max_length)
-    return tokenizer
+from text_inputs import text_feeds  # docs/examples/text_inputs.py, beside this file
 
 
 def embed(package: str, sentences: list[str]) -> dict[str, np.ndarray]:
     """The package's outputs for a right-padded batch of ``sentences``, by name."""
     session = ort.InferenceSession(os.path.join(package, "model.onnx"),
                                    providers=["CPUExecutionProvider"])
-    encodings = load_tokenizer(package).encode_batch(sentences)
-    available = {
-        "input_ids": np.array([e.ids for e in encodings], np.int64),
-        "attention_mask": np.array([e.attention_mask for e in encodings], np.int64),
-        "token_type_ids": np.array([e.type_ids for e in encodings], np.int64),
-    }
-    feeds = {i.name: available[i.name] for i in session.get_inputs()}
+    feeds = text_feeds(session, package, sentences)
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(None, feeds)))
 

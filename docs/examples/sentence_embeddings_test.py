@@ -26,11 +26,15 @@ SENTENCES = ["The quick brown fox jumps over the lazy dog.", "ONNX Runtime runs 
 
 
 def _example():
-    spec = importlib.util.spec_from_file_location("sentence_embeddings",
-                                                  os.path.join(HERE, "sentence_embeddings.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    sys.path.insert(0, HERE)  # as `python docs/examples/sentence_embeddings.py` has it
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "sentence_embeddings", os.path.join(HERE, "sentence_embeddings.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(HERE)
 
 
 @pytest.fixture(scope="module")
