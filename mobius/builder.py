@@ -148,6 +148,8 @@ def build_from_module(
             raise AssertionError(f"{task} graphs break their I/O contract: {problems[:3]}")
         reports = {}
         for key, model in models.items():
+            if task.metadata is not None:
+                model.metadata_props.update(task.metadata(config))
             reports[key] = optimize_model(model, caps, build_dtype, task.roles[key],
                                           trace=trace_optimization, quant=quant)
             if flags.use_concrete_dims:  # the rules added values after the task: re-establish

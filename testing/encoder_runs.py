@@ -1,7 +1,8 @@
 """The "single_pass" reference runner (Task.reference.runner): one forward of a
-right-padded batch through an encoder package and through transformers (or
-sentence-transformers, for checkpoints that carry its pooling), compared on
-every output the package has, at real (non-padding) positions.
+right-padded batch through an encoder package (feature extraction, text- and
+token-classification) and through transformers (or sentence-transformers, for
+checkpoints that carry its pooling), compared on every output the package has,
+per-token outputs at real (non-padding) positions only.
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ def run_onnx(session, feeds: dict) -> dict[str, np.ndarray]:
             for n, v in zip(names, parity.run_session(session, feeds))}
 
 
-def run_reference(folder: str, feeds: dict) -> dict[str, np.ndarray]:
-    """transformers' AutoModel, or the SentenceTransformer the folder describes."""
+def run_reference(folder: str, feeds: dict, names) -> dict[str, np.ndarray]:
+    """The outputs ``names`` of the family task's transformers auto class (last_hidden_state,
+    logits), or of the SentenceTransformer the folder describes."""
     import torch
 
     tensors = {k: torch.from_numpy(v) for k, v in feeds.items()}
@@ -60,20 +62,21 @@ def run_reference(folder: str, feeds: dict) -> dict[str, np.ndarray]:
         from testing.hf_checkpoints import load_hf_model
 
         out = load_hf_model(folder)(**tensors)
-        return {"last_hidden_state": out.last_hidden_state.float().numpy()}
+        return {name: getattr(out, name).float().numpy() for name in names}
 
 
 def encoder_parity(session, folder: str, config, seq: int = 9, pad: int = 3,
                    seed: int = 0) -> EncoderRun:
     feeds = text_batch(session, config.vocab_size, config.pad_token_id or 0, seq, pad, seed)
-    onnx_out, reference = run_onnx(session, feeds), run_reference(folder, feeds)
+    onnx_out = run_onnx(session, feeds)
+    reference = run_reference(folder, feeds, list(onnx_out))
     real = feeds["attention_mask"].astype(bool)
     diffs = {}
     for name, value in onnx_out.items():
         ref = reference[name]
         assert value.shape == ref.shape, (name, value.shape, ref.shape)
-        delta = np.abs(value - ref)
-        diffs[name] = float((delta[real] if name == "last_hidden_state" else delta).max())
+        delta = np.abs(value - ref)  # per-token outputs [batch, seq, ...]: real tokens only
+        diffs[name] = float((delta[real] if delta.ndim == 3 else delta).max())
     return EncoderRun(diffs, onnx_out, reference, feeds)
 
 
@@ -83,12 +86,12 @@ def save_sentence_transformer(hf_folder: str, out: str, modes: tuple[str, ...],
     transformers checkpoint in ``hf_folder``, saved by sentence-transformers itself."""
     import shutil
 
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
-    transformer = models.Transformer(hf_folder)
-    dim = transformer.get_word_embedding_dimension()
-    pooling = models.Pooling(dim, pooling_mode=list(modes))
-    modules = [transformer, pooling] + ([models.Normalize()] if normalize else [])
+    transformer = Transformer(hf_folder)
+    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode=list(modes))
+    modules = [transformer, pooling] + ([Normalize()] if normalize else [])
     SentenceTransformer(modules=modules, device="cpu").save(out)
     for name in os.listdir(hf_folder):  # the tiny tokenizer files, if the save left any out
         if name.startswith("tokenizer") and not os.path.exists(os.path.join(out, name)):

@@ -27,7 +27,7 @@ import onnx_ir as ir
 import pytest
 
 from mobius.models.registry import FAMILIES
-from mobius.roles import DECODER
+from mobius.roles import DECODER, ENCODER
 
 GQA = "com.microsoft::GroupQueryAttention"
 SKIP_SIMPLIFIED = "com.microsoft::SkipSimplifiedLayerNormalization"
@@ -72,6 +72,11 @@ def has_causal_decoder(task) -> bool:
     model of other tasks (encoders, speech seq2seq) only get the role invariant: no
     GroupQueryAttention outside decoders."""
     return task.roles.get("model") == DECODER
+
+
+def is_encoder(task) -> bool:
+    """The task's package is one bidirectional encoder (what ENCODER_EXPECTATIONS describe)."""
+    return dict(task.roles) == {"model": ENCODER}
 
 
 def family_names() -> list[str]:
@@ -546,19 +551,24 @@ ROLE_CHECKS: tuple[Check, ...] = (NoGqaOutsideCausalDecoder(),)
 
 
 def fusion_params(ep: str, expectations: dict[str, tuple[Check, ...]],
-                  known_gaps: dict[tuple[str, str, str], str] | None = None):
-    """pytest params (family, dtype, check) for an EP's expectation table.
+                  known_gaps: dict[tuple[str, str, str], str] | None = None,
+                  encoder_expectations: dict[str, tuple[Check, ...]] | None = None):
+    """pytest params (family, dtype, check) for an EP's expectation tables.
 
-    ``known_gaps`` maps (family, dtype, str(check)) to the reason a check
-    cannot hold yet (a named missing rule); those params are strict xfails,
-    so they turn into failures the moment the rule lands.
+    ``expectations`` apply to the causal-LM decoder of every family that has one,
+    ``encoder_expectations`` to the encoder families' only model; every family
+    gets ROLE_CHECKS. ``known_gaps`` maps (family, dtype, str(check)) to the
+    reason a check cannot hold yet (a named missing rule); those params are
+    strict xfails, so they turn into failures the moment the rule lands.
     """
     known_gaps = dict(known_gaps or {})
     params = []
     for fam in ep_family_names(ep):
-        causal = has_causal_decoder(family(fam).task)
+        task = family(fam).task
+        table = (expectations if has_causal_decoder(task)
+                 else (encoder_expectations or {}) if is_encoder(task) else {})
         for dtype in EP_DTYPES[ep]:
-            for check in (expectations[dtype] if causal else ()) + ROLE_CHECKS:
+            for check in table.get(dtype, ()) + ROLE_CHECKS:
                 marks = [pytest.mark.shard_group(fam)]
                 reason = known_gaps.pop((fam, dtype, str(check)), None)
                 if reason is not None:

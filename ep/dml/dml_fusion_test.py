@@ -38,11 +38,21 @@ EXPECTATIONS = {
     ),
 }
 
+#: Encoder families (feature extraction): standard Attention per layer (no encoder
+#: attention fusion rule yet), every residual Add -> LayerNorm fused, BiasGelu per layer.
+_ENCODER = (
+    s.PerLayer("Attention"),
+    s.ResidualNormsFused(),
+    s.PerLayer("com.microsoft::BiasGelu"),
+)
+ENCODER_EXPECTATIONS = {dtype: _ENCODER for dtype in EXPECTATIONS}
+
 #: (family, dtype, check) -> why it cannot hold yet (strict xfail: names the missing rule).
 KNOWN_GAPS: dict[tuple[str, str, str], str] = {}
 
 
-@pytest.mark.parametrize("family,dtype,check", s.fusion_params(EP, EXPECTATIONS, KNOWN_GAPS))
+@pytest.mark.parametrize("family,dtype,check", s.fusion_params(EP, EXPECTATIONS, KNOWN_GAPS,
+                                                                    ENCODER_EXPECTATIONS))
 def test_expectation(builds, family, dtype, check):  # noqa: F811
     s.assert_check(builds, EP, family, dtype, check)
 

@@ -144,16 +144,35 @@ class BertEncoder(nn.Module):
         return hidden
 
 
-class BertModel(nn.Module):
-    """The encoder module protocol of mobius/tasks/encoder.py: ``text_inputs`` and
-    forward(op, *text_inputs) -> last_hidden_state."""
+def first_token(op, hidden):
+    """hidden [batch, seq, hidden] -> its first token [batch, hidden]."""
+    return op.Squeeze(op.Gather(hidden, op.Constant(value_ints=[0]), axis=1),
+                      op.Constant(value_ints=[1]))
 
-    text_inputs = ("input_ids", "attention_mask", "token_type_ids")
+
+class BertPooler(nn.Module):
+    """tanh(dense(first token)): what BertForSequenceClassification classifies."""
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
+        self.dense = Linear(config.hidden_size, config.hidden_size, True)
+
+    def forward(self, op, hidden):
+        return op.Tanh(self.dense(op, first_token(op, hidden)))
+
+
+class BertModel(nn.Module):
+    """The encoder module protocol of mobius/tasks/encoder.py: ``text_inputs`` and
+    forward(op, *text_inputs) -> last_hidden_state. ``pooler``: also hold BertPooler
+    (``pooler.*``), for the sequence classifier."""
+
+    text_inputs = ("input_ids", "attention_mask", "token_type_ids")
+
+    def __init__(self, config: ArchitectureConfig, pooler: bool = False):
+        super().__init__()
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config) if pooler else None
 
     def forward(self, op, input_ids, attention_mask, token_type_ids=None):
         mask = padding_mask(op, attention_mask, get_build_dtype())

@@ -28,7 +28,8 @@ def models_table() -> list[list[str]]:
     eps = list(ep_registry)
     rows = [["family", "model_type", "task", *(caps.name for caps in eps)]]
     for family in FAMILIES:
-        rows.append([family.name, ", ".join(family.model_types), family.task.name,
+        keys = family.model_types or family.architectures  # heads: matched by architecture
+        rows.append([family.name, ", ".join(keys), family.task.name,
                      *(support(family, caps) for caps in eps)])
     return rows
 
@@ -64,7 +65,8 @@ def models_markdown() -> str:
         "## Tasks",
         "",
         "Generated from the task registry (mobius/tasks). Packages of onnxruntime-genai",
-        "tasks carry a genai_config.json; the others are for plain onnxruntime.",
+        "tasks carry a genai_config.json; the others are for plain onnxruntime: see",
+        "docs/examples/ (sentence_embeddings.py, text_classification.py) for how to run them.",
         "",
         *_markdown_table(tasks_table()),
     ]

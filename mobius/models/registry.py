@@ -8,7 +8,7 @@ from __future__ import annotations
 from mobius.errors import UnsupportedModelError
 from mobius.models import bert, gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
 from mobius.models import llava, mixtral, qwen_moe
-from mobius.models import distilbert, whisper
+from mobius.models import classifiers, distilbert, whisper
 from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, hunyuan_v1_dense, nemotron
 from mobius.models import olmo, stablelm, starcoder2
 from mobius.models.family import ModelFamily
@@ -46,6 +46,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     bert.ROBERTA,
     bert.XLM_ROBERTA,
     distilbert.FAMILY,
+    *classifiers.FAMILIES,
     llava.FAMILY,
     whisper.FAMILY,
 )
@@ -58,8 +59,9 @@ def supported_model_types() -> list[str]:
 
 
 def family_for(raw_config: dict) -> ModelFamily:
-    """Finds the family of a config.json dict, by model_type then architectures."""
-    keys = [raw_config.get("model_type"), *(raw_config.get("architectures") or [])]
+    """Finds the family of a config.json dict: by architecture name first (a head such
+    as BertForSequenceClassification is its own family), then by model_type."""
+    keys = [*(raw_config.get("architectures") or []), raw_config.get("model_type")]
     for key in keys:
         if key in _BY_KEY:
             return _BY_KEY[key]

@@ -26,15 +26,28 @@ BATCH, SEQ = "batch_size", "sequence_length"
 NAMED_DIMS = (BATCH, SEQ)
 
 
+def text_inputs(module: nn.Module) -> tuple[TensorSpec, ...]:
+    """The encoder module's ``text_inputs``, int64 [batch, seq]."""
+    return tuple(TensorSpec(n, ir.DataType.INT64, (BATCH, SEQ)) for n in module.text_inputs)
+
+
+def build_logits(module: nn.Module, io: ModelIO) -> ir.Model:
+    """One graph: the module's text inputs -> ``logits`` (the classifier tasks)."""
+    dtype = get_build_dtype()
+    graph, builder = new_graph()
+    inputs = add_inputs(builder, io.inputs, dtype)
+    logits = module(builder.op, *(inputs[name] for name in module.text_inputs))
+    add_outputs(builder, {"logits": logits}, io.outputs, dtype)
+    return ir.Model(graph, ir_version=10, producer_name="mobius")
+
+
 def encoder_io(module: nn.Module, config: ArchitectureConfig) -> ModelIO:
     hidden = config.hidden_size
     outputs = (TensorSpec("last_hidden_state", None, (BATCH, SEQ, hidden)),)
     pooling = sentence_pooling(config.raw)
     if pooling is not None:
         outputs += (TensorSpec("sentence_embedding", None, (BATCH, hidden * len(pooling.modes))),)
-    return ModelIO(
-        inputs=tuple(TensorSpec(n, ir.DataType.INT64, (BATCH, SEQ)) for n in module.text_inputs),
-        outputs=outputs)
+    return ModelIO(inputs=text_inputs(module), outputs=outputs)
 
 
 def build_encoder(module: nn.Module, config: ArchitectureConfig,

@@ -3,12 +3,15 @@ under mobius/tasks and one line here."""
 
 from __future__ import annotations
 
-from mobius.tasks import causal_lm, encoder, speech_seq2seq, vision_language
+from mobius.tasks import (causal_lm, encoder, speech_seq2seq, text_classification,
+                          token_classification, vision_language)
 from mobius.tasks.task import Task
 
 TASKS: dict[str, Task] = {task.name: task for task in (
     causal_lm.TASK,
     encoder.TASK,
+    text_classification.TASK,
+    token_classification.TASK,
     vision_language.TASK,
     speech_seq2seq.TASK,
 )}

@@ -124,6 +124,8 @@ class Task:
     #: checkpoint folder -> task files beside config.json, read into extra
     #: config.raw keys (sentence-transformers' pooling); None: nothing to read
     read_extras: Callable[[str], Mapping[str, Any]] | None = None
+    #: config -> ONNX metadata_props of every model (a classifier's id2label)
+    metadata: Callable[[ArchitectureConfig], Mapping[str, str]] | None = None
 
     def __str__(self) -> str:
         return self.name

@@ -203,3 +203,16 @@ TINY_PRESETS: dict[str, dict] = {
         "max_position_embeddings": 256, "activation": "gelu", "pad_token_id": 0,
     },
 }
+
+#: classifier heads on the tiny encoders (mobius/models/classifiers.py): label counts
+#: distinct from every other dim, named labels so id2label is visible in the package
+_HEADS = {"seq-cls": ("ForSequenceClassification", ["NEGATIVE", "NEUTRAL", "POSITIVE"]),
+          "tok-cls": ("ForTokenClassification", ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"])}
+_ARCH_PREFIX = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta",
+                "distilbert": "DistilBert"}
+for _base, _prefix in _ARCH_PREFIX.items():
+    for _kind, (_suffix, _labels) in _HEADS.items():
+        TINY_PRESETS[f"tiny-{_base}-{_kind}"] = {
+            **TINY_PRESETS[f"tiny-{_base}"], "architectures": [_prefix + _suffix],
+            "id2label": {str(i): name for i, name in enumerate(_labels)},
+            "label2id": {name: i for i, name in enumerate(_labels)}}

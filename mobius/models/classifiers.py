@@ -1,0 +1,143 @@
+"""Classification heads on the encoder families, with transformers' module names:
+text-classification (incl. cross-encoder rerankers: num_labels 1) and
+token-classification. Dropout is an identity at inference; the labels come from
+config.json (id2label) and go into the package metadata (mobius/tasks/labels.py).
+
+* ``BertFor*``: ``bert.*``; sequences: ``bert.pooler.dense`` + tanh on the first
+  token, then ``classifier``; tokens: ``classifier`` on every token.
+* ``(XLM)RobertaFor*``: ``roberta.*``; sequences: ``classifier.dense`` + tanh on the
+  first token, ``classifier.out_proj``; tokens: ``classifier``.
+* ``DistilBertFor*``: ``distilbert.*``; sequences: ``pre_classifier`` + ReLU on the
+  first token, ``classifier``; tokens: ``classifier``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from onnxscript import nn
+
+from mobius.components.linear import Linear
+from mobius.config.architecture import ArchitectureConfig
+from mobius.models import bert, distilbert
+from mobius.models.bert import first_token
+from mobius.models.family import ModelFamily
+from mobius.tasks import text_classification, token_classification
+from mobius.tasks.labels import id2label
+
+
+def _labels(config: ArchitectureConfig) -> int:
+    return len(id2label(config.raw))
+
+
+class BertForSequenceClassification(nn.Module):
+    text_inputs = bert.BertModel.text_inputs
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.bert = bert.BertModel(config, pooler=True)
+        self.classifier = Linear(config.hidden_size, _labels(config), True)
+
+    def forward(self, op, *inputs):
+        return self.classifier(op, self.bert.pooler(op, self.bert(op, *inputs)))
+
+
+class RobertaClassificationHead(nn.Module):
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.dense = Linear(config.hidden_size, config.hidden_size, True)
+        self.out_proj = Linear(config.hidden_size, _labels(config), True)
+
+    def forward(self, op, hidden):
+        return self.out_proj(op, op.Tanh(self.dense(op, first_token(op, hidden))))
+
+
+class RobertaForSequenceClassification(nn.Module):
+    text_inputs = bert.RobertaModel.text_inputs
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.roberta = bert.RobertaModel(config)
+        self.classifier = RobertaClassificationHead(config)
+
+    def forward(self, op, *inputs):
+        return self.classifier(op, self.roberta(op, *inputs))
+
+
+class DistilBertForSequenceClassification(nn.Module):
+    text_inputs = distilbert.DistilBertModel.text_inputs
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.distilbert = distilbert.DistilBertModel(config)
+        self.pre_classifier = Linear(config.hidden_size, config.hidden_size, True)
+        self.classifier = Linear(config.hidden_size, _labels(config), True)
+
+    def forward(self, op, *inputs):
+        first = first_token(op, self.distilbert(op, *inputs))
+        return self.classifier(op, op.Relu(self.pre_classifier(op, first)))
+
+
+class BertForTokenClassification(nn.Module):
+    text_inputs = bert.BertModel.text_inputs
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.bert = bert.BertModel(config)
+        self.classifier = Linear(config.hidden_size, _labels(config), True)
+
+    def forward(self, op, *inputs):
+        return self.classifier(op, self.bert(op, *inputs))
+
+
+class RobertaForTokenClassification(nn.Module):
+    text_inputs = bert.RobertaModel.text_inputs
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.roberta = bert.RobertaModel(config)
+        self.classifier = Linear(config.hidden_size, _labels(config), True)
+
+    def forward(self, op, *inputs):
+        return self.classifier(op, self.roberta(op, *inputs))
+
+
+class DistilBertForTokenClassification(nn.Module):
+    text_inputs = distilbert.DistilBertModel.text_inputs
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.distilbert = distilbert.DistilBertModel(config)
+        self.classifier = Linear(config.hidden_size, _labels(config), True)
+
+    def forward(self, op, *inputs):
+        return self.classifier(op, self.distilbert(op, *inputs))
+
+
+def _classifier(base: ModelFamily, kind: str, module, task, architectures) -> ModelFamily:
+    """``base`` (an encoder family) with a head: matched by architecture name only."""
+    return dataclasses.replace(
+        base, name=f"{base.name}-{kind}", model_types=(), architectures=architectures,
+        module=module, task=task, tiny_preset=f"tiny-{base.name}-{kind}",
+        checkpoint_prefixes=("",), ignored_tensors=lambda config: ())
+
+
+_SEQ, _TOK = text_classification.TASK, token_classification.TASK
+FAMILIES = (
+    _classifier(bert.FAMILY, "seq-cls", BertForSequenceClassification, _SEQ,
+                ("BertForSequenceClassification",)),
+    _classifier(bert.ROBERTA, "seq-cls", RobertaForSequenceClassification, _SEQ,
+                ("RobertaForSequenceClassification",)),
+    _classifier(bert.XLM_ROBERTA, "seq-cls", RobertaForSequenceClassification, _SEQ,
+                ("XLMRobertaForSequenceClassification",)),
+    _classifier(distilbert.FAMILY, "seq-cls", DistilBertForSequenceClassification, _SEQ,
+                ("DistilBertForSequenceClassification",)),
+    _classifier(bert.FAMILY, "tok-cls", BertForTokenClassification, _TOK,
+                ("BertForTokenClassification",)),
+    _classifier(bert.ROBERTA, "tok-cls", RobertaForTokenClassification, _TOK,
+                ("RobertaForTokenClassification",)),
+    _classifier(bert.XLM_ROBERTA, "tok-cls", RobertaForTokenClassification, _TOK,
+                ("XLMRobertaForTokenClassification",)),
+    _classifier(distilbert.FAMILY, "tok-cls", DistilBertForTokenClassification, _TOK,
+                ("DistilBertForTokenClassification",)),
+)
