@@ -14,6 +14,7 @@ from mobius.ep.registry import get_ep
 from mobius.errors import MobiusError
 from mobius.models.registry import family_for
 from mobius.optimize.pipeline import optimize_model
+from mobius.package.context_length import apply_context_length, resolve_context_length
 from mobius.package.model_package import ModelPackage
 from mobius.package.provider_options import genai_provider_options
 from mobius.package.tokenizer_files import find_tokenizer_files
@@ -50,6 +51,7 @@ def build(
     quant_override: str | tuple = (),
     layout: str = GENAI,
     logits_to_keep: bool | None = None,
+    context_length: int | None = None,
 ) -> ModelPackage:
     """Builds an ONNX package from a hub id, a local HF folder or a built-in tiny name.
 
@@ -62,6 +64,8 @@ def build(
     ``logits_to_keep`` adds the decoder input ``num_logits_to_keep``
     (mobius/tasks/logits_to_keep.py); default: where the layout's client
     feeds it (transformers.js), not for onnxruntime-genai 0.18.
+    ``context_length``: genai_config's context length and KV size
+    (mobius/package/context_length.py; default min(max positions, 4096)).
     """
     caps = get_ep(execution_provider)
     build_dtype = parse_dtype(dtype)
@@ -83,6 +87,7 @@ def build(
         quant_spec = prequantized_spec(caps, checkpoint.format, quant_accuracy_level)
     config = family.make_config(raw, generation)
     check_config_fits_checkpoint(raw, checkpoint)  # before any graph or table is built
+    context_length = resolve_context_length(context_length, config.max_position_embeddings)
     with build_context(caps, build_dtype):
         module = family.module(config)
     attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,
@@ -90,14 +95,7 @@ def build(
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
                                 dtype=build_dtype, trace_optimization=trace_optimization,
                                 quant=quant_spec)
-    if logits_to_keep is None:
-        logits_to_keep = layout == TRANSFORMERS_JS
-    if logits_to_keep and family.task.name == "text-generation":
-        if layout == GENAI:
-            logger.warning("num_logits_to_keep: onnxruntime-genai 0.18 cannot run this package "
-                           "(it binds [batch, sequence, vocab] logits); plain onnxruntime can")
-        add_logits_to_keep(package.model, ir.DataType.INT64 if caps.supports_int64
-                           else ir.DataType.INT32)
+    _client_options(package, family.task, caps, layout, logits_to_keep, context_length)
     package.files_to_copy = find_tokenizer_files(folder)
     package.source = folder
     package.layout, package.build_dtype = layout, SHORT_NAMES[build_dtype]
@@ -105,6 +103,21 @@ def build(
     if not package.files_to_copy:
         logger.warning("%s has no tokenizer files; the package will have none", folder)
     return package
+
+
+def _client_options(package: ModelPackage, task: Task, caps: EpCapabilities, layout: str,
+                    logits_to_keep: bool | None, context_length: int) -> None:
+    """The runtime options of the package's client: genai's KV size, num_logits_to_keep."""
+    if package.genai_config is not None and task.kv_cache_sized_by_context:
+        apply_context_length(package.genai_config, context_length)
+    if logits_to_keep is None:
+        logits_to_keep = layout == TRANSFORMERS_JS
+    if logits_to_keep and task.takes_logits_to_keep:
+        if layout == GENAI:
+            logger.warning("num_logits_to_keep: onnxruntime-genai 0.18 cannot run this package "
+                           "(it binds [batch, sequence, vocab] logits); plain onnxruntime can")
+        add_logits_to_keep(package.model, ir.DataType.INT64 if caps.supports_int64
+                           else ir.DataType.INT32)
 
 
 def check_supported(caps: EpCapabilities, dtype: ir.DataType, task: Task | None = None,

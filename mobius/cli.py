@@ -38,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="decoder input num_logits_to_keep: logits of the last k positions "
                        "only (default: on for the transformers.js layout, whose client feeds "
                        "it; off for genai, which cannot)")
+    build.add_argument("--context-length", type=int, default=None, metavar="N",
+                       help="longest sequence onnxruntime-genai may generate; it sizes the KV "
+                       "cache (default: the model's max positions, at most 4096)")
     build.add_argument("--trace", action="store_true",
                        help="log what each optimization stage and rule did ([EP Trace] lines)")
     build.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
@@ -159,7 +162,8 @@ def _run(args: argparse.Namespace) -> int:
                     quant_accuracy_level=args.quant_accuracy_level,
                     quant_lm_head=args.quant_lm_head, quant_embedding=args.quant_embedding,
                     quant_override=args.quant_override,
-                    layout=args.layout, logits_to_keep=args.logits_to_keep)
+                    layout=args.layout, logits_to_keep=args.logits_to_keep,
+                    context_length=args.context_length)
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         print(f"wrote {path}")

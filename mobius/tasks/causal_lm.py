@@ -81,4 +81,6 @@ TASK = Task(
                         inputs=("input_ids", "attention_mask", "position_ids"),
                         outputs=("logits",)),
     package_configs=_genai_configs,
+    kv_cache_sized_by_context=True,
+    takes_logits_to_keep=True,
 )

@@ -126,6 +126,10 @@ class Task:
     read_extras: Callable[[str], Mapping[str, Any]] | None = None
     #: config -> ONNX metadata_props of every model (a classifier's id2label)
     metadata: Callable[[ArchitectureConfig], Mapping[str, str]] | None = None
+    #: genai's KV cache is sized by the package's context length (--context-length)
+    kv_cache_sized_by_context: bool = False
+    #: the decoder may take num_logits_to_keep (mobius/tasks/logits_to_keep.py)
+    takes_logits_to_keep: bool = False
 
     def __str__(self) -> str:
         return self.name

@@ -117,4 +117,5 @@ TASK = Task(
                         inputs=("input_ids", "attention_mask", "pixel_values"),
                         outputs=("logits",)),
     package_configs=_genai_configs,
+    kv_cache_sized_by_context=True,
 )
