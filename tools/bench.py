@@ -495,8 +495,9 @@ def build_table(result: dict) -> str:
         if tool not in tools:
             continue
         t = tools[tool]
-        label = {"mobius": "mobius build (f32, cpu)", "peer": "peer builder (fp32, cpu)",
-                 "copy": "floor: copytree"}[tool]
+        quant = result.get("quant")
+        label = {"mobius": f"mobius build (f32{', ' + quant if quant else ''}, cpu)",
+                 "peer": f"peer builder ({quant or 'fp32'}, cpu)", "copy": "floor: copytree"}[tool]
         wall_ratio = rss_ratio = ""
         if ratios and tool == "mobius":
             wall_ratio = f"{ratios['wall']:.2f} (target ≤ 0.50)"

@@ -14,6 +14,7 @@ CPU, lm_head quantized, embeddings not. mobius' cpu EP defaults are the same
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -38,6 +39,9 @@ def package_logits(folder: str, prompt: np.ndarray) -> np.ndarray:
 
     sess = ort.InferenceSession(os.path.join(folder, "model.onnx"),
                                 providers=["CPUExecutionProvider"])
+    with open(os.path.join(folder, "genai_config.json")) as f:
+        decoder = json.load(f)["model"]["decoder"]
+    heads, dim = decoder["num_key_value_heads"], decoder["head_size"]
     feeds = {}
     for inp in sess.get_inputs():
         int_type = np.int32 if inp.type == "tensor(int32)" else np.int64
@@ -48,7 +52,6 @@ def package_logits(folder: str, prompt: np.ndarray) -> np.ndarray:
         elif inp.name == "position_ids":
             feeds[inp.name] = np.arange(len(prompt))[None].astype(int_type)
         elif inp.name.startswith("past_key_values"):
-            _, heads, _, dim = inp.shape
             feeds[inp.name] = np.zeros((1, heads, 0, dim), np.float32)
         else:
             raise RuntimeError(f"{folder}: unexpected graph input {inp.name}")

@@ -24,7 +24,8 @@ class QuantizedWeight:
 
     Attributes:
         codes: uint8 [N, K], unpacked integers in [0, 2**bits).
-        scales: float32 [N, ceil(K / block_size)].
+        scales: float32 [N, ceil(K / block_size)]; may be negative (RTN mirrors
+            the symmetric grid so a block's larger side gets its extra step).
         zero_points: uint8 [N, ceil(K / block_size)] in [0, 2**bits), or None
             (symmetric: the implicit zero point 2**(bits - 1)).
         bits: 4 or 8.

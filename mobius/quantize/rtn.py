@@ -8,8 +8,9 @@ even for an lm_head.
 
 Every element is reconstructed within half a step: symmetric scales take the
 grid's asymmetric range (-2**(b-1) .. 2**(b-1)-1) into account instead of
-wasting a level, and asymmetric zero points round the grid without clipping
-more than half a step at the top.
+wasting a level (and choose per block between two such scales, see
+_symmetric), and asymmetric zero points round the grid without clipping more
+than half a step at the top.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from mobius.quantize.quantized_weight import QuantizedWeight
 
 _CHUNK_ELEMENTS = 1 << 21  # floats per chunk (8 MB)
+_MAGIC = np.float32(1.5 * 2**23)
 
 
 def quantize_rtn(weight: np.ndarray, bits: int, block_size: int,
@@ -58,13 +60,50 @@ def _blocked(rows: np.ndarray, blocks: int, block_size: int) -> np.ndarray:
 
 
 def _symmetric(blocks: np.ndarray, bits: int) -> np.ndarray:
-    """Codes in place (implicit zero point 2**(b-1)); returns the scales [blocks, N]."""
+    """Codes in place (implicit zero point 2**(b-1)); returns the scales [blocks, N].
+
+    The grid -2**(b-1) .. 2**(b-1)-1 has one more step below zero: the side of
+    the block with the larger magnitude gets it (a negative scale mirrors the
+    grid when that side is positive). Of two such scales, the one spanning
+    the block exactly (exact on weights that lie on a grid) and the half-step
+    finer one that lets the extremes round off the grid's ends by up to half a
+    step, each block takes whichever reconstructs it with the smaller squared
+    error; every element stays within half a step.
+    """
     half = 1 << (bits - 1)
-    top = np.maximum(blocks.max(axis=1), 0) / (half - 1)
-    bottom = np.maximum(-blocks.min(axis=1), 0) / half
-    scale = np.maximum(top, bottom).astype(np.float32)
-    _to_codes(blocks, _inverse(scale), half, 2 * half - 1)
-    return scale
+    top = np.maximum(blocks.max(axis=1), 0)
+    bottom = np.maximum(-blocks.min(axis=1), 0)
+    sign = np.where(top > bottom, np.float32(-1), np.float32(1))
+    big, small = np.maximum(top, bottom), np.minimum(top, bottom)
+    best_scale = best_error = None
+    for big_steps, small_steps in ((half, half - 1), (half + 0.5, half - 0.5)):
+        scale = (sign * np.maximum(big / big_steps, small / small_steps)).astype(np.float32)
+        error = _signed_codes(blocks, _inverse(scale), half)
+        error *= scale[:, None, :]
+        error -= blocks
+        error = np.einsum("bkn,bkn->bn", error, error)
+        if best_scale is None:
+            best_scale, best_error = scale, error
+        else:
+            best_scale = np.where(error < best_error, scale, best_scale)
+    codes = _signed_codes(blocks, _inverse(best_scale), half)
+    np.add(codes, half, out=blocks)
+    return best_scale
+
+
+def _signed_codes(blocks: np.ndarray, inverse: np.ndarray, half: int) -> np.ndarray:
+    """clip(rint(blocks / scale), -half, half - 1), a new array."""
+    codes = blocks * inverse[:, None, :]
+    _round(codes)
+    np.clip(codes, -half, half - 1, out=codes)
+    return codes
+
+
+def _round(values: np.ndarray) -> None:
+    """Round half to even in place, like np.rint but several times faster on float32:
+    adding 1.5 * 2**23 leaves no fraction bits (valid for |values| < 2**22)."""
+    values += _MAGIC
+    values -= _MAGIC
 
 
 def _asymmetric(blocks: np.ndarray, bits: int):
@@ -82,7 +121,7 @@ def _asymmetric(blocks: np.ndarray, bits: int):
 def _to_codes(blocks: np.ndarray, inverse: np.ndarray, zero, levels: int) -> None:
     """blocks <- clip(rint(blocks / scale) + zero, 0, levels), in place."""
     blocks *= inverse[:, None, :]
-    np.rint(blocks, out=blocks)
+    _round(blocks)
     blocks += zero[:, None, :] if isinstance(zero, np.ndarray) else zero
     np.clip(blocks, 0, levels, out=blocks)
 

@@ -9,7 +9,7 @@ from mobius.quantize.rtn import quantize_rtn
 
 
 def _reference_step(qw: QuantizedWeight) -> np.ndarray:
-    return qw.scales[:, qw.block_of_channel()]
+    return np.abs(qw.scales[:, qw.block_of_channel()])
 
 
 @pytest.mark.parametrize("bits", [4, 8])
