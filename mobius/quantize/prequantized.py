@@ -71,9 +71,9 @@ def plan_for(sources: list[PrequantizedSource], caps: EpCapabilities, spec: Quan
     linears = [s.linear for s in sources]
     first = linears[0]
     k, n = first.in_features, sum(s.out_features for s in sources)
-    same = all((l.bits, l.block_size, l.symmetric) == (first.bits, first.block_size,
-                                                        first.symmetric)
-               and _same_g_idx(l.g_idx, first.g_idx) for l in linears)
+    same = all((lin.bits, lin.block_size, lin.symmetric)
+               == (first.bits, first.block_size, first.symmetric)
+               and _same_g_idx(lin.g_idx, first.g_idx) for lin in linears)
     block = _ep_block(first.block_size, k, caps)
     reason = _requantize_reason(first, block, same, caps)
     if reason is None:
@@ -85,7 +85,7 @@ def plan_for(sources: list[PrequantizedSource], caps: EpCapabilities, spec: Quan
                         name, first.prefix, first.block_size, block, _sizes(caps))
         return Plan(layout, lambda: _exact(concat(), block, perm), perm)
     bits = first.bits if first.bits in caps.quant_bits else max(caps.quant_bits)
-    symmetric = all(l.symmetric for l in linears) or not caps.quant_zero_points
+    symmetric = all(lin.symmetric for lin in linears) or not caps.quant_zero_points
     logger.warning("%s: requantizing the packed %s weights (%s) to int%d, block %d, %s",
                    name, first.prefix, reason, bits, spec.block_size,
                    "symmetric" if symmetric else "asymmetric")

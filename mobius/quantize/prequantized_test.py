@@ -108,7 +108,7 @@ def test_what_the_ep_cannot_take_is_requantized_with_the_reason_logged(tmp_path,
     assert qw.block_size in caps.quant_block_sizes
     assert qw.zero_points is None or caps.quant_zero_points
     reference = np.concatenate([made[n].weight() for n in layers])
-    step = np.repeat(qw.scales, qw.block_size, axis=1)[:, :reference.shape[1]]
+    step = np.abs(np.repeat(qw.scales, qw.block_size, axis=1)[:, :reference.shape[1]])
     assert (np.abs(qw.dequantize() - reference) <= step / 2 + 1e-6).all()
 
 
