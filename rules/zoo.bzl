@@ -52,8 +52,9 @@ mobius_package = rule(
     },
 )
 
-def model_zoo(models, eps, families = {}, exclude = [], tags = ["manual"]):
-    """One mobius_package per model x (ep, dtype), named <model>-<ep>-<dtype>.
+def model_zoo(name, models, eps, families = {}, exclude = [], tags = ["manual"]):
+    """One mobius_package per model x (ep, dtype), named <model>-<ep>-<dtype>, and a
+    filegroup :<name> of all of them (`bazel build //pkg:<name>` builds the zoo).
 
     Args:
       models: {name: checkpoint label}.
@@ -64,15 +65,18 @@ def model_zoo(models, eps, families = {}, exclude = [], tags = ["manual"]):
       exclude: ["<model>-<ep>", ...] pairs not to declare (an EP that does not serve the task).
       tags: "manual" by default, so `bazel test //...` builds only the packages a test uses.
     """
+    packages = []
     for model, checkpoint in models.items():
         scope = ["family:" + families[model]] if model in families else []
         for ep, dtype in eps:
             if "%s-%s" % (model, ep) in exclude:
                 continue
+            packages.append("%s-%s-%s" % (model, ep, dtype))
             mobius_package(
-                name = "%s-%s-%s" % (model, ep, dtype),
+                name = packages[-1],
                 model = checkpoint,
                 ep = ep,
                 dtype = dtype,
                 tags = tags + scope + ["ep:" + ep.replace("-", "_")],
             )
+    native.filegroup(name = name, srcs = packages, tags = tags)
