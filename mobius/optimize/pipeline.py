@@ -40,7 +40,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.separate_rope import SeparateRoPE
     from mobius.rewrite.skip_layer_norm import SkipLayerNormFusion
     from mobius.rewrite.skip_simplified_layer_norm import SkipSimplifiedLayerNormFusion
-    from mobius.rewrite.tied_head import TiedHeadFusedMatMul
+    from mobius.rewrite.head_fused_matmul import HeadFusedMatMul
     from mobius.rewrite.unpack_qkv import UnpackQKV
 
     return [
@@ -49,7 +49,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
         ("fuse", [GroupQueryAttentionFusion(), PackQKV(),
                   SkipSimplifiedLayerNormFusion(), SkipLayerNormFusion(),
                   GeluFusion(), BiasGeluFusion(),
-                  MoEFusion(), QuantizeLinears(), TiedHeadFusedMatMul()]),
+                  MoEFusion(), QuantizeLinears(), HeadFusedMatMul()]),
         ("inline", [InlineUnsupportedFunctions()]),
         ("lower", [UnpackQKV(), SeparateRoPE(),
                    IfToWhere(), Int32GraphIO(), ShapeElimination(), Float32Compute()]),

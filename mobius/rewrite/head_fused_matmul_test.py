@@ -1,4 +1,4 @@
-"""TiedHeadFusedMatMul: a tied head's Gemm -> FusedMatMul on a [1, V, H] initializer."""
+"""HeadFusedMatMul: a tied head's Gemm -> FusedMatMul on a [1, V, H] initializer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
 
-from mobius.rewrite.tied_head import TiedHeadFusedMatMul
+from mobius.rewrite.head_fused_matmul import HeadFusedMatMul
 from testing.fusion_checks import (FLOAT, apply_rule, check_model, copy_model, histogram, info,
                                    make_model, run_ort, weight)
 
@@ -45,7 +45,7 @@ IDS = np.array([[0, 5, 40], [7, 7, 2]], np.int64)
 def test_rewrites_to_fused_matmul_on_a_3d_matrix_with_the_same_logits():
     model = tied_model()
     before = run_ort(copy_model(model), {"ids": IDS})[0]
-    assert apply_rule(TiedHeadFusedMatMul(), model, "cpu") == 1
+    assert apply_rule(HeadFusedMatMul(), model, "cpu") == 1
     check_model(model)
     ops = histogram(model)
     assert ops.get("com.microsoft::FusedMatMul") == 1 and "Gemm" not in ops
@@ -60,14 +60,24 @@ def test_rewrites_to_fused_matmul_on_a_3d_matrix_with_the_same_logits():
 @pytest.mark.parametrize("ep, dtype", [("cuda", ir.DataType.FLOAT16), ("default", ir.DataType.FLOAT),
                                        ("webgpu", ir.DataType.FLOAT),
                                        ("cpu", ir.DataType.FLOAT16)])
-def test_only_where_the_ep_prepacks_2d_weights_and_computes_f32(ep, dtype):
-    assert apply_rule(TiedHeadFusedMatMul(), tied_model(), ep, dtype) == 0
+def test_only_where_a_fused_matmul_kernel_computes_f32(ep, dtype):
+    assert apply_rule(HeadFusedMatMul(), tied_model(), ep, dtype) == 0
+
+
+def test_an_untied_head_keeps_a_2d_matrix():
+    model = tied_model(tied=False)
+    before = run_ort(copy_model(model), {"ids": IDS})[0]
+    assert apply_rule(HeadFusedMatMul(), model, "cpu") == 1
+    check_model(model)
+    assert histogram(model).get("com.microsoft::FusedMatMul") == 1 and "Gemm" not in histogram(model)
+    assert list(model.graph.initializers["W"].shape) == [V, H]  # packed once, no Gather keeps it
+    np.testing.assert_allclose(run_ort(model, {"ids": IDS})[0], before, rtol=1e-6, atol=1e-6)
 
 
 def test_cpu_bf16_builds_compute_in_f32_and_are_rewritten():
-    assert apply_rule(TiedHeadFusedMatMul(), tied_model(), "cpu", ir.DataType.BFLOAT16) == 1
+    assert apply_rule(HeadFusedMatMul(), tied_model(), "cpu", ir.DataType.BFLOAT16) == 1
 
 
-@pytest.mark.parametrize("kwargs", [dict(extra_use=True), dict(bias=True), dict(tied=False)])
-def test_leaves_untied_biased_and_otherwise_read_heads_alone(kwargs):
-    assert apply_rule(TiedHeadFusedMatMul(), tied_model(**kwargs), "cpu") == 0
+@pytest.mark.parametrize("kwargs", [dict(extra_use=True), dict(bias=True)])
+def test_leaves_biased_and_otherwise_read_heads_alone(kwargs):
+    assert apply_rule(HeadFusedMatMul(), tied_model(**kwargs), "cpu") == 0

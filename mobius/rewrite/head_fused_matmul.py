@@ -1,19 +1,23 @@
-"""Fuse: a tied LM head's Gemm -> com.microsoft FusedMatMul on a 3-D view of the matrix.
+"""Fuse: the LM head's Reshape -> Gemm(transB=1) -> Reshape -> one com.microsoft FusedMatMul.
 
-ONNX Runtime's CPU EP repacks the constant 2-D B of every MatMul and Gemm into
-a private buffer when the session loads. A tied head's matrix is also read by
-the embedding's Gather, so the original stays too: the process would hold the
-matrix twice. A 3-D B is read in place instead (MLAS only packs 2-D weights),
-so the matrix is stored as [1, vocab, hidden] and shared by::
+    Reshape(Gemm(Reshape(x, [-1, H]), W, transB=1), shape)  ->  FusedMatMul(x, W, transB=1)
 
-    Reshape(Gemm(Reshape(x, [-1, H]), W, transB=1), shape)  ->  FusedMatMul(x, W3, transB=1)
-    Gather(W, ids, axis=0)                                   ->  Squeeze(Gather(W3, ids, axis=1), [0])
+FusedMatMul reads W [vocab, hidden] as stored and writes the [..., vocab]
+logits directly; the Reshape after a Gemm copies them (one more logits
+buffer, 64 MiB for 512 tokens of a 32000-token vocabulary).
+
+Tied heads: ONNX Runtime's CPU EP repacks the constant 2-D B of every MatMul
+and Gemm into a private buffer when the session loads. A tied matrix is also
+read by the embedding's Gather, so the original stays too: the process would
+hold the matrix twice. Where ``caps.prepacks_2d_weights``, a matrix also read
+by Gathers is stored as [1, vocab, hidden] (a 3-D B is read in place, MLAS
+only packs 2-D weights) and each ``Gather(W, ids, axis=0)`` becomes
+``Squeeze(Gather(W3, ids, axis=1), [0])``: same bytes, one copy on disk and
+in memory. An untied matrix stays 2-D (packed once, its original released).
 
 ``W`` is an initializer read only by that Gemm (as B, without a bias) and by
-Gathers along axis 0. Same bytes, one copy on disk and in memory.
-
-Legality: ``caps.prepacks_2d_weights`` and a FusedMatMul kernel, for builds
-computed in float32 (the kernel's type).
+Gathers along axis 0. Legality: a FusedMatMul kernel, for builds computed in
+float32 (the kernel's type).
 """
 
 from __future__ import annotations
@@ -38,13 +42,12 @@ class _Match:
     gathers: list[ir.Node]
 
 
-class TiedHeadFusedMatMul(NodeRule):
-    name = "TiedHeadFusedMatMul"
+class HeadFusedMatMul(NodeRule):
+    name = "HeadFusedMatMul"
 
     def applies(self, ctx: RuleContext) -> bool:
         computes_f32 = ctx.dtype == ir.DataType.FLOAT or not ctx.caps.computes(ctx.dtype)
-        return (ctx.caps.prepacks_2d_weights and ctx.caps.has_kernel(FUSED_MATMUL)
-                and computes_f32)
+        return ctx.caps.has_kernel(FUSED_MATMUL) and computes_f32
 
     def match(self, node: ir.Node) -> _Match | None:
         if node.op_type != "Gemm" or node.domain != "" or len(node.inputs) != 2:
@@ -59,8 +62,8 @@ class TiedHeadFusedMatMul(NodeRule):
         if weight is None or not weight.is_initializer() or weight.const_value is None:
             return None
         gathers = [use.node for use in weight.uses() if use.node is not node]
-        if not gathers or not all(_row_gather(g, weight) for g in gathers):
-            return None  # untied (prepacking it costs nothing) or read by something else
+        if not all(_row_gather(g, weight) for g in gathers):
+            return None
         return _Match(node, out, flatten.inputs[0], weight, gathers)
 
     def check(self, match: _Match, ctx: RuleContext) -> bool:
@@ -73,6 +76,9 @@ class TiedHeadFusedMatMul(NodeRule):
                         name=derived_name(match.gemm, FUSED_MATMUL))
         model.graph.insert_before(match.out, fused)
         take_over(match.out.outputs[0], fused.outputs[0])
+        model.opset_imports.setdefault(MS_DOMAIN, 1)
+        if not match.gathers or not ctx.caps.prepacks_2d_weights:
+            return
         # After the head: a Gather may produce its input x, which take_over rewires.
         _add_leading_axis(match.weight)
         axis0 = constant(model.graph, [0])
@@ -82,8 +88,6 @@ class TiedHeadFusedMatMul(NodeRule):
             squeezed = emit(nodes, "Squeeze", [rows, axis0])
             model.graph.insert_before(gather, nodes)
             take_over(gather.outputs[0], squeezed)
-        if MS_DOMAIN not in model.opset_imports:
-            model.opset_imports[MS_DOMAIN] = 1
 
 
 def _row_gather(node: ir.Node, weight: ir.Value) -> bool:
