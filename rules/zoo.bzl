@@ -37,6 +37,11 @@ def _mobius_package_impl(ctx):
         mnemonic = "MobiusPackage",
         progress_message = "Building package %s (%s, %s)" % (ctx.label.name, ctx.attr.ep, ctx.attr.dtype),
         use_default_shell_env = True,
+        # The sandbox would hand the checkpoint over as symlinks into the
+        # execroot, which mobius rightly refuses as links leaving the
+        # checkpoint folder; unsandboxed (and remotely) the inputs are the
+        # declared files themselves.
+        execution_requirements = {"no-sandbox": "1"},
     )
     return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
 

@@ -11,6 +11,7 @@ import json
 import os
 
 from mobius.models.registry import family_for
+from mobius.tiny.checkpoint import real_folder
 from mobius.tiny.presets import TINY_PRESETS
 from mobius.tiny.tokenizer import write_tiny_tokenizer
 
@@ -20,7 +21,7 @@ def prebuilt_hf_checkpoint(preset: str) -> str | None:
     data, found under ``$MOBIUS_TINY_DIR/hf``): seed 0, no overrides; None when absent."""
     root = os.environ.get("MOBIUS_TINY_DIR")
     folder = os.path.join(root, "hf", preset) if root else None
-    return folder if folder and os.path.isfile(os.path.join(folder, "config.json")) else None
+    return real_folder(folder, "config.json")
 
 
 def make_hf_checkpoint(folder: str, preset: str, seed: int = 0, **overrides) -> str:

@@ -33,7 +33,18 @@ def prebuilt_tiny_checkpoint(name: str, seed: int = 0) -> str | None:
     found under ``$MOBIUS_TINY_DIR/<name>``; None when there is none."""
     root = os.environ.get("MOBIUS_TINY_DIR")
     folder = os.path.join(root, name) if root and seed == 0 else None
-    return folder if folder and os.path.isfile(os.path.join(folder, "model.safetensors")) else None
+    return real_folder(folder, "model.safetensors")
+
+
+def real_folder(folder: str | None, marker: str) -> str | None:
+    """The folder whose files ``folder`` holds, or None without ``marker`` in it.
+
+    Bazel's runfiles tree links each file of a built folder into the output
+    tree; mobius refuses checkpoint files that are links leaving their folder,
+    so callers get the output-tree folder itself."""
+    if not folder or not os.path.isfile(os.path.join(folder, marker)):
+        return None
+    return os.path.dirname(os.path.realpath(os.path.join(folder, marker)))
 
 
 def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) -> str:

@@ -49,7 +49,10 @@ def test_bzl_table_is_every_preset_and_its_family_module():
 @pytest.mark.parametrize("name", sorted(TINY_PRESETS))
 def test_each_preset_is_built_and_found(name):
     folder = prebuilt_tiny_checkpoint(name)
-    assert folder and os.environ["MOBIUS_TINY_DIR"] in folder, f"{name} is not in the test's data"
+    data = os.path.join(os.environ["MOBIUS_TINY_DIR"], name, "model.safetensors")
+    assert folder and os.path.isfile(data), f"{name} is not in the test's data"
+    assert folder == os.path.dirname(os.path.realpath(data))  # the files, not runfiles links
+    assert not any(os.path.islink(os.path.join(folder, f)) for f in os.listdir(folder))
     assert make_tiny_checkpoint(name) == folder  # read, not regenerated into a cache
     files = set(os.listdir(folder))
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= files, files
@@ -71,7 +74,9 @@ def test_other_seeds_are_not_taken_from_the_prebuilt_copy():
 @pytest.mark.parametrize("name", sorted(TINY_PRESETS))
 def test_each_transformers_checkpoint_is_built(name):
     folder = prebuilt_hf_checkpoint(name)
-    assert folder and folder.startswith(os.environ["MOBIUS_TINY_DIR"]), f"{name}: no hf/{name}"
+    data = os.path.join(os.environ["MOBIUS_TINY_DIR"], "hf", name, "config.json")
+    assert folder and os.path.isfile(data), f"{name}: no hf/{name}"
+    assert folder == os.path.dirname(os.path.realpath(data))
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(os.listdir(folder))
 
 
