@@ -26,16 +26,22 @@ PARAMS = [pytest.param(ep, fam, id=f"{ep}-{fam}", marks=pytest.mark.shard_group(
           for ep in s.EP_DTYPES for fam in s.ep_family_names(ep)]
 
 
+#: ops that read a Linear's constant weight: MatMul [K, N], the LM head's
+#: Gemm(transB=1) [N, K], and what HeadFusedMatMul makes of it on CPU
+_LINEAR_OPS = ("MatMul", "Gemm", "com.microsoft::FusedMatMul")
+
+
 def _linears(model: ir.Model) -> list[ir.Node]:
-    return [n for n in s.all_nodes(model.graph) if n.op_type == "MatMul" and n.domain == ""
+    return [n for n in s.all_nodes(model.graph) if s.op_key(n) in _LINEAR_OPS
             and s.is_constant(n.inputs[1])]
 
 
 def _structure(histogram: Counter) -> Counter:
-    """Everything but the Linears; a QMoE counts as the MoE it replaced."""
+    """Everything but the Linears; a QMoE counts as the MoE it replaced. Reshapes
+    are left out: the float head on CPU drops its two (FusedMatMul reads [..., H])."""
     out = Counter()
     for op, n in histogram.items():
-        if op not in ("MatMul", *QUANTIZED_OPS):
+        if op not in (*_LINEAR_OPS, "Reshape", *QUANTIZED_OPS):
             out[op.replace("::QMoE", "::MoE")] += n
     return out
 

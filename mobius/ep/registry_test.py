@@ -141,7 +141,7 @@ def no_work(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("build() went past EP validation")
 
-    for name in ("resolve_checkpoint", "load_config", "SafetensorsCheckpoint",
+    for name in ("resolve_checkpoint", "load_config", "open_checkpoint",
                  "build_from_module", "attach_weights"):
         monkeypatch.setattr(mobius.builder, name, forbidden)
 

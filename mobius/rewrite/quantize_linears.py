@@ -2,6 +2,7 @@
 
     y = MatMul(x, W[K, N])    ->    MatMulNBits(x, B, scales[, zp])        (quant_form matmul_nbits)
                               ->    MatMul(x, DequantizeLinear(codes, ...)) (dequantize_linear)
+    y = Gemm(x, W[N, K], transB=1)  (the LM head)  ->  the same forms
 
 A Linear is the only thing that puts a constant 2-D weight on a MatMul, so
 this one pass covers every family and every role (decoder, vision, encoder);
@@ -24,7 +25,7 @@ from mobius.quantize.emit_gather import emit_quantized_gather
 from mobius.quantize.emit_moe import emit_qmoe
 from mobius.quantize.prequantized import emit_prequantized, plan_for, sources_of
 from mobius.quantize.rtn import quantize_rtn_kn
-from mobius.rewrite.rule import Rule, RuleContext
+from mobius.rewrite.rule import Rule, RuleContext, attr
 
 TOKEN_IDS = "input_ids"  # the graph contract's token input (DESIGN.md)
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
@@ -41,6 +42,9 @@ class QuantizeLinears(Rule):
         count = 0
         for node in list(model.graph):
             if self._experts(model, node, ctx) or self._embedding(model, node, ctx):
+                count += 1
+                continue
+            if self._head(model, node, spec):
                 count += 1
                 continue
             weight = _constant_weight(node)
@@ -62,6 +66,33 @@ class QuantizeLinears(Rule):
             count += 1
         return count
 
+
+    @staticmethod
+    def _head(model: ir.Model, node: ir.Node, spec) -> bool:
+        """The LM head: Gemm(rows, W[N, K], transB=1) reading the [vocab, hidden]
+        matrix as stored (mobius/components/lm_head.py). W is already the
+        quantized layout's [N, K]; a matrix the embedding's Gather also reads
+        (tied) is named as the head for --quant-lm-head and overrides."""
+        if node.op_type != "Gemm" or node.domain != "" or len(node.inputs) != 2:
+            return False
+        if attr(node, "transB", 0) != 1 or attr(node, "transA", 0) or attr(node, "alpha", 1.0) != 1:
+            return False
+        weight = node.inputs[1]
+        if not _is_float_matrix(weight):
+            return False
+        tied = any(use.node is not node for use in weight.uses())
+        name = "lm_head.weight" if tied else (weight.name or "lm_head.weight")
+        bits = spec.bits_for(name)
+        if bits is None:
+            return False
+        n, k = weight.shape
+        layout = Layout(k, n, bits, spec.block_size, spec.symmetric, weight.const_value.dtype)
+        source = weight.const_value
+        produce = lambda: quantize_rtn_kn(source.numpy().T, bits, spec.block_size,  # noqa: E731
+                                          spec.symmetric)
+        emit_quantized_matmul(model, node, produce, layout, spec.form, spec.accuracy_level,
+                              _stem(name))
+        return True
 
     @staticmethod
     def _experts(model: ir.Model, node: ir.Node, ctx: RuleContext) -> bool:
