@@ -97,6 +97,10 @@ REVERT_NEEDS: dict[str, str] = {
 
 #: (preset, overrides, expected message part): switch values a family rejects up front.
 REJECTED: dict[str, tuple[str, dict, str]] = {
+    "cohere2_zero_pattern": ("tiny-cohere2", {"layer_types": None, "sliding_window_pattern": 0},
+                             "sliding_window_pattern 0"),
+    "cohere2_null_window": ("tiny-cohere2", {"sliding_window": None},
+                            "sliding_attention layers with sliding_window null"),
     "cohere_zero_logit_scale": ("tiny-cohere", {"logit_scale": 0.0}, "logit_scale 0"),
     "exaone4_bad_pattern": ("tiny-exaone4", {"layer_types": None, "sliding_window_pattern": "LXG"},
                             "sliding_window_pattern 'LXG'"),
