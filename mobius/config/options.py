@@ -57,7 +57,7 @@ def _checked(key: str, value: Any, hint: Any) -> Any:
     raise ConfigError(f"config.json: {key!r} must be {names}, got {value!r}")
 
 
-def validated(cls: type) -> "Callable[[Mapping[str, Any]], dict[str, Any]]":
+def validated(cls: type) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
     """A ModelFamily.config_overrides that only reads ``cls`` from config.json, so a
     switch of the wrong type fails with the config, before any weight is read."""
     def overrides(raw: Mapping[str, Any]) -> dict[str, Any]:

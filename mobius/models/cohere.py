@@ -91,9 +91,12 @@ def normalize_cohere2(raw: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(raw)
     if not out.get("layer_types"):
         pattern = read_options(Cohere2Options, raw).sliding_window_pattern
+        reject(pattern <= 0, "cohere2", f"sliding_window_pattern {pattern}")
         out["layer_types"] = [SLIDING if (i + 1) % pattern else "full_attention"
                               for i in range(int(raw["num_hidden_layers"]))]
     out.setdefault("sliding_window", 4096)
+    reject(out["sliding_window"] is None and SLIDING in out["layer_types"], "cohere2",
+           "sliding_attention layers with sliding_window null")
     return out
 
 

@@ -97,6 +97,10 @@ REVERT_NEEDS: dict[str, str] = {
 
 #: (preset, overrides, expected message part): switch values a family rejects up front.
 REJECTED: dict[str, tuple[str, dict, str]] = {
+    "cohere2_zero_pattern": ("tiny-cohere2", {"layer_types": None, "sliding_window_pattern": 0},
+                             "sliding_window_pattern 0"),
+    "cohere2_null_window": ("tiny-cohere2", {"sliding_window": None},
+                            "sliding_attention layers with sliding_window null"),
     "cohere_zero_logit_scale": ("tiny-cohere", {"logit_scale": 0.0}, "logit_scale 0"),
     "exaone4_bad_pattern": ("tiny-exaone4", {"layer_types": None, "sliding_window_pattern": "LXG"},
                             "sliding_window_pattern 'LXG'"),
@@ -148,7 +152,8 @@ def test_f32_parity_with_transformers(checkpoints, tmp_path, case, ep):
     if _uses_fused_rotary(package):  # left-padded: prefill only; all steps unpadded
         run, _ = _parity(folder, tmp_path / "b", ep, pad=3, steps=0, hf_model=hf_model)
         unpadded, _ = _parity(folder, tmp_path / "c", ep, pad=0, steps=3, hf_model=hf_model)
-        assert unpadded.max_abs_diff <= TOLERANCE, f"{case}/{ep} unpadded: {unpadded.max_abs_diff:.3g}"
+        assert unpadded.max_abs_diff <= TOLERANCE, (
+            f"{case}/{ep} unpadded: {unpadded.max_abs_diff:.3g}")
     assert run.max_abs_diff <= TOLERANCE, f"{case}/{ep}: max |logit diff| {run.max_abs_diff:.3g}"
 
 
@@ -180,7 +185,8 @@ def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, case):
         return
     hf_model = load_hf_model(folder)
     run, _ = _parity(reverted, tmp_path / "pkg", "default", pad=3, steps=3, hf_model=hf_model)
-    assert run.max_abs_diff > CHANGED, f"{case}: the switch changes nothing ({run.max_abs_diff:.3g})"
+    assert run.max_abs_diff > CHANGED, (
+        f"{case}: the switch changes nothing ({run.max_abs_diff:.3g})")
 
 
 @pytest.mark.parametrize("case", sorted(REJECTED))
