@@ -17,7 +17,7 @@ import tempfile
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, configuration, given, settings
 from hypothesis import strategies as st
 
 from mobius.tiny.presets import TINY_PRESETS
@@ -44,6 +44,12 @@ VALUES = st.one_of(
 EXTRA_KEYS = ("rope_theta", "tie_word_embeddings", "head_dim", "rope_scaling",
               "partial_rotary_factor", "max_position_embeddings", "num_key_value_heads",
               "attention_bias", "rms_norm_eps", "bos_token_id", "eos_token_id")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def hypothesis_home(tmp_path_factory):
+    """Hypothesis' own cache goes under the test's temporary folder, not the work tree."""
+    configuration.set_hypothesis_home_dir(str(tmp_path_factory.mktemp("hypothesis")))
 
 
 @pytest.fixture(scope="module")
