@@ -27,6 +27,10 @@ from testing.fork_server import ForkServer
 from testing.fuzz_property import check_build
 from testing.hf_checkpoints import make_hf_checkpoint
 
+# Hypothesis' own cache goes under the test's temporary folder, not the work tree.
+configuration.set_hypothesis_home_dir(
+    os.path.join(os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp(prefix="fuzz-"), "hypothesis"))
+
 FAMILIES = ("tiny-llama", "tiny-qwen3", "tiny-phi3", "tiny-gpt2")
 DEEP = "<deep>"  # stands for 100,000 nested lists, spliced into the JSON text
 _SETTINGS = settings(derandomize=True, max_examples=12, deadline=None, database=None,
@@ -44,12 +48,6 @@ VALUES = st.one_of(
 EXTRA_KEYS = ("rope_theta", "tie_word_embeddings", "head_dim", "rope_scaling",
               "partial_rotary_factor", "max_position_embeddings", "num_key_value_heads",
               "attention_bias", "rms_norm_eps", "bos_token_id", "eos_token_id")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def hypothesis_home(tmp_path_factory):
-    """Hypothesis' own cache goes under the test's temporary folder, not the work tree."""
-    configuration.set_hypothesis_home_dir(str(tmp_path_factory.mktemp("hypothesis")))
 
 
 @pytest.fixture(scope="module")
