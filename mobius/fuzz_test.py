@@ -218,7 +218,7 @@ def test_fuzzed_index(field, value, which, server, bases, tmp_path_factory):
     check_build(server, folder, out, ("index.json", "safetensors", "tensor", name), base)
 
 
-@pytest.mark.shard_group("config")
+@pytest.mark.shard_group("accepted")
 @pytest.mark.parametrize("change", [{"rms_norm_eps": 0.05}, {"rope_theta": 50.0},
                                     {"initializer_range": 7}])
 def test_property_holds_for_accepted_changes(change, server, bases, tmp_path_factory):
