@@ -205,3 +205,32 @@ def test_full_disk_says_no_space_left(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert f"OutputError: no space left on the device holding {disk}" in result.stderr
     assert result.stdout.strip() == "left:"  # the staging folder was removed
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_concurrent_cli_builds_of_different_checkpoints(tmp_path, overwrite):
+    """Three `mobius build` processes, three families, one OUT."""
+    out = tmp_path / "work" / "out"
+    out.parent.mkdir()
+    env = {**os.environ, "PYTHONPATH": _ROOT, "MOBIUS_CACHE": str(tmp_path / "cache")}
+    names = ["tiny-llama", "tiny-qwen3", "tiny-gpt2"]
+    children = [subprocess.Popen([sys.executable, "-m", "mobius", "build", "-q", "--model", name,
+                                  str(out), *(["--overwrite"] if overwrite else [])],
+                                 env=env, stderr=subprocess.PIPE, text=True) for name in names]
+    results = [(c.wait(timeout=300), c.stderr.read()) for c in children]
+    winners = [n for n, (rc, _) in zip(names, results) if rc == 0]
+    with open(out / "genai_config.json") as f:
+        model_type = json.load(f)["model"]["type"]
+    if overwrite:
+        assert len(winners) == 3, results
+    else:
+        assert len(winners) == 1, results
+        for rc, err in results:
+            assert rc == 0 or (err.count("\n") == 1 and err.startswith("mobius: error: output "
+                                                                        "folder")), err
+    from mobius.package.genai_config import genai_model_type
+
+    # OUT is a complete package of one of the winners, never a mix or a leftover
+    assert model_type in {genai_model_type(n.removeprefix("tiny-")) for n in winners}
+    assert os.path.getsize(out / "model.onnx.data") > 0
+    assert sorted(os.listdir(out.parent)) == ["out"]  # no staging left by anyone
