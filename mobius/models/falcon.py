@@ -124,8 +124,7 @@ class FalconForCausalLM(CausalLM):
             config, [FalconDecoderLayer(config, o, i) for i in range(config.num_hidden_layers)],
             LayerNorm(config.hidden_size, o.layer_norm_epsilon),
             embedding_attribute="word_embeddings", layers_attribute="h", norm_attribute="ln_f")
-        super().__init__(config, body, embedding_name="transformer.word_embeddings.weight",
-                         body_attribute="transformer")
+        super().__init__(config, body, body_attribute="transformer")
 
 
 def normalize_falcon(raw: Mapping[str, Any]) -> dict[str, Any]:
