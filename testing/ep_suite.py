@@ -363,6 +363,27 @@ class SameCountAsGeneric(Check):
 
 
 @dataclasses.dataclass(frozen=True)
+class AllFused(Check):
+    """Every ``op`` of the generic graph became one ``fused`` op (none left unfused)."""
+
+    op: str
+    fused: str
+
+    def failure(self, built, generic):
+        want = generic.histogram.get(self.op, 0)
+        got, left = built.histogram.get(self.fused, 0), built.histogram.get(self.op, 0)
+        if not want:
+            return f"the generic graph has no {self.op} (test premise broken)"
+        if got != want or left:
+            return (f"expected {want} {self.fused} (one per generic {self.op}); "
+                    f"found {got}, {left} left")
+        return None
+
+    def __str__(self):
+        return f"all-{self.op}-fused"
+
+
+@dataclasses.dataclass(frozen=True)
 class GqaAttribute(Check):
     """Every GroupQueryAttention has ``name == value`` (and there is at least one)."""
 

@@ -25,12 +25,13 @@ EXPECTATIONS = {
     ),
 }
 
-#: Encoder families (feature extraction): standard Attention per layer (no encoder
-#: attention fusion rule yet), every residual Add -> LayerNorm fused, BiasGelu per layer.
+#: Encoder families (feature extraction, classifiers, fill-mask): standard Attention per
+#: layer (no encoder attention fusion rule yet), every residual Add -> LayerNorm fused,
+#: every Gelu (the layers' and a masked-LM head's) a BiasGelu.
 _ENCODER = (
     s.PerLayer("Attention"),
     s.ResidualNormsFused(),
-    s.PerLayer("com.microsoft::BiasGelu"),
+    s.AllFused("Gelu", "com.microsoft::BiasGelu"),
 )
 ENCODER_EXPECTATIONS = {dtype: _ENCODER for dtype in EXPECTATIONS}
 

@@ -30,11 +30,12 @@ EXPECTATIONS = {
     "bf16": _STANDARD,
 }
 
-#: Encoder families (feature extraction): standard ops only -- Attention and Gelu per
-#: layer, LayerNormalization unfused (the EP decomposes Skip*LayerNorm / BiasGelu).
+#: Encoder families (feature extraction, classifiers, fill-mask): standard ops only --
+#: Attention per layer, every Gelu kept, LayerNormalization unfused (the EP decomposes
+#: Skip*LayerNorm / BiasGelu).
 _ENCODER = (
     s.PerLayer("Attention"),
-    s.PerLayer("Gelu"),
+    s.SameCountAsGeneric(("Gelu",), "Gelu"),
     s.Absent(s.SKIP_LAYER_NORM, "com.microsoft::BiasGelu"),
 )
 ENCODER_EXPECTATIONS = {dtype: _ENCODER for dtype in EXPECTATIONS}

@@ -209,7 +209,7 @@ def _ignored(prefix: str, heads: str):
 
 FAMILY = ModelFamily(
     name="bert", model_types=("bert",),
-    architectures=("BertModel", "BertForMaskedLM", "BertForPreTraining"),
+    architectures=("BertModel",),
     module=BertModel, task=encoder.TASK, tiny_preset="tiny-bert",
     checkpoint_prefixes=("", "bert."),
     ignored_tensors=_ignored("bert", r"cls\..*"),
@@ -218,7 +218,7 @@ FAMILY = ModelFamily(
 
 ROBERTA = ModelFamily(
     name="roberta", model_types=("roberta",),
-    architectures=("RobertaModel", "RobertaForMaskedLM"),
+    architectures=("RobertaModel",),
     module=RobertaModel, task=encoder.TASK, tiny_preset="tiny-roberta",
     checkpoint_prefixes=("", "roberta."),
     ignored_tensors=_ignored("roberta", r"lm_head\..*"),
@@ -227,4 +227,4 @@ ROBERTA = ModelFamily(
 
 XLM_ROBERTA = dataclasses.replace(
     ROBERTA, name="xlm-roberta", model_types=("xlm-roberta",),
-    architectures=("XLMRobertaModel", "XLMRobertaForMaskedLM"), tiny_preset="tiny-xlm-roberta")
+    architectures=("XLMRobertaModel",), tiny_preset="tiny-xlm-roberta")

@@ -66,7 +66,7 @@ def models_markdown() -> str:
         "",
         "Generated from the task registry (mobius/tasks). Packages of onnxruntime-genai",
         "tasks carry a genai_config.json; the others are for plain onnxruntime: see",
-        "docs/examples/ (sentence_embeddings.py, text_classification.py) for how to run them.",
+        "docs/examples/ (sentence_embeddings.py, text_classification.py, fill_mask.py).",
         "",
         *_markdown_table(tasks_table()),
     ]

@@ -122,7 +122,7 @@ class DistilBertModel(nn.Module):
 
 FAMILY = ModelFamily(
     name="distilbert", model_types=("distilbert",),
-    architectures=("DistilBertModel", "DistilBertForMaskedLM"),
+    architectures=("DistilBertModel",),
     module=DistilBertModel, task=encoder.TASK, tiny_preset="tiny-distilbert",
     normalize_raw=normalize_distilbert,
     checkpoint_prefixes=("", "distilbert."),

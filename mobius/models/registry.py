@@ -8,7 +8,7 @@ from __future__ import annotations
 from mobius.errors import UnsupportedModelError
 from mobius.models import bert, gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
 from mobius.models import llava, mixtral, qwen_moe
-from mobius.models import classifiers, distilbert, whisper
+from mobius.models import classifiers, distilbert, masked_lm, whisper
 from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, hunyuan_v1_dense, nemotron
 from mobius.models import olmo, stablelm, starcoder2
 from mobius.models.family import ModelFamily
@@ -47,6 +47,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     bert.XLM_ROBERTA,
     distilbert.FAMILY,
     *classifiers.FAMILIES,
+    *masked_lm.FAMILIES,
     llava.FAMILY,
     whisper.FAMILY,
 )

@@ -3,7 +3,7 @@ under mobius/tasks and one line here."""
 
 from __future__ import annotations
 
-from mobius.tasks import (causal_lm, encoder, speech_seq2seq, text_classification,
+from mobius.tasks import (causal_lm, encoder, fill_mask, speech_seq2seq, text_classification,
                           token_classification, vision_language)
 from mobius.tasks.task import Task
 
@@ -12,6 +12,7 @@ TASKS: dict[str, Task] = {task.name: task for task in (
     encoder.TASK,
     text_classification.TASK,
     token_classification.TASK,
+    fill_mask.TASK,
     vision_language.TASK,
     speech_seq2seq.TASK,
 )}

@@ -216,3 +216,5 @@ for _base, _prefix in _ARCH_PREFIX.items():
             **TINY_PRESETS[f"tiny-{_base}"], "architectures": [_prefix + _suffix],
             "id2label": {str(i): name for i, name in enumerate(_labels)},
             "label2id": {name: i for i, name in enumerate(_labels)}}
+    TINY_PRESETS[f"tiny-{_base}-mlm"] = {**TINY_PRESETS[f"tiny-{_base}"],
+                                         "architectures": [_prefix + "ForMaskedLM"]}
