@@ -32,6 +32,7 @@ from mobius.tasks.speech_seq2seq import build_speech_seq2seq
 from mobius.tasks.vision_language import IMAGE_DIMS, build_vision_language
 from mobius.weights.attach import attach_weights
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
+from mobius.weights.lora import LoraMergedCheckpoint
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ def build(
     layout: str = GENAI,
     logits_to_keep: bool | None = None,
     context_length: int | None = None,
+    adapter: str | None = None,
 ) -> ModelPackage:
     """Builds an ONNX package from a hub id, a local HF folder or a built-in tiny name.
 
@@ -72,6 +74,8 @@ def build(
     feeds it (transformers.js), not for onnxruntime-genai 0.18.
     ``context_length``: genai_config's context length and KV size
     (mobius/package/context_length.py; default min(max positions, 4096)).
+    ``adapter``: a PEFT LoRA adapter folder merged into the weights
+    (mobius/weights/lora.py).
     """
     caps = get_ep(execution_provider)
     build_dtype = parse_dtype(dtype)
@@ -86,6 +90,8 @@ def build(
     config = family.make_config(raw, generation)
     context_length = resolve_context_length(context_length, config.max_position_embeddings)
     checkpoint = SafetensorsCheckpoint(folder)
+    if adapter is not None:
+        checkpoint = LoraMergedCheckpoint(checkpoint, adapter)
     with build_context(caps, build_dtype):
         module = family.module(config)
     attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases)
