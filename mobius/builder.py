@@ -30,6 +30,7 @@ from mobius.tasks.registry import get_task
 from mobius.tasks.task import GenaiContext, Task, TaskFlags, check_io
 from mobius.weights.attach import attach_weights
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
+from mobius.weights.lora import LoraMergedCheckpoint
 from mobius.weights.plausibility import check_config_fits_checkpoint
 from mobius.weights.prequantized_checkpoint import PrequantizedCheckpoint, open_checkpoint
 
@@ -52,6 +53,7 @@ def build(
     layout: str = GENAI,
     logits_to_keep: bool | None = None,
     context_length: int | None = None,
+    adapter: str | None = None,
 ) -> ModelPackage:
     """Builds an ONNX package from a hub id, a local HF folder or a built-in tiny name.
 
@@ -66,6 +68,8 @@ def build(
     feeds it (transformers.js), not for onnxruntime-genai 0.18.
     ``context_length``: genai_config's context length and KV size
     (mobius/package/context_length.py; default min(max positions, 4096)).
+    ``adapter``: a PEFT LoRA adapter folder merged into the weights
+    (mobius/weights/lora.py).
     """
     caps = get_ep(execution_provider)
     build_dtype = parse_dtype(dtype)
@@ -88,6 +92,11 @@ def build(
     config = family.make_config(raw, generation)
     check_config_fits_checkpoint(raw, checkpoint)  # before any graph or table is built
     context_length = resolve_context_length(context_length, config.max_position_embeddings)
+    if adapter is not None:
+        if isinstance(checkpoint, PrequantizedCheckpoint):
+            raise MobiusError("--adapter: a LoRA adapter cannot be merged into the packed "
+                              "integers of a GPTQ / AWQ checkpoint")
+        checkpoint = LoraMergedCheckpoint(checkpoint, adapter)
     with build_context(caps, build_dtype):
         module = family.module(config)
     attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,

@@ -41,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--context-length", type=int, default=None, metavar="N",
                        help="longest sequence onnxruntime-genai may generate; it sizes the KV "
                        "cache (default: the model's max positions, at most 4096)")
+    build.add_argument("--adapter", metavar="DIR",
+                       help="PEFT LoRA adapter folder to merge into the weights")
     build.add_argument("--trace", action="store_true",
                        help="log what each optimization stage and rule did ([EP Trace] lines)")
     build.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
@@ -163,7 +165,7 @@ def _run(args: argparse.Namespace) -> int:
                     quant_lm_head=args.quant_lm_head, quant_embedding=args.quant_embedding,
                     quant_override=args.quant_override,
                     layout=args.layout, logits_to_keep=args.logits_to_keep,
-                    context_length=args.context_length)
+                    context_length=args.context_length, adapter=args.adapter)
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         print(f"wrote {path}")
