@@ -16,9 +16,11 @@ Transform = Callable[[np.ndarray], np.ndarray]
 def transpose(array: np.ndarray) -> np.ndarray:
     """[out, in] (PyTorch Linear layout) -> [in, out] (MatMul layout), C-contiguous.
 
-    Copies a few source rows at a time (32 bytes of each output row): about 4x
-    faster than ``np.ascontiguousarray(array.T)``, whose strided gather misses
-    the cache on every element of a large matrix.
+    Copies tiles of 16 source rows by 1024 columns: several times faster than
+    ``np.ascontiguousarray(array.T)``, whose strided gather misses the cache on
+    every element of a large matrix; the column tiles keep a tile's output rows
+    in cache (float32 Llama-3.2-1B projections: 1.8-2.3 GB/s, vs 1.4-1.7 GB/s
+    for whole-width bands of 8 rows).
     """
     if array.ndim != 2:
         return np.ascontiguousarray(array.T)
@@ -26,9 +28,11 @@ def transpose(array: np.ndarray) -> np.ndarray:
     array = np.asarray(array)
     rows, cols = array.shape
     out = np.empty((cols, rows), dtype=array.dtype)
-    block = max(1, 32 // array.dtype.itemsize)
+    block = 16
     for start in range(0, rows, block):
-        out[:, start : start + block] = array[start : start + block].T
+        band = array[start : start + block]
+        for col in range(0, cols, 1024):
+            out[col : col + 1024, start : start + block] = band[:, col : col + 1024].T
     return out
 
 
