@@ -9,6 +9,7 @@ from mobius.errors import UnsupportedModelError
 from mobius.models import bert, gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
 from mobius.models import llava, mixtral, qwen_moe
 from mobius.models import whisper
+from mobius.models import granitemoe, olmoe
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -19,6 +20,8 @@ FAMILIES: tuple[ModelFamily, ...] = (
     mixtral.FAMILY,
     qwen_moe.QWEN3_MOE,
     qwen_moe.QWEN2_MOE,
+    olmoe.FAMILY,
+    granitemoe.FAMILY,
     gemma.GEMMA,
     gemma.GEMMA2,
     gemma.GEMMA3,
