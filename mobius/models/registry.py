@@ -9,7 +9,7 @@ from mobius.errors import UnsupportedModelError
 from mobius.models import bert, gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
 from mobius.models import llava, mixtral, qwen_moe
 from mobius.models import whisper
-from mobius.models import granitemoe, olmoe
+from mobius.models import granitemoe, olmoe, phimoe
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -22,6 +22,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     qwen_moe.QWEN2_MOE,
     olmoe.FAMILY,
     granitemoe.FAMILY,
+    phimoe.FAMILY,
     gemma.GEMMA,
     gemma.GEMMA2,
     gemma.GEMMA3,

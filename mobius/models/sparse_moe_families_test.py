@@ -1,12 +1,15 @@
-"""OLMoE and GraniteMoE: L1 builds for every EP, L3 parity vs transformers per config switch.
+"""OLMoE, GraniteMoE and PhiMoE: L1 builds for every EP, L3 parity vs transformers per switch.
 
 * L1: each family builds for every built-in EP and every dtype it accepts;
   the MoE blocks are one com.microsoft MoE each exactly where the EP has the
-  kernel (``supports_fused_moe``), the decomposed routing everywhere else.
+  kernel (``supports_fused_moe``), the decomposed routing everywhere else;
+  PhiMoE's SparseMixer routing is not the kernel's softmax top-k, so it stays
+  decomposed on every EP.
 * L3: f32 logits match transformers within 1e-4 over a left-padded batch
   prefill + 3 greedy decode steps with the KV cache, on the default and cpu
   EPs, for the presets and for each config switch the families read.
 * The cuda graphs (fused MoE) run on onnxruntime's CPU EP MoE kernel.
+* The checkpoints' biases (0 from transformers) are randomized.
 """
 
 from __future__ import annotations
@@ -22,17 +25,19 @@ pytest.importorskip("transformers")
 from mobius.builder import build  # noqa: E402
 from mobius.errors import ConfigError  # noqa: E402
 from mobius.ep.registry import ep_registry  # noqa: E402
-from mobius.models import granitemoe, olmoe  # noqa: E402
+from mobius.models import granitemoe, olmoe, phimoe  # noqa: E402
 from mobius.optimize.histogram import op_histogram  # noqa: E402
 from mobius.weights.dtypes import SHORT_NAMES  # noqa: E402
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint  # noqa: E402
+from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint, randomize_zero_tensors  # noqa: E402
 from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
 
-FAMILIES = {f.name: f for f in (olmoe.FAMILY, granitemoe.FAMILY)}
+FAMILIES = {f.name: f for f in (olmoe.FAMILY, granitemoe.FAMILY, phimoe.FAMILY)}
+FUSED = ("olmoe", "granitemoe")  # routing the com.microsoft MoE kernel computes
 
 #: name: (family, config overrides). Each switch the families read differs
 #: from its preset value in one variant (presets: olmoe norm_topk_prob False;
-#: granitemoe with all four multipliers set).
+#: granitemoe with all four multipliers set; phimoe with attention and lm_head
+#: biases, router_jitter_noise 0.01).
 VARIANTS = {
     "olmoe": ("olmoe", {}),
     "olmoe_norm_topk_prob": ("olmoe", {"norm_topk_prob": True, "num_experts_per_tok": 3}),
@@ -42,6 +47,17 @@ VARIANTS = {
         "granitemoe", {"embedding_multiplier": 1.0, "residual_multiplier": 1.0,
                        "attention_multiplier": 1.0, "logits_scaling": 1.0,
                        "attention_bias": True, "num_experts_per_tok": 3}),
+    "phimoe": ("phimoe", {}),
+    # router_jitter_noise is SparseMixer's threshold at inference (input_jitter_noise
+    # is training-only); no biases; a sliding window shorter than the sequence.
+    "phimoe_jitter_window_no_bias": (
+        "phimoe", {"router_jitter_noise": 0.4, "input_jitter_noise": 0.5, "attention_bias": False,
+                   "lm_head_bias": False, "sliding_window": 4}),
+    "phimoe_longrope": (
+        "phimoe", {"max_position_embeddings": 128, "rope_scaling": {
+            "type": "longrope", "original_max_position_embeddings": 32, "short_mscale": 1.19,
+            "long_mscale": 1.19, "short_factor": [1.0 + 0.05 * i for i in range(8)],
+            "long_factor": [1.5 + 0.25 * i for i in range(8)]}}),
 }
 
 MOE = "com.microsoft::MoE"
@@ -55,8 +71,8 @@ def checkpoints(tmp_path_factory):
         if variant not in made:
             family, overrides = VARIANTS[variant]
             folder = tmp_path_factory.mktemp(f"ckpt-{variant}")
-            made[variant] = make_hf_checkpoint(str(folder), FAMILIES[family].tiny_preset,
-                                               **overrides)
+            made[variant] = randomize_zero_tensors(make_hf_checkpoint(
+                str(folder), FAMILIES[family].tiny_preset, **overrides))
         return made[variant]
 
     return get
@@ -83,7 +99,7 @@ def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(checkpoints, tmp
     config = package.config
     caps = ep_registry.get(ep)
     layers = config.num_hidden_layers
-    if caps.supports_fused_moe and caps.has_kernel("MoE"):
+    if family in FUSED and caps.supports_fused_moe and caps.has_kernel("MoE"):
         assert histogram[MOE] == layers, histogram
         assert not histogram.get("NonZero") and not histogram.get("ScatterND"), histogram
     else:
@@ -117,7 +133,7 @@ def test_f32_parity_with_transformers(checkpoints, tmp_path, variant, ep):
     assert padded.max_abs_diff <= 1e-4, f"{variant}/{ep} left-padded: {padded.max_abs_diff:.3g}"
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("family", FUSED)
 def test_cuda_graph_with_fused_moe_matches_transformers_on_the_cpu_ep(checkpoints, tmp_path,
                                                                       family):
     run, package = _parity(checkpoints(family), tmp_path, "cuda", pad=0, steps=3)
@@ -129,3 +145,17 @@ def test_olmoe_clip_qkv_is_rejected_before_building(tmp_path):
     folder = make_hf_checkpoint(str(tmp_path / "ckpt"), "tiny-olmoe", clip_qkv=8.0)
     with pytest.raises(ConfigError, match="clip_qkv"):
         build(folder, execution_provider="default")
+
+
+@pytest.mark.parametrize("overrides,match", [
+    ({"num_experts_per_tok": 3}, "exactly 2 experts"),
+    ({"rope_scaling": {"type": "longrope", "original_max_position_embeddings": 64,
+                       "short_mscale": 1.1, "long_mscale": 1.3, "short_factor": [1.0] * 8,
+                       "long_factor": [2.0] * 8}}, "short_mscale"),
+])
+def test_phimoe_unsupported_switches_are_rejected_before_building(tmp_path, overrides, match):
+    folder = make_hf_checkpoint(str(tmp_path / "ckpt"), "tiny-phimoe", **overrides)
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match=match):
+        build(folder, execution_provider="default").save(str(out))
+    assert not out.exists()
