@@ -65,6 +65,24 @@ def randomize_parameters(model, seed: int) -> None:
                 param.add_(0.1 * torch.randn(param.shape, generator=generator))
 
 
+def randomize_zero_tensors(folder: str, seed: int = 0) -> str:
+    """Fills every all-zero float tensor of ``folder``'s safetensors (the biases
+    transformers initializes to 0) with N(0, 0.1), so a dropped bias is caught."""
+    import glob
+
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    rng = np.random.default_rng(seed + 2)
+    for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
+        tensors = load_file(path)
+        for name, array in tensors.items():
+            if array.dtype.kind == "f" and array.size and not array.any():
+                tensors[name] = (0.1 * rng.standard_normal(array.shape)).astype(array.dtype)
+        save_file(tensors, path, metadata={"format": "pt"})
+    return folder
+
+
 def load_hf_model(folder: str):
     import torch
 

@@ -11,6 +11,7 @@ from mobius.models import llava, mixtral, qwen_moe
 from mobius.models import classifiers, distilbert, masked_lm, whisper
 from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, hunyuan_v1_dense, nemotron
 from mobius.models import olmo, stablelm, starcoder2
+from mobius.models import granitemoe, olmoe, phimoe
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -21,6 +22,9 @@ FAMILIES: tuple[ModelFamily, ...] = (
     mixtral.FAMILY,
     qwen_moe.QWEN3_MOE,
     qwen_moe.QWEN2_MOE,
+    olmoe.FAMILY,
+    granitemoe.FAMILY,
+    phimoe.FAMILY,
     gemma.GEMMA,
     gemma.GEMMA2,
     gemma.GEMMA3,

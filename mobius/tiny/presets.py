@@ -62,6 +62,23 @@ TINY_PRESETS: dict[str, dict] = {
         "num_experts_per_tok": 3, "norm_topk_prob": True, "shared_expert_intermediate_size": 52,
         "decoder_sparse_step": 1, "use_sliding_window": False,
     },
+    "tiny-olmoe": {
+        **_COMMON, "model_type": "olmoe", "architectures": ["OlmoeForCausalLM"],
+        "intermediate_size": 44, "num_experts": 5, "num_experts_per_tok": 2,
+        "norm_topk_prob": False, "rms_norm_eps": 1e-5, "clip_qkv": None,
+    },
+    "tiny-granitemoe": {
+        **_COMMON, "model_type": "granitemoe", "architectures": ["GraniteMoeForCausalLM"],
+        "intermediate_size": 36, "num_local_experts": 6, "num_experts_per_tok": 2,
+        "embedding_multiplier": 12.0, "residual_multiplier": 0.22,
+        "attention_multiplier": 0.0078125, "logits_scaling": 8.0,
+    },
+    "tiny-phimoe": {
+        **_COMMON, "model_type": "phimoe", "architectures": ["PhimoeForCausalLM"],
+        "intermediate_size": 52, "num_local_experts": 5, "num_experts_per_tok": 2,
+        "rms_norm_eps": 1e-5, "router_jitter_noise": 0.01, "input_jitter_noise": 0.01,
+        "attention_bias": True, "lm_head_bias": True, "sliding_window": None,
+    },
     "tiny-gemma": {**_COMMON, "model_type": "gemma", "architectures": ["GemmaForCausalLM"],
                    "head_dim": 16, "hidden_act": "gelu_pytorch_tanh", "tie_word_embeddings": True},
     "tiny-gemma2": {

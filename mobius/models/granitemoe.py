@@ -1,0 +1,80 @@
+"""GraniteMoE: Granite's four scalar multipliers around a Mixtral-style sparse MoE.
+
+Routing: top ``num_experts_per_tok`` router logits -> softmax over those k,
+which equals softmax over all experts -> top-k -> renormalized (SparseMoE
+with ``normalize_top_k``). Each expert is SiLU-gated with
+``intermediate_size`` features. The checkpoint stacks the experts:
+``block_sparse_moe.input_linear.weight`` [E, 2I, H] (gate rows, then up rows),
+``block_sparse_moe.output_linear.weight`` [E, H, I] and the router
+``block_sparse_moe.router.layer.weight`` [E, H]; each expert's Linears read
+their slice, so the graph is the same per-expert form as Mixtral's.
+"""
+
+from __future__ import annotations
+
+from mobius.components.causal_transformer import CausalLM, CausalTransformer
+from mobius.components.decoder_layer import PreNormDecoderLayer
+from mobius.components.moe import SparseMoE
+from mobius.components.rms_norm import RMSNorm
+from mobius.components.weight import Weight, transpose
+from mobius.config.architecture import ArchitectureConfig
+from mobius.errors import ConfigError
+from mobius.models.family import ModelFamily
+from mobius.models.llama import llama_attention
+from mobius.models.mixtral import moe_int
+
+
+def _stacked(shape: list[int], stacked_shape: list[int], name: str, expert: int,
+             rows: slice) -> Weight:
+    """A [in, out] MatMul weight read from rows ``rows`` of expert ``expert`` of ``name``."""
+    return Weight(shape, checkpoint_shape=stacked_shape, checkpoint_name=name,
+                  transform=lambda a: transpose(a[expert, rows]))
+
+
+def granitemoe_block(config: ArchitectureConfig, layer: int) -> SparseMoE:
+    """SparseMoE whose router and experts read GraniteMoE's stacked checkpoint tensors."""
+    experts = moe_int(config, "num_local_experts", 8)
+    top_k = moe_int(config, "num_experts_per_tok", 2)
+    if top_k > experts:
+        raise ConfigError(f"config.json: num_experts_per_tok ({top_k}) exceeds "
+                          f"num_local_experts ({experts})")
+    hidden, inter = config.hidden_size, config.intermediate_size
+    moe = SparseMoE(hidden, inter, experts, top_k, normalize_top_k=True,
+                    activation=config.hidden_act)
+    prefix = f"model.layers.{layer}.block_sparse_moe"
+    moe.gate.weight = Weight([hidden, experts], checkpoint_shape=[experts, hidden],
+                             checkpoint_name=f"{prefix}.router.layer.weight", transform=transpose)
+    fc1, fc2 = [experts, 2 * inter, hidden], [experts, hidden, inter]
+    for e, expert in enumerate(moe.experts):
+        expert.gate_proj.weight = _stacked([hidden, inter], fc1, f"{prefix}.input_linear.weight",
+                                           e, slice(0, inter))
+        expert.up_proj.weight = _stacked([hidden, inter], fc1, f"{prefix}.input_linear.weight",
+                                         e, slice(inter, 2 * inter))
+        expert.down_proj.weight = _stacked([inter, hidden], fc2, f"{prefix}.output_linear.weight",
+                                           e, slice(None))
+    return moe
+
+
+class GraniteMoeForCausalLM(CausalLM):
+    def __init__(self, config: ArchitectureConfig):
+        raw = config.raw
+        eps = config.rms_norm_eps
+        layers = [
+            PreNormDecoderLayer(
+                llama_attention(config, scale=float(raw.get("attention_multiplier", 1.0))),
+                granitemoe_block(config, i),
+                RMSNorm(config.hidden_size, eps),
+                RMSNorm(config.hidden_size, eps),
+                residual_scale=float(raw.get("residual_multiplier", 1.0)),
+            )
+            for i in range(config.num_hidden_layers)
+        ]
+        model = CausalTransformer(config, layers, RMSNorm(config.hidden_size, eps),
+                                  embed_scale=float(raw.get("embedding_multiplier", 1.0)))
+        super().__init__(config, model, logits_divisor=float(raw.get("logits_scaling", 1.0)))
+
+
+FAMILY = ModelFamily(
+    name="granitemoe", model_types=("granitemoe",), architectures=("GraniteMoeForCausalLM",),
+    module=GraniteMoeForCausalLM, tiny_preset="tiny-granitemoe",
+)
