@@ -12,6 +12,11 @@ Mixtral's (``block_sparse_moe.experts.{j}.w1/w3/w2``). ``input_jitter_noise``
 and the sampling of SparseMixer only act in training. LongRoPE scales cos/sin
 by ``short_mscale`` / ``long_mscale``; only equal values are built (they are
 equal in the published checkpoints), as the single attention factor.
+
+The threshold is a hard cut: in f16/bf16 graphs, two EP graphs that round at
+different points can keep a different set of logits for a token whose ratio
+lies within rounding of 2 * router_jitter_noise (seen on the tiny checkpoint:
+cuda/dml/webgpu f16 vs the default f16 graph, 0.03 logits apart).
 """
 
 from __future__ import annotations
