@@ -71,14 +71,10 @@ def build(
     ``adapter``: a PEFT LoRA adapter folder merged into the weights
     (mobius/weights/lora.py).
     """
-    caps = get_ep(execution_provider)
-    build_dtype = parse_dtype(dtype)
-    check_supported(caps, build_dtype)
-    quant_spec = resolve_quant(caps, quant, block_size=quant_block_size, symmetric=quant_symmetric,
-                               accuracy_level=quant_accuracy_level, lm_head=quant_lm_head,
-                               embedding=quant_embedding, overrides=quant_override)
-    check_layout(layout, SHORT_NAMES[build_dtype])
-    caps = client_capabilities(caps, layout)
+    caps, build_dtype, quant_spec = check_request(
+        execution_provider, dtype, layout, quant, block_size=quant_block_size,
+        symmetric=quant_symmetric, accuracy_level=quant_accuracy_level, lm_head=quant_lm_head,
+        embedding=quant_embedding, overrides=quant_override)
     folder = resolve_checkpoint(model)
     raw, generation = load_config(folder)
     family = family_for(raw)
@@ -86,10 +82,10 @@ def build(
     if family.task.read_extras is not None:
         raw = {**raw, **family.task.read_extras(folder)}
     check_layout(layout, task=family.task.name)
+    config = family.make_config(raw, generation)  # config errors before any weight is opened
     checkpoint = open_checkpoint(folder, raw)
     if quant_spec is None and isinstance(checkpoint, PrequantizedCheckpoint):
         quant_spec = prequantized_spec(caps, checkpoint.format, quant_accuracy_level)
-    config = family.make_config(raw, generation)
     check_config_fits_checkpoint(raw, checkpoint)  # before any graph or table is built
     context_length = resolve_context_length(context_length, config.max_position_embeddings)
     if adapter is not None:
@@ -127,6 +123,20 @@ def _client_options(package: ModelPackage, task: Task, caps: EpCapabilities, lay
                            "(it binds [batch, sequence, vocab] logits); plain onnxruntime can")
         add_logits_to_keep(package.model, ir.DataType.INT64 if caps.supports_int64
                            else ir.DataType.INT32)
+
+
+def check_request(execution_provider: str | EpCapabilities, dtype: str | ir.DataType,
+                  layout: str = GENAI, quant: str | None = None, **quant_options
+                  ) -> tuple[EpCapabilities, ir.DataType, QuantSpec | None]:
+    """Everything about a build request that needs no checkpoint (EP, dtype, layout,
+    quantization), checked before anything is downloaded or read: the EP as the
+    layout's client sees it, the build dtype and the QuantSpec (None: float)."""
+    caps = get_ep(execution_provider)
+    build_dtype = parse_dtype(dtype)
+    check_supported(caps, build_dtype)
+    quant_spec = resolve_quant(caps, quant, **quant_options)
+    check_layout(layout, SHORT_NAMES[build_dtype])
+    return client_capabilities(caps, layout), build_dtype, quant_spec
 
 
 def check_supported(caps: EpCapabilities, dtype: ir.DataType, task: Task | None = None,

@@ -147,14 +147,15 @@ def _run(args: argparse.Namespace) -> int:
     output = args.output_flag or args.output
     if not output:
         raise MobiusError("no output folder given (positional OUTPUT or --output)")
-    from mobius.builder import build, check_supported
-    from mobius.ep.registry import get_ep
+    from mobius.builder import build, check_request
     from mobius.package.model_package import ModelPackage
     from mobius.source import resolve_checkpoint
-    from mobius.weights.dtypes import parse_dtype
 
     ModelPackage.check_output(output, overwrite=args.overwrite)  # fail before a long build
-    check_supported(get_ep(args.ep), parse_dtype(args.dtype))  # before any download
+    check_request(args.ep, args.dtype, args.layout, args.quant,  # before any download
+                  block_size=args.quant_block_size, symmetric=args.quant_symmetric,
+                  accuracy_level=args.quant_accuracy_level, lm_head=args.quant_lm_head,
+                  embedding=args.quant_embedding, overrides=args.quant_override)
     folder = resolve_checkpoint(args.model)
     ModelPackage.check_output(output, overwrite=args.overwrite, source=folder)
     package = build(folder, execution_provider=args.ep, dtype=args.dtype,

@@ -184,7 +184,11 @@ def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, case):
             build(reverted, dtype="f32")
         return
     hf_model = load_hf_model(folder)
-    run, _ = _parity(reverted, tmp_path / "pkg", "default", pad=3, steps=3, hf_model=hf_model)
+    try:
+        run, _ = _parity(reverted, tmp_path / "pkg", "default", pad=3, steps=3, hf_model=hf_model)
+    except WeightsError as error:  # the reverted model leaves the switch's tensors unread
+        assert "does not read" in str(error), error
+        return
     assert run.max_abs_diff > CHANGED, (
         f"{case}: the switch changes nothing ({run.max_abs_diff:.3g})")
 

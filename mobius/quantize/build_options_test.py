@@ -24,8 +24,10 @@ def _nbits(package) -> dict[str, dict]:
 
 
 def _float_weights(package) -> list[str]:
+    """Constant weights still read by a float MatMul, or by the LM head's Gemm(transB=1)
+    (a FusedMatMul on the cpu EP)."""
     return [n.inputs[1].name for n in package.model.graph
-            if n.op_type == "MatMul" and n.inputs[1].is_initializer()]
+            if n.op_type in ("MatMul", "Gemm", "FusedMatMul") and n.inputs[1].is_initializer()]
 
 
 def test_overrides_keep_layers_float_or_int8(folder):

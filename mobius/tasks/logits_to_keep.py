@@ -22,7 +22,8 @@ from mobius.errors import MobiusError
 INPUT = "num_logits_to_keep"
 #: the logits output's sequence dim: k, or the sequence length when k is 0
 LOGITS_DIM = "logits_sequence_length"
-_LM_HEADS = {("", "MatMul"), ("", "Gemm"), ("com.microsoft", "MatMulNBits")}
+_LM_HEADS = {("", "MatMul"), ("", "Gemm"), ("com.microsoft", "MatMulNBits"),
+             ("com.microsoft", "FusedMatMul")}
 #: per-position ops that may follow the LM head (soft-capping, scaling, casts)
 _PER_POSITION = {("", op) for op in ("Mul", "Div", "Add", "Tanh", "Cast", "Identity")}
 
@@ -32,6 +33,10 @@ def add_logits_to_keep(model: ir.Model, index_dtype: ir.DataType = ir.DataType.I
     graph = model.graph
     chain = _head_chain(graph)
     head = chain[-1]
+    flatten = _flatten_before(head, chain)
+    if flatten is not None:  # Reshape(Gemm(Reshape(hidden, [-1, H]), E), [batch, seq, vocab])
+        head = flatten
+        _free_sequence_dim(graph, chain[-2])
     hidden = head.inputs[0]
     keep = ir.Value(name=INPUT, type=ir.TensorType(index_dtype), shape=ir.Shape([]))
     graph.inputs.append(keep)
@@ -62,10 +67,42 @@ def _head_chain(graph: ir.Graph) -> list[ir.Node]:
         key = (node.domain, node.op_type)
         if key in _LM_HEADS:
             return chain
+        if key == ("", "Reshape") and _produced_by_head(node.inputs[0]):
+            value = node.inputs[0]  # the [rows, vocab] -> [batch, seq, vocab] after a 2-D head
+            continue
         if key not in _PER_POSITION:
             break
         value = next((v for v in node.inputs if v is not None and not _is_constant(v)), None)
     raise MobiusError("num_logits_to_keep: no LM head MatMul found before the logits output")
+
+
+def _produced_by_head(value: ir.Value | None) -> bool:
+    node = value.producer() if value is not None else None
+    return node is not None and (node.domain, node.op_type) in _LM_HEADS
+
+
+def _flatten_before(head: ir.Node, chain: list[ir.Node]) -> ir.Node | None:
+    """The Reshape to [rows, hidden] feeding a 2-D head (mobius/components/lm_head.py:
+    a Gemm, or the MatMulNBits it was quantized to) whose output a Reshape restores."""
+    rows = head.inputs[0].producer() if head.inputs[0] is not None else None
+    if (len(chain) < 2 or chain[-2].op_type != "Reshape" or rows is None
+            or rows.op_type != "Reshape" or rows.domain != ""):
+        return None
+    return rows
+
+
+def _free_sequence_dim(graph: ir.Graph, reshape: ir.Node) -> None:
+    """Reshape(logits, [b, s, v]) -> Reshape(logits, [b, -1, v]): the rows are now b * k.
+    Built from the existing shape vector, without a Shape op (some EPs have none)."""
+    shape = reshape.inputs[1]
+    zero, one, two, three = (_const(graph, [i], np.int64) for i in range(4))
+    batch = ir.Node("", "Slice", [shape, zero, one])
+    vocab = ir.Node("", "Slice", [shape, two, three])
+    new_shape = ir.Node("", "Concat", [batch.outputs[0], _const(graph, [-1], np.int64),
+                                       vocab.outputs[0]], attributes=[ir.AttrInt64("axis", 0)])
+    for node in (batch, vocab, new_shape):
+        graph.insert_before(reshape, node)
+    reshape.replace_input_with(1, new_shape.outputs[0])
 
 
 def _is_constant(value: ir.Value) -> bool:
