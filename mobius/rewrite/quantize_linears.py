@@ -20,7 +20,7 @@ import onnx_ir as ir
 
 from mobius.contrib.function_registry import MS_DOMAIN
 from mobius.ep.contrib_ops import QMOE
-from mobius.quantize.emit import Layout, emit_quantized_matmul
+from mobius.quantize.emit import Layout, emit_quantized_matmul, replace_node
 from mobius.quantize.emit_gather import emit_quantized_gather
 from mobius.quantize.emit_moe import emit_qmoe
 from mobius.quantize.prequantized import emit_prequantized, plan_for, sources_of
@@ -73,12 +73,12 @@ class QuantizeLinears(Rule):
         matrix as stored (mobius/components/lm_head.py). W is already the
         quantized layout's [N, K]; a matrix the embedding's Gather also reads
         (tied) is named as the head for --quant-lm-head and overrides."""
-        if node.op_type != "Gemm" or node.domain != "" or len(node.inputs) != 2:
+        if node.op_type != "Gemm" or node.domain != "" or len(node.inputs) not in (2, 3):
             return False
         if attr(node, "transB", 0) != 1 or attr(node, "transA", 0) or attr(node, "alpha", 1.0) != 1:
             return False
         weight = node.inputs[1]
-        if not _is_float_matrix(weight):
+        if not _is_float_matrix(weight) or (len(node.inputs) == 3 and attr(node, "beta", 1.0) != 1):
             return False
         tied = any(use.node is not node for use in weight.uses())
         name = "lm_head.weight" if tied else (weight.name or "lm_head.weight")
@@ -87,6 +87,8 @@ class QuantizeLinears(Rule):
             return False
         n, k = weight.shape
         layout = Layout(k, n, bits, spec.block_size, spec.symmetric, weight.const_value.dtype)
+        if len(node.inputs) == 3:  # Gemm(x, W, b) -> Add(Gemm(x, W), b): the bias stays float
+            node = _split_bias(model, node)
         source = weight.const_value
         produce = lambda: quantize_rtn_kn(source.numpy().T, bits, spec.block_size,  # noqa: E731
                                           spec.symmetric)
@@ -122,6 +124,16 @@ class QuantizeLinears(Rule):
         bits = ctx.quant.bits_for(table.name or "")
         return bits is not None and emit_quantized_gather(
             model, node, bits, ctx.quant.block_size, ctx.quant.symmetric, ctx.quant.form)
+
+
+def _split_bias(model: ir.Model, gemm: ir.Node) -> ir.Node:
+    """Gemm(x, W, b) -> Add(Gemm(x, W), b); returns the bias-free Gemm."""
+    x, weight, bias = gemm.inputs
+    plain = ir.Node("", "Gemm", [x, weight], attributes=[ir.AttrInt64("transB", 1)],
+                    name=gemm.name)
+    add = ir.Node("", "Add", [plain.outputs[0], bias], name=f"{gemm.name}/bias" if gemm.name else None)
+    replace_node(model.graph, gemm, [plain, add])
+    return plain
 
 
 def _constant_weight(node: ir.Node) -> ir.Value | None:
