@@ -31,9 +31,12 @@ def _bzl_preset_families() -> dict[str, str]:
 
 def _declaring_module(family) -> str:
     """The mobius/models/<module>.py whose globals hold the family object."""
+    def declares(value) -> bool:  # a module global, or one of a FAMILIES tuple
+        return value is family or (isinstance(value, tuple) and any(v is family for v in value))
+
     for info in pkgutil.iter_modules(models.__path__):
         if not info.name.endswith("_test") and any(
-                v is family for v in vars(importlib.import_module(f"mobius.models.{info.name}"))
+                declares(v) for v in vars(importlib.import_module(f"mobius.models.{info.name}"))
                 .values()):
             return info.name
     raise AssertionError(f"no module declares {family.name}")
