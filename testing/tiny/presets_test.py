@@ -13,6 +13,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from mobius import models
+from mobius.models import registry
 from mobius.models.registry import family_for
 from mobius.tiny.checkpoint import make_tiny_checkpoint, prebuilt_tiny_checkpoint
 from mobius.tiny.presets import TINY_PRESETS
@@ -31,8 +32,9 @@ def _bzl_preset_families() -> dict[str, str]:
 
 def _declaring_module(family) -> str:
     """The mobius/models/<module>.py whose globals hold the family object."""
-    def declares(value) -> bool:  # a module global, or one of a FAMILIES tuple
-        return value is family or (isinstance(value, tuple) and any(v is family for v in value))
+    def declares(value) -> bool:  # a module global, or one of the module's own FAMILIES tuple
+        return value is family or (isinstance(value, tuple) and value is not registry.FAMILIES
+                                   and any(v is family for v in value))
 
     for info in pkgutil.iter_modules(models.__path__):
         if not info.name.endswith("_test") and any(
