@@ -89,10 +89,8 @@ class QuantizeLinears(Rule):
         layout = Layout(k, n, bits, spec.block_size, spec.symmetric, weight.const_value.dtype)
         if len(node.inputs) == 3:  # Gemm(x, W, b) -> Add(Gemm(x, W), b): the bias stays float
             node = _split_bias(model, node)
-        source = weight.const_value
-        produce = lambda: quantize_rtn_kn(source.numpy().T, bits, spec.block_size,  # noqa: E731
-                                          spec.symmetric)
-        emit_quantized_matmul(model, node, produce, layout, spec.form, spec.accuracy_level,
+        emit_quantized_matmul(model, node, _rtn(weight.const_value, layout, transposed=True),
+                              layout, spec.form, spec.accuracy_level,
                               _stem(name))
         return True
 
@@ -153,9 +151,11 @@ def _is_float_matrix(value: ir.Value | None) -> bool:
     return shape is not None and len(shape) == 2 and all(isinstance(d, int) for d in shape)
 
 
-def _rtn(source: ir.TensorProtocol, layout: Layout):
+def _rtn(source: ir.TensorProtocol, layout: Layout, transposed: bool = False):
+    """RTN when the saver asks; ``transposed``: ``source`` is [N, K] (the LM head's Gemm)."""
     def produce():
-        return quantize_rtn_kn(source.numpy(), layout.bits, layout.block_size, layout.symmetric)
+        weight = source.numpy().T if transposed else source.numpy()
+        return quantize_rtn_kn(weight, layout.bits, layout.block_size, layout.symmetric)
 
     return produce
 
