@@ -1,10 +1,10 @@
-"""Runs a decoder case in headless Chromium through onnxruntime-web's WebGPU backend.
+"""Runs decoder cases in headless Chromium through onnxruntime-web's WebGPU backend.
 
 Debian's ``chromium`` ships SwiftShader's Vulkan driver, so with
 ``--enable-unsafe-webgpu`` a headless browser gets a WebGPU adapter on the CPU.
 A loopback HTTP server (127.0.0.1, an ephemeral port, this process only)
-serves the page, onnxruntime-web's dist folder, the package and the case; the
-page POSTs its result back.
+serves the page, onnxruntime-web's dist folder, the packages and the cases; the
+page replays every case in one browser start and POSTs the results back.
 """
 
 from __future__ import annotations
@@ -25,17 +25,21 @@ def chromium_path() -> str | None:
     return shutil.which(CHROMIUM)
 
 
-def run_in_chromium(case_path: str, profile_dir: str, *, ep: str = "webgpu",
-                    timeout: float = 180) -> dict:
-    """The page's result: {"steps": [...], "adapter": ...} or {"error": ...}."""
-    with open(case_path) as f:
-        model_dir = os.path.dirname(json.load(f)["model"])
-    roots = {"harness": HERE, "case": os.path.dirname(case_path), "model": model_dir,
+def run_in_chromium(case_paths: list[str], profile_dir: str, *, ep: str = "webgpu",
+                    timeout: float = 300) -> dict:
+    """The page's result: {"results": [{"steps": [...]} or {"error": ...}, ...] in the
+    order of ``case_paths``, "adapter": ...}, or {"error": ...} if the page itself failed."""
+    roots = {"harness": HERE,
              "ort": os.path.join(node_env()["MOBIUS_NODE_MODULES"], "onnxruntime-web", "dist")}
+    for i, case_path in enumerate(case_paths):
+        with open(case_path) as f:
+            roots[f"model{i}"] = os.path.dirname(json.load(f)["model"])
+        roots[f"case{i}"] = os.path.dirname(case_path)
     done, result = threading.Event(), {}
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(roots, result, done))
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/harness/browser_runner.html?ep={ep}"
+    url = (f"http://127.0.0.1:{server.server_address[1]}/harness/browser_runner.html"
+           f"?ep={ep}&cases={len(case_paths)}")
     browser = subprocess.Popen(
         [chromium_path() or CHROMIUM, "--headless=new", "--no-sandbox", "--enable-unsafe-webgpu",
          "--no-first-run", f"--user-data-dir={profile_dir}", url],

@@ -20,18 +20,29 @@ from testing.js.browser import chromium_path, run_in_chromium
 from testing.js.decoder_cases import write_decoder_case
 
 TOLERANCE = 1e-5
+FAMILIES = ("llama", "qwen3", "gemma2", "phi3")
 
 
-@pytest.mark.parametrize("family", [
-    pytest.param(name, marks=pytest.mark.shard_group(name))
-    for name in ("llama", "qwen3", "gemma2", "phi3")])
-def test_webgpu_package_in_chromium(tmp_path, family):
+@pytest.fixture(scope="module")
+def browser_run(tmp_path_factory):
+    """One Chromium start replays every family's webgpu package (a start costs seconds)."""
     assert chromium_path(), "chromium is not installed (./bazelw installs Debian's chromium)"
-    checkpoint = ep_suite.Checkpoints(tmp_path / "ckpt").folder(family)
-    out = str(tmp_path / "pkg")
-    build(checkpoint, execution_provider="webgpu", dtype="f32").save(out)
-    case = write_decoder_case(os.path.join(out, "model.onnx"), str(tmp_path / "case"), pad=0)
-    result = run_in_chromium(case, str(tmp_path / "profile"))
+    root = tmp_path_factory.mktemp("browser")
+    checkpoints = ep_suite.Checkpoints(root / "ckpt")
+    cases = []
+    for family in FAMILIES:
+        out = str(root / "pkg" / family)
+        build(checkpoints.folder(family), execution_provider="webgpu", dtype="f32").save(out)
+        cases.append(write_decoder_case(os.path.join(out, "model.onnx"),
+                                        str(root / "case" / family), pad=0))
+    result = run_in_chromium(cases, str(root / "profile"))
     assert "error" not in result, result["error"]
     assert result["adapter"], "no WebGPU adapter"
+    return dict(zip(FAMILIES, result["results"]))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_webgpu_package_in_chromium(browser_run, family):
+    result = browser_run[family]
+    assert "error" not in result, result["error"]
     assert len(result["steps"]) == 4 and max(result["steps"]) <= TOLERANCE, result

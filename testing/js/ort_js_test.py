@@ -4,8 +4,12 @@ Every decoder family is built for the cpu, default and webgpu EPs;
 onnxruntime-node replays Python onnxruntime's prefill + cached decode steps and
 must give the same logits within 1e-5. onnxruntime-web's WebAssembly backend
 does the same for the webgpu and onnx-standard packages.
+
+The cases this shard selected are replayed by one Node process (see
+decoder_runner.mjs): starting a runtime costs more than replaying a tiny model.
 """
 
+import json
 import os
 
 import pytest
@@ -20,36 +24,42 @@ NODE_EPS = ("cpu", "default", "webgpu")
 WEB_EPS = ("webgpu", "onnx-standard")
 
 
-@pytest.fixture(scope="module")
-def cases(tmp_path_factory):
-    """(family, ep) -> case.json of its f32 package, built once per module."""
-    root = tmp_path_factory.mktemp("js")
-    checkpoints = ep_suite.Checkpoints(root / "ckpt")
-    made = {}
-
-    def get(family: str, ep: str) -> str:
-        if (family, ep) not in made:
-            out = os.path.join(root, "pkg", family, ep)
-            build(checkpoints.folder(family), execution_provider=ep, dtype="f32").save(out)
-            made[family, ep] = write_decoder_case(os.path.join(out, "model.onnx"),
-                                                  os.path.join(root, "case", family, ep))
-        return made[family, ep]
-
-    return get
-
-
-def _params(eps):
-    return [pytest.param(fam, ep, id=f"{fam}-{ep}", marks=pytest.mark.shard_group(fam))
+def _params(eps, backend):
+    return [pytest.param(fam, ep, backend, id=f"{fam}-{ep}", marks=pytest.mark.shard_group(fam))
             for fam in ep_suite.decoder_family_names() for ep in eps]
 
 
-@pytest.mark.parametrize("family,ep", _params(NODE_EPS))
-def test_onnxruntime_node_matches_python(cases, family, ep):
-    steps = run_node("decoder_runner.mjs", cases(family, ep), "node")["steps"]
+@pytest.fixture(scope="module")
+def replayed(request, tmp_path_factory):
+    """(family, ep, backend) -> the runner's result, for every case selected in this module."""
+    wanted = [tuple(item.callspec.params[k] for k in ("family", "ep", "backend"))
+              for item in request.session.items if item.module is request.module]
+    root = tmp_path_factory.mktemp("js")
+    checkpoints = ep_suite.Checkpoints(root / "ckpt")
+    cases = {}
+    for family, ep, _ in wanted:
+        if (family, ep) not in cases:
+            out = os.path.join(root, "pkg", family, ep)
+            build(checkpoints.folder(family), execution_provider=ep, dtype="f32").save(out)
+            cases[family, ep] = write_decoder_case(os.path.join(out, "model.onnx"),
+                                                   os.path.join(root, "case", family, ep))
+    jobs = root / "jobs.json"
+    jobs.write_text(json.dumps([{"case": cases[f, e], "backend": b} for f, e, b in wanted]))
+    results = run_node("decoder_runner.mjs", str(jobs), timeout=600)["results"]
+    return dict(zip(wanted, results))
+
+
+def _check(result):
+    assert "error" not in result, result["error"]
+    steps = result["steps"]
     assert len(steps) == 4 and max(steps) <= TOLERANCE, steps
 
 
-@pytest.mark.parametrize("family,ep", _params(WEB_EPS))
-def test_onnxruntime_web_wasm_matches_python(cases, family, ep):
-    steps = run_node("decoder_runner.mjs", cases(family, ep), "web")["steps"]
-    assert len(steps) == 4 and max(steps) <= TOLERANCE, steps
+@pytest.mark.parametrize("family,ep,backend", _params(NODE_EPS, "node"))
+def test_onnxruntime_node_matches_python(replayed, family, ep, backend):
+    _check(replayed[family, ep, backend])
+
+
+@pytest.mark.parametrize("family,ep,backend", _params(WEB_EPS, "web"))
+def test_onnxruntime_web_wasm_matches_python(replayed, family, ep, backend):
+    _check(replayed[family, ep, backend])
