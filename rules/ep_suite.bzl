@@ -1,7 +1,7 @@
 """ep_suite(): the standard test targets of one built-in EP under ep/<dir>/.
 
     load("//rules:ep_suite.bzl", "ep_suite")
-    ep_suite(ep_dir = "cpu", fusion_shards = 2, parity_shards = 2, golden_shards = 2)
+    ep_suite(ep_dir = "cpu")
 
 expands into
   :fusion       L2 expectation table per build dtype (<dir>_fusion_test.py)
@@ -9,6 +9,10 @@ expands into
   :golden       L5 op-histogram snapshots in golden/<family>.json (a test_suite over
                 :golden_test: a test named "golden" would shadow the golden/ data
                 folder in its runfiles)
+
+Shards default to 1: eight EPs already give 24 targets to run side by side, and
+on a 2-core machine a shard only adds a test process (~3 s of imports) without
+shortening the suite. Shard a suite only when it alone is the suite's tail.
 """
 
 load("//rules:defs.bzl", "mobius_py_test")
