@@ -69,5 +69,9 @@ def models_markdown() -> str:
         "docs/examples/ (sentence_embeddings.py, text_classification.py, fill_mask.py).",
         "",
         *_markdown_table(tasks_table()),
+        "",
+        "LLaVA packages carry a genai_config.json (vision, embedding and decoder sections),",
+        "but onnxruntime-genai 0.18 has no \"llava\" model type and refuses them: run them",
+        "with plain onnxruntime, as docs/examples/llava_generate.py does.",
     ]
     return "\n".join(lines) + "\n"
