@@ -27,3 +27,18 @@ def make_llava_checkpoint(folder: str, seed: int = 0, **overrides) -> str:
             tensors[name] = value * np.float32(8.0)
     save_file(tensors, path, metadata={"format": "pt"})
     return folder
+
+
+def hf_llava_generate(hf_model, input_ids: np.ndarray, pixel_values: np.ndarray | None,
+                      new_tokens: int) -> list[int]:
+    """transformers' greedy ``new_tokens`` tokens (exactly that many) for one prompt."""
+    import torch
+
+    kwargs = {} if pixel_values is None else {"pixel_values": torch.from_numpy(pixel_values)}
+    with torch.no_grad():
+        out = hf_model.generate(input_ids=torch.from_numpy(input_ids),
+                                attention_mask=torch.ones(input_ids.shape, dtype=torch.long),
+                                max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                                do_sample=False, num_beams=1, pad_token_id=0,
+                                temperature=None, top_p=None, top_k=None, **kwargs)
+    return [int(t) for t in out[0, input_ids.shape[1]:]]

@@ -11,12 +11,12 @@ import sys
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
-from testing.llava_checkpoints import make_llava_checkpoint  # noqa: E402
+from testing.llava_checkpoints import hf_llava_generate, make_llava_checkpoint  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NEW_TOKENS = 8
@@ -38,17 +38,6 @@ def built(tmp_path_factory):
     return package, load_hf_model(folder)
 
 
-def _hf_generate(hf_model, input_ids, pixel_values):
-    kwargs = {} if pixel_values is None else {"pixel_values": torch.from_numpy(pixel_values)}
-    with torch.no_grad():
-        out = hf_model.generate(input_ids=torch.from_numpy(input_ids),
-                                attention_mask=torch.ones(input_ids.shape, dtype=torch.long),
-                                max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
-                                do_sample=False, num_beams=1, pad_token_id=0,
-                                temperature=None, top_p=None, top_k=None, **kwargs)
-    return [int(t) for t in out[0, input_ids.shape[1]:]]
-
-
 @pytest.mark.parametrize("images", [0, 1, 2])
 def test_generates_transformers_tokens(built, images):
     package, hf_model = built
@@ -66,7 +55,7 @@ def test_generates_transformers_tokens(built, images):
         assert per_image == (vision.image_size // vision.patch_size) ** 2
         prompt = example.expand_image_tokens(prompt, llava.image_token_id, per_image)
     input_ids = np.array([prompt], np.int64)
-    expected = _hf_generate(hf_model, input_ids, pixels)
+    expected = hf_llava_generate(hf_model, input_ids, pixels, NEW_TOKENS)
     assert example.generate(llava, input_ids, pixels, NEW_TOKENS) == expected
 
 

@@ -33,12 +33,12 @@ import numpy as np
 import pytest
 
 og = pytest.importorskip("onnxruntime_genai")
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
-from testing.llava_checkpoints import make_llava_checkpoint  # noqa: E402
+from testing.llava_checkpoints import hf_llava_generate, make_llava_checkpoint  # noqa: E402
 
 STAND_IN_TYPE = "phi3v"
 NEW_TOKENS = 8
@@ -110,23 +110,12 @@ def _genai_generate(model, input_ids, pixel_values, image_token: int) -> list[in
     return tokens
 
 
-def _hf_generate(hf_model, input_ids, pixel_values=None) -> list[int]:
-    kwargs = {} if pixel_values is None else {"pixel_values": torch.from_numpy(pixel_values)}
-    with torch.no_grad():
-        out = hf_model.generate(input_ids=torch.from_numpy(input_ids),
-                                attention_mask=torch.ones(input_ids.shape, dtype=torch.long),
-                                max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
-                                do_sample=False, num_beams=1, pad_token_id=0,
-                                temperature=None, top_p=None, top_k=None, **kwargs)
-    return [int(t) for t in out[0, input_ids.shape[1]:]]
-
-
 @pytest.mark.parametrize("images", [0, 1, 2], ids=["text-only", "one-image", "two-images"])
 def test_genai_pipeline_generates_like_transformers(built, images):
     path, hf_model = built
     model = _genai_model(path, STAND_IN_TYPE)
     input_ids, pixel_values = _prompt(hf_model, images)
     pixel_values = pixel_values if images else None
-    expected = _hf_generate(hf_model, input_ids, pixel_values)
+    expected = hf_llava_generate(hf_model, input_ids, pixel_values, NEW_TOKENS)
     image_token = hf_model.config.image_token_index
     assert _genai_generate(model, input_ids, pixel_values, image_token) == expected
