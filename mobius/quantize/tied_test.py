@@ -21,7 +21,6 @@ from mobius.ep import contrib_ops
 from mobius.ep.registry import get_ep
 from mobius.tiny.checkpoint import make_tiny_checkpoint
 from testing import ep_parity, genai_harness, parity
-from testing.hf_checkpoints import make_hf_checkpoint
 
 CPU = get_ep("cpu")
 #: the cpu EP without a GatherBlockQuantized kernel: the separately quantized reference
@@ -113,8 +112,7 @@ def test_falls_back_to_separate_copies(folder, options, lookups):
     assert lookups or "model.embed_tokens.weight" in graph.initializers
 
 
-def test_genai_greedy_equals_onnxruntime_steps(tmp_path):
-    folder = make_hf_checkpoint(str(tmp_path / "checkpoint"), "tiny-qwen2", initializer_range=0.2)
+def test_genai_greedy_equals_onnxruntime_steps(folder, tmp_path):
     package = _build(folder)
     path = package.save(str(tmp_path / "int4"))
     assert len(_copies_of_table(_initializers(path))) == 1
