@@ -10,10 +10,13 @@ inputs as they are. ONNX Runtime 1.32 checks both shapes when MatMulNBits
 prepacks (a 2-D B or a 3-D scales tensor is rejected), and GatherBlockQuantized
 wants scales of its data's rank: the lookup reads B in its blocked form
 (mobius.contrib.gather_block_quantized) and the scales through a Reshape
-that the build never folds (ORT folds it at session load: a copy of the
-scales, 1/8 of the codes at f32 and block 32). Symmetric only: the kernels
-disagree on the zero-point layout of the blocked form. The package holds
-the matrix once; mobius.rewrite.quantize_linears decides where this applies.
+that the build never folds. ORT folds it at session load: one copy of the
+scales in memory (1/4 of the codes' bytes at f32, block 32). The other way
+round (MatMulNBits reading reshaped scales) would free that copy but gives
+wrong logits on the CPU EP at accuracy level 4 when the Reshape is not
+folded (graph optimizations off). Symmetric only: the kernels disagree on
+the zero-point layout of the blocked form. mobius.rewrite.quantize_linears
+decides where this applies.
 """
 
 from __future__ import annotations
