@@ -37,8 +37,8 @@ def folder(tmp_path_factory):
     return make_tiny_checkpoint("tiny-qwen2", str(tmp_path_factory.mktemp("ckpt")))
 
 
-def _build(folder, ep=CPU, **options):
-    return mobius.build(folder, execution_provider=ep, quant="int4", quant_embedding=True,
+def _build(folder, ep=CPU, quant="int4", **options):
+    return mobius.build(folder, execution_provider=ep, quant=quant, quant_embedding=True,
                         **options)
 
 
@@ -60,11 +60,16 @@ def _nbytes(arrays: dict[str, np.ndarray], quantized_only: bool = False) -> int:
     return sum(a.nbytes for n, a in arrays.items() if weight(n) or not quantized_only)
 
 
+def _lookup_and_head(package) -> tuple[ir.Node | None, ir.Node]:
+    graph = package.model.graph
+    lookup = next((n for n in graph if n.op_type == "GatherBlockQuantized"), None)
+    head = next(n for n in graph if n.op_type == "MatMulNBits" and n.attributes["N"].value == VOCAB)
+    return lookup, head
+
+
 def test_one_quantized_copy_read_by_both_ops(folder, tmp_path):
     package = _build(folder)
-    graph = package.model.graph
-    lookup = next(n for n in graph if n.op_type == "GatherBlockQuantized")
-    head = next(n for n in graph if n.op_type == "MatMulNBits" and n.attributes["N"].value == VOCAB)
+    lookup, head = _lookup_and_head(package)
     assert lookup.inputs[0] is head.inputs[1]  # the codes, [V, blocks, blob] as MatMulNBits reads
     scales_view = lookup.inputs[2].producer()  # the scales, through a Reshape kept in the graph
     assert scales_view.op_type == "Reshape" and scales_view.inputs[0] is head.inputs[2]
@@ -96,9 +101,12 @@ def _logits(package, optimize: bool = True) -> np.ndarray:
     return np.concatenate([step.reshape(-1, VOCAB) for step in run.logits])
 
 
-@pytest.mark.parametrize("options", [{}, {"quant_accuracy_level": 1}], ids=["level4", "level1"])
+@pytest.mark.parametrize("options", [{}, {"quant_accuracy_level": 1}, {"quant": "int8"}],
+                         ids=["level4", "level1", "int8"])
 def test_logits_equal_the_separately_quantized_build(folder, options):
     package = _build(folder, **options)
+    lookup, head = _lookup_and_head(package)
+    assert lookup.inputs[0] is head.inputs[1]
     shared = _logits(package)
     # unoptimized (the scales' Reshape runs rather than being folded): the same logits
     np.testing.assert_allclose(_logits(package, optimize=False), shared, rtol=0, atol=1e-5)
@@ -113,9 +121,10 @@ def test_logits_equal_the_separately_quantized_build(folder, options):
 def test_falls_back_to_separate_copies(folder, options, lookups):
     """Asymmetric (the kernels' zero-point layouts of the blocked form differ), other bits
     for the head, or a block that does not divide H (the lookup stays float): apart."""
-    graph = _build(folder, **options).model.graph
+    package = _build(folder, **options)
+    graph = package.model.graph
     found = [n for n in graph if n.op_type == "GatherBlockQuantized"]
-    head = next(n for n in graph if n.op_type == "MatMulNBits" and n.attributes["N"].value == VOCAB)
+    head = _lookup_and_head(package)[1]
     assert len(found) == lookups
     assert all(n.inputs[0] is not head.inputs[1] for n in found)
     assert all(n.attributes["quantize_axis"].value == 1 for n in found)
