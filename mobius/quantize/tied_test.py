@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 
 import numpy as np
 import onnx
@@ -55,8 +56,8 @@ def _copies_of_table(arrays: dict[str, np.ndarray]) -> list[str]:
 
 def _nbytes(arrays: dict[str, np.ndarray], quantized_only: bool = False) -> int:
     """Bytes of every initializer, or of the quantized weights' only (codes and scales)."""
-    def weight(name):
-        return name.rsplit(".", 1)[0].endswith(("_Q", "_scales")) or name.endswith(("_Q", "_scales"))
+    def weight(name):  # "x_Q", "x_scales", or a second one: "x_Q.1"
+        return re.sub(r"\.\d+$", "", name).endswith(("_Q", "_scales"))
     return sum(a.nbytes for n, a in arrays.items() if weight(n) or not quantized_only)
 
 
