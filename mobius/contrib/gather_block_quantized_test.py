@@ -20,15 +20,18 @@ def _value(array, name):
                     const_value=tensor)
 
 
-def _model(qw, bits, symmetric) -> ir.Model:
+def _model(qw, bits, symmetric, blocked=False) -> ir.Model:
+    """``blocked``: data is MatMulNBits' B [V, blocks, blob] as it is, scales [V, blocks, 1]."""
     ids = ir.Value(name="ids", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape([2, 3]))
     rows, cols = qw.codes.shape
-    inits = [_value(packing.matmul_nbits_b(qw).reshape(rows, -1), "data"), _value(qw.scales, "s")]
+    data = packing.matmul_nbits_b(qw)
+    scales = qw.scales[:, :, None] if blocked else qw.scales
+    inits = [_value(data if blocked else data.reshape(rows, -1), "data"), _value(scales, "s")]
     if not symmetric:
         inits.append(_value(packing.matmul_nbits_zero_points(qw), "z"))
     graph = ir.Graph([ids], [], nodes=[], initializers=inits, opset_imports={"": 23}, name="g")
     model = ir.Model(graph, ir_version=10)
-    spec = GatherBlockQuantizedSpec(rows, cols, bits, qw.block_size, not symmetric)
+    spec = GatherBlockQuantizedSpec(rows, cols, bits, qw.block_size, not symmetric, blocked)
     node = make_gather_block_quantized_node(model, spec, [inits[0], ids, *inits[1:]], "gbq")
     graph.append(node)
     node.outputs[0].name = "y"
@@ -54,3 +57,21 @@ def test_kernel_body_and_reference_agree(bits, symmetric, cols, block):
     assert not any(n.domain == "com.microsoft" for n in inlined.graph)
     np.testing.assert_array_equal(_run(_model(qw, bits, symmetric)), expected)
     np.testing.assert_array_equal(_run(inlined), expected)
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("cols,block", [(96, 32), (64, 16)])
+def test_blocked_form_reads_matmul_nbits_b(bits, cols, block):
+    """[V, blocks, blob] data gives [..., blocks, block] rows: the table's rows split in blocks."""
+    rng = np.random.default_rng(bits * cols)
+    qw = quantize_rtn(rng.standard_normal((50, cols)).astype(np.float32), bits, block, True)
+    expected = qw.dequantize()[IDS].reshape(2, 3, cols // block, block)
+    inlined = _model(qw, bits, True, blocked=True)
+    InlinePass()(inlined)
+    np.testing.assert_array_equal(_run(_model(qw, bits, True, blocked=True)), expected)
+    np.testing.assert_array_equal(_run(inlined), expected)
+
+
+def test_blocked_form_takes_no_zero_points():
+    with pytest.raises(ValueError, match="symmetric"):
+        GatherBlockQuantizedSpec(50, 64, 4, 32, zero_points=True, blocked=True)

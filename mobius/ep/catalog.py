@@ -115,6 +115,8 @@ def _embedding_form(caps: EpCapabilities) -> str:
         form = "DequantizeLinear + Gather"
     elif caps.has_kernel("GatherBlockQuantized"):
         form = "GatherBlockQuantized"
+        if caps.has_kernel("MatMulNBits"):  # mobius/quantize/emit_tied.py
+            form += " (tied, symmetric: one copy shared with the head's MatMulNBits)"
     else:
         form = "GatherBlockQuantized (" + ("function)" if caps.keep_function_bodies else "inlined)")
     return f"{form}; default {'on' if caps.quant_embedding else 'off'}"

@@ -1,11 +1,15 @@
 """Tied embeddings are stored once: for every family whose tiny checkpoint ties the
 LM head to the input embedding, each package's initializers hold exactly the
 checkpoint's bytes (plus small computed constants such as RoPE tables), and no
-two initializers hold the same matrix in any layout (transposed, reshaped)."""
+two initializers hold the same matrix in any layout (transposed, reshaped).
+With --quant int4 --quant-embedding the matrix is quantized once where the EP
+has GatherBlockQuantized and MatMulNBits kernels (mobius.quantize.emit_tied):
+no float copy is left and no two initializers hold the same codes."""
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 
 import numpy as np
@@ -77,11 +81,44 @@ def test_tied_matrix_is_stored_once(family, ep, dtype, checkpoints, tmp_path):
     _assert_no_duplicate_matrix(arrays)
 
 
+#: (family, EP, dtype) of the int4 builds: every tied family on cpu (f32 scales), one
+#: with f16 scales
+QUANT_CASES = [(f, "cpu", "f32") for f in TIED] + [
+    (f, "cuda", "f16") for f in TIED if f.name == "qwen2"]
+
+
+@pytest.mark.parametrize("family, ep, dtype", QUANT_CASES,
+                         ids=lambda t: getattr(t, "name", t))
+def test_tied_matrix_is_quantized_once(family, ep, dtype, checkpoints, tmp_path):
+    checkpoint = checkpoints(family)
+    hidden = SafetensorsCheckpoint(checkpoint).info(_table_name(checkpoint)).shape[1]
+    block = 32 if hidden % 32 == 0 else 16  # a block must divide H for the lookup
+    package = build(checkpoint, execution_provider=ep, dtype=dtype, quant="int4",
+                    quant_embedding=True, quant_block_size=block)
+    vocab = package.config.vocab_size
+    arrays = _initializers(package.save(str(tmp_path / "pkg")))
+    assert not any(a.dtype.kind == "f" and a.size == vocab * hidden for a in arrays.values())
+    codes = [n for n, a in arrays.items() if a.dtype == np.uint8 and a.size == vocab * hidden // 2]
+    assert len(codes) == 1, codes
+    _assert_no_duplicate_matrix(arrays)
+
+
+def _table_name(folder: str) -> str:
+    """The checkpoint's token embedding: its one tensor whose first dimension is the vocab."""
+    checkpoint = SafetensorsCheckpoint(folder)
+    vocab = json.load(open(os.path.join(folder, "config.json")))["vocab_size"]
+    names = [n for n in checkpoint.names() if checkpoint.info(n).shape[0] == vocab
+             and len(checkpoint.info(n).shape) == 2]
+    assert len(names) == 1, names
+    return names[0]
+
+
 def _assert_no_duplicate_matrix(arrays: dict[str, np.ndarray]) -> None:
-    """Equal sorted values = the same matrix in some layout (random data never collides)."""
+    """Equal sorted values = the same matrix in some layout (random data never collides);
+    float weights and quantized codes (uint8) alike."""
     seen: dict[tuple, str] = {}
     for name, array in arrays.items():
-        if array.size < 1024 or array.dtype.kind != "f":
+        if array.size < 1024 or array.dtype.kind not in "fu":
             continue
         key = (array.size, np.sort(array.reshape(-1)).tobytes())
         assert key not in seen, f"{name} holds the same values as {seen[key]}"
@@ -93,3 +130,6 @@ def test_duplicate_check_catches_a_transposed_copy():
     _assert_no_duplicate_matrix({"a": matrix, "b": matrix + 1})
     with pytest.raises(AssertionError, match="same values"):
         _assert_no_duplicate_matrix({"a": matrix, "b": np.ascontiguousarray(matrix.T)})
+    codes = np.random.default_rng(1).integers(0, 256, (37, 2, 16), dtype=np.uint8)
+    with pytest.raises(AssertionError, match="same values"):
+        _assert_no_duplicate_matrix({"a": codes, "b": codes.reshape(37, 32)})

@@ -7,7 +7,9 @@ E is quantized like a Linear with N = V rows and K = H, blocks along H:
     dequantize_linear EPs: Gather(DequantizeLinear(codes[V, H], scales, axis=1, block_size), ids)
 
 H must be a multiple of the block size (GatherBlockQuantized's layout);
-otherwise the table stays float and the reason is logged.
+otherwise the table stays float and the reason is logged. A tied table
+(the LM head reads it too) is quantized once where it can be:
+mobius.quantize.emit_tied.
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ from onnxscript import optimizer
 from mobius.rewrite.rule import Rule, RuleContext
 
 _FOLD_INPUT_LIMIT = 8192  # elements; larger constants (weights, RoPE tables) are never read
+#: ``node.meta`` key of a node that views an initializer other nodes read too
+#: (e.g. the tied embedding's scales reshaped for GatherBlockQuantized): folding
+#: it would store the same tensor twice
+NO_FOLD = "mobius.no_fold"
 
 
 class _PassRule(Rule):
@@ -81,6 +85,7 @@ class ConstantFolding(Rule):
         before = model.graph.num_nodes()
         optimizer.fold_constants(model, onnx_shape_inference=False,
                                  input_size_limit=_FOLD_INPUT_LIMIT,
-                                 output_size_limit=_FOLD_INPUT_LIMIT)
+                                 output_size_limit=_FOLD_INPUT_LIMIT,
+                                 should_fold=lambda node: False if node.meta.get(NO_FOLD) else None)
         common_passes.RemoveUnusedNodesPass()(model)
         return max(0, before - model.graph.num_nodes())

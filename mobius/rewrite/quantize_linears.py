@@ -10,8 +10,12 @@ attention, MoE and norm structure are untouched. It runs after the fusions
 (packed QKV is quantized as one matrix) and before inlining (which expands
 MatMulNBits where the EP lacks the kernel). Weights are quantized by RTN when
 the saver asks for them (see mobius.quantize.emit). A fused MoE becomes
-QMoE where the EP has that kernel (mobius.quantize.emit_moe). Legal where the
-build asked for quantization (``ctx.quant``).
+QMoE where the EP has that kernel (mobius.quantize.emit_moe). A tied matrix
+(the token embedding's Gather and the LM head read one initializer) is
+quantized once and shared by GatherBlockQuantized and MatMulNBits where the
+EP has both kernels (mobius.quantize.emit_tied); elsewhere the lookup and
+the head are quantized apart. Legal where the build asked for quantization
+(``ctx.quant``).
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from mobius.contrib.function_registry import MS_DOMAIN
+from mobius.ep import contrib_ops
 from mobius.ep.contrib_ops import QMOE
-from mobius.quantize.emit import Layout, emit_quantized_matmul, replace_node
+from mobius.quantize.emit import MATMUL_NBITS, Layout, emit_quantized_matmul, replace_node
 from mobius.quantize.emit_gather import emit_quantized_gather
 from mobius.quantize.emit_moe import emit_qmoe
+from mobius.quantize.emit_tied import emit_tied_quantized
 from mobius.quantize.prequantized import emit_prequantized, plan_for, sources_of
 from mobius.quantize.rtn import quantize_rtn_kn
 from mobius.rewrite.rule import Rule, RuleContext, attr
@@ -41,6 +47,11 @@ class QuantizeLinears(Rule):
         spec = ctx.quant
         count = 0
         for node in list(model.graph):
+            if node.graph is None:  # removed with a tied embedding
+                continue
+            if self._tied(model, node, ctx):
+                count += 2
+                continue
             if self._experts(model, node, ctx) or self._embedding(model, node, ctx):
                 count += 1
                 continue
@@ -73,13 +84,9 @@ class QuantizeLinears(Rule):
         matrix as stored (mobius/components/lm_head.py). W is already the
         quantized layout's [N, K]; a matrix the embedding's Gather also reads
         (tied) is named as the head for --quant-lm-head and overrides."""
-        if node.op_type != "Gemm" or node.domain != "" or len(node.inputs) not in (2, 3):
-            return False
-        if attr(node, "transB", 0) != 1 or attr(node, "transA", 0) or attr(node, "alpha", 1.0) != 1:
+        if not _is_head(node):
             return False
         weight = node.inputs[1]
-        if not _is_float_matrix(weight) or (len(node.inputs) == 3 and attr(node, "beta", 1.0) != 1):
-            return False
         tied = any(use.node is not node for use in weight.uses())
         name = "lm_head.weight" if tied else (weight.name or "lm_head.weight")
         bits = spec.bits_for(name)
@@ -106,22 +113,58 @@ class QuantizeLinears(Rule):
 
     @staticmethod
     def _embedding(model: ir.Model, node: ir.Node, ctx: RuleContext) -> bool:
-        """Gather(E[V, H] initializer, ids, axis=0) where the build quantizes embeddings.
-
-        Only the token table (indexed by the graph input input_ids): the other
-        Gathers of constant tables (RoPE caches indexed by position_ids, GPT-2's
-        position table) stay float."""
-        if not ctx.quant.embedding or node.op_type != "Gather" or node.domain != "":
-            return False
-        table, ids = node.inputs[0], node.inputs[1]
-        if ids is None or not ids.is_graph_input() or ids.name != TOKEN_IDS:
-            return False
-        axis = node.attributes.get("axis")
-        if (axis is not None and axis.value != 0) or not _is_float_matrix(table):
-            return False
-        bits = ctx.quant.bits_for(table.name or "")
+        """Gather(E[V, H] initializer, ids, axis=0) where the build quantizes embeddings."""
+        table = _token_table(node) if ctx.quant.embedding else None
+        bits = None if table is None else ctx.quant.bits_for(table.name or "")
         return bits is not None and emit_quantized_gather(
             model, node, bits, ctx.quant.block_size, ctx.quant.symmetric, ctx.quant.form)
+
+    @staticmethod
+    def _tied(model: ir.Model, node: ir.Node, ctx: RuleContext) -> bool:
+        """The token table's Gather whose matrix only the LM head also reads -> one
+        quantized copy both read, where the EP has GatherBlockQuantized and
+        MatMulNBits kernels, the build is symmetric and both get the same bits."""
+        spec, caps = ctx.quant, ctx.caps
+        if (not spec.embedding or not spec.symmetric or spec.form != MATMUL_NBITS
+                or not caps.has_kernel(contrib_ops.GATHER_BLOCK_QUANTIZED)
+                or not caps.has_kernel(contrib_ops.MATMUL_NBITS)):
+            return False
+        table = _token_table(node)
+        heads = [] if table is None else [u.node for u in table.uses() if u.node is not node]
+        if len(heads) != 1 or not _is_head(heads[0]) or heads[0].inputs[1] is not table:
+            return False
+        bits = spec.bits_for(table.name or "")
+        if (bits is None or bits != spec.bits_for("lm_head.weight")
+                or table.shape[1] % spec.block_size):
+            return False
+        head = _split_bias(model, heads[0]) if len(heads[0].inputs) == 3 else heads[0]
+        emit_tied_quantized(model, node, head, bits, spec.block_size, spec.accuracy_level)
+        return True
+
+
+def _token_table(node: ir.Node) -> ir.Value | None:
+    """E of Gather(E[V, H] float initializer, input_ids, axis=0), else None.
+
+    Only the token table (indexed by the graph input input_ids): the other
+    Gathers of constant tables (RoPE caches indexed by position_ids, GPT-2's
+    position table) stay float."""
+    if node.op_type != "Gather" or node.domain != "":
+        return None
+    table, ids = node.inputs[0], node.inputs[1]
+    if ids is None or not ids.is_graph_input() or ids.name != TOKEN_IDS:
+        return None
+    axis = node.attributes.get("axis")
+    return table if (axis is None or axis.value == 0) and _is_float_matrix(table) else None
+
+
+def _is_head(node: ir.Node) -> bool:
+    """Gemm(x, W[N, K] float initializer[, b], transB=1): the LM head's form."""
+    if node.op_type != "Gemm" or node.domain != "" or len(node.inputs) not in (2, 3):
+        return False
+    if attr(node, "transB", 0) != 1 or attr(node, "transA", 0) or attr(node, "alpha", 1.0) != 1:
+        return False
+    return _is_float_matrix(node.inputs[1]) and (len(node.inputs) == 2
+                                                 or attr(node, "beta", 1.0) == 1)
 
 
 def _split_bias(model: ir.Model, gemm: ir.Node) -> ir.Node:
