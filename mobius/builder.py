@@ -17,6 +17,7 @@ from mobius.optimize.pipeline import optimize_model
 from mobius.package.context_length import apply_context_length, resolve_context_length
 from mobius.package.model_package import ModelPackage
 from mobius.package.provider_options import genai_provider_options
+from mobius.package.sliding_window import apply_sliding_window_cache
 from mobius.package.tokenizer_files import find_tokenizer_files
 from mobius.package.transformers_js import (GENAI, TRANSFORMERS_JS, check_layout,
                                             client_capabilities)
@@ -54,6 +55,7 @@ def build(
     logits_to_keep: bool | None = None,
     context_length: int | None = None,
     adapter: str | None = None,
+    sliding_window_cache: bool = True,
 ) -> ModelPackage:
     """Builds an ONNX package from a hub id, a local HF folder or a built-in tiny name.
 
@@ -70,6 +72,8 @@ def build(
     (mobius/package/context_length.py; default min(max positions, 4096)).
     ``adapter``: a PEFT LoRA adapter folder merged into the weights
     (mobius/weights/lora.py).
+    ``sliding_window_cache``: window-sized KV buffers for sliding-window layers
+    where genai and the EP can (mobius/package/sliding_window.py).
     """
     caps, build_dtype, quant_spec = check_request(
         execution_provider, dtype, layout, quant, block_size=quant_block_size,
@@ -101,6 +105,9 @@ def build(
                                 dtype=build_dtype, trace_optimization=trace_optimization,
                                 quant=quant_spec)
     _client_options(package, family.task, caps, layout, logits_to_keep, context_length)
+    if sliding_window_cache and layout == GENAI and caps.gqa_sliding_window_cache and (
+            package.genai_config is not None and family.task.kv_cache_sized_by_context):
+        apply_sliding_window_cache(package.model, package.genai_config, config, context_length)
     package.files_to_copy = find_tokenizer_files(folder)
     package.source = folder
     package.layout, package.build_dtype = layout, SHORT_NAMES[build_dtype]

@@ -41,6 +41,11 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--context-length", type=int, default=None, metavar="N",
                        help="longest sequence onnxruntime-genai may generate; it sizes the KV "
                        "cache (default: the model's max positions, at most 4096)")
+    build.add_argument("--sliding-window-cache", action=argparse.BooleanOptionalAction,
+                       default=True,
+                       help="window-sized KV buffers for sliding-window layers in "
+                       "onnxruntime-genai (default: on where the EP's attention kernel can; "
+                       "a generator's max_length must then be at least the window)")
     build.add_argument("--adapter", metavar="DIR",
                        help="PEFT LoRA adapter folder to merge into the weights")
     build.add_argument("--trace", action="store_true",
@@ -166,7 +171,8 @@ def _run(args: argparse.Namespace) -> int:
                     quant_lm_head=args.quant_lm_head, quant_embedding=args.quant_embedding,
                     quant_override=args.quant_override,
                     layout=args.layout, logits_to_keep=args.logits_to_keep,
-                    context_length=args.context_length, adapter=args.adapter)
+                    context_length=args.context_length, adapter=args.adapter,
+                    sliding_window_cache=args.sliding_window_cache)
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         print(f"wrote {path}")
