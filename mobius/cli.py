@@ -46,8 +46,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="window-sized KV buffers for sliding-window layers in "
                        "onnxruntime-genai (default: on where the EP's attention kernel can; "
                        "a generator's max_length must then be at least the window)")
-    build.add_argument("--adapter", metavar="DIR",
-                       help="PEFT LoRA adapter folder to merge into the weights")
+    build.add_argument("--adapter", metavar="[NAME=]DIR", action="append",
+                       help="PEFT LoRA adapter folder: merged into the weights, or with "
+                       "--adapter-mode separate written as adapters/NAME.onnx_adapter "
+                       "(repeat for several; NAME defaults to the folder's name)")
+    build.add_argument("--adapter-mode", choices=["merged", "separate"], default="merged",
+                       help="merged (default): one adapter folded into the weights; "
+                       "separate: adapter files onnxruntime-genai's Adapters API switches "
+                       "at run time")
     build.add_argument("--trace", action="store_true",
                        help="log what each optimization stage and rule did ([EP Trace] lines)")
     build.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
@@ -172,6 +178,7 @@ def _run(args: argparse.Namespace) -> int:
                     quant_override=args.quant_override,
                     layout=args.layout, logits_to_keep=args.logits_to_keep,
                     context_length=args.context_length, adapter=args.adapter,
+                    adapter_mode=args.adapter_mode,
                     sliding_window_cache=args.sliding_window_cache)
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
