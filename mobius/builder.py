@@ -101,6 +101,8 @@ def build(
     checkpoint = open_checkpoint(folder, raw)
     if quant_spec is None and isinstance(checkpoint, PrequantizedCheckpoint):
         quant_spec = prequantized_spec(caps, checkpoint.format, quant_accuracy_level)
+        quant = f"int{quant_spec.bits}"  # what the package holds (file names, layout checks)
+        check_layout(layout, quant=quant)
     check_config_fits_checkpoint(raw, checkpoint)  # before any graph or table is built
     context_length = resolve_context_length(context_length, config.max_position_embeddings)
     checkpoint, adapters = _open_adapters(checkpoint, adapter, adapter_mode, layout)
@@ -122,6 +124,7 @@ def build(
     package.files_to_copy = find_tokenizer_files(folder)
     package.source = folder
     package.layout, package.build_dtype = layout, SHORT_NAMES[build_dtype]
+    package.quant = quant
     package.hf_configs = {"config.json": raw, "generation_config.json": generation}
     if not package.files_to_copy:
         logger.warning("%s has no tokenizer files; the package will have none", folder)
@@ -177,7 +180,7 @@ def check_request(execution_provider: str | EpCapabilities, dtype: str | ir.Data
     build_dtype = parse_dtype(dtype)
     check_supported(caps, build_dtype)
     quant_spec = resolve_quant(caps, quant, **quant_options)
-    check_layout(layout, SHORT_NAMES[build_dtype])
+    check_layout(layout, SHORT_NAMES[build_dtype], quant=quant)
     return client_capabilities(caps, layout), build_dtype, quant_spec
 
 

@@ -44,6 +44,9 @@ class ModelPackage:
     #: (mobius/package/transformers_js.py), with the build dtype it names files by
     layout: str = "genai"
     build_dtype: str = "f32"
+    #: weight quantization asked for ("int4" / "int8"; None: float): the
+    #: transformers.js layout names its files by it
+    quant: str | None = None
     #: the checkpoint's config.json / generation_config.json (the transformers.js layout ships them)
     hf_configs: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: LoRA adapters written as separate files (mobius/package/adapter_files.py),
