@@ -63,7 +63,7 @@ def build(
     context_length: int | None = None,
     adapter: str | Sequence[str] | None = None,
     adapter_mode: str = MERGED,
-    sliding_window_cache: bool = True,
+    sliding_window_cache: bool = False,
 ) -> ModelPackage:
     """Builds an ONNX package from a hub id, a local HF folder or a built-in tiny name.
 
@@ -84,7 +84,8 @@ def build(
     API, the base graph taking the LoRA matrices as inputs
     (mobius/weights/lora_adapter.py).
     ``sliding_window_cache``: window-sized KV buffers for sliding-window layers
-    where genai and the EP can (mobius/package/sliding_window.py).
+    where genai and the EP can (mobius/package/sliding_window.py; opt-in: such
+    a package runs batch 1 in onnxruntime-genai only).
     """
     caps, build_dtype, quant_spec = check_request(
         execution_provider, dtype, layout, quant, block_size=quant_block_size,

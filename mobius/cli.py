@@ -41,11 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--context-length", type=int, default=None, metavar="N",
                        help="longest sequence onnxruntime-genai may generate; it sizes the KV "
                        "cache (default: the model's max positions, at most 4096)")
-    build.add_argument("--sliding-window-cache", action=argparse.BooleanOptionalAction,
-                       default=True,
+    build.add_argument("--sliding-window-cache", action="store_true",
                        help="window-sized KV buffers for sliding-window layers in "
-                       "onnxruntime-genai (default: on where the EP's attention kernel can; "
-                       "a generator's max_length must then be at least the window)")
+                       "onnxruntime-genai (cpu): bounded KV memory, but only for batch-1 "
+                       "generation in genai with max_length >= the window")
     build.add_argument("--adapter", metavar="[NAME=]DIR", action="append",
                        help="PEFT LoRA adapter folder: merged into the weights, or with "
                        "--adapter-mode separate written as adapters/NAME.onnx_adapter "

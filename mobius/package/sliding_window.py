@@ -11,13 +11,23 @@ the kernel keeps the newest positions at rows [0, L) and evicts in blocks of
 (the kernel reads the resident columns), so the window and padding masks are
 unchanged and exact.
 
-Limits (genai 0.18 / onnxruntime 1.32): only an EP whose GQA kernel takes an
-attention_bias with a windowed cache (``caps.gqa_sliding_window_cache``,
-CPU); genai sizes the buffer ``min(max_length, window + slack)`` and the
-kernel rejects a buffer smaller than the window, so a generator's
-``max_length`` must be at least the window. Hence the cache is windowed
-only where the package's context length exceeds the window (otherwise
-nothing is saved) and ``--no-sliding-window-cache`` turns it off.
+Opt-in (``--sliding-window-cache``), because of what it costs
+(genai 0.18 / onnxruntime 1.32):
+
+- only an EP whose GQA kernel takes an attention_bias with a windowed cache
+  (``caps.gqa_sliding_window_cache``: CPU);
+- the kernel evicts by cache slot, and mobius's graph keeps genai's
+  right-padding gap in the cache (seqlens_k is the slot count, the bias masks
+  the gap), so a batch of prompts of different lengths loses in-window tokens
+  of its shorter rows: batch 1 (or equal lengths) only;
+- the package needs window-sized past buffers, so plain onnxruntime callers
+  that grow the cache from empty are refused by the kernel;
+- genai sizes the buffer ``min(max_length, window + slack)`` and the kernel
+  rejects one smaller than the window: a generator's max_length must be at
+  least the window.
+
+It is applied only where the context length exceeds the window (otherwise
+nothing is saved).
 """
 
 from __future__ import annotations

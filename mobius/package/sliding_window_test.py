@@ -3,7 +3,9 @@ window-sized buffer for the sliding layers, and still gives transformers' tokens
 
 Families: Mistral (every layer sliding, window 8), Gemma 2 (sliding + full,
 window 6) and Cohere2 (two sliding + one full, window 4). The prompt (11
-tokens) plus 20 generated tokens run well past each window.
+tokens) plus 20 generated tokens run well past each window. Batch 1: the
+windowed cache evicts by cache slot, and genai's right-padded batches keep a
+padding gap in the cache (docs/clients/python-genai.md).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def _present_lengths(package: str, max_length: int, layers: int) -> list[int]:
 def test_generation_past_the_window_matches_transformers(checkpoint, tmp_path):
     folder, window, sliding, layers = checkpoint
     package = str(tmp_path / "pkg")
-    mobius.build(folder, execution_provider="cpu").save(package)
+    mobius.build(folder, execution_provider="cpu", sliding_window_cache=True).save(package)
     genai = harness.genai_config(package)
     assert genai["model"]["decoder"]["sliding_window"]["window_size"] == window
     assert genai["model"]["decoder"]["sliding_window"]["layers"] == sliding
@@ -63,17 +65,18 @@ def test_generation_past_the_window_matches_transformers(checkpoint, tmp_path):
 
 def test_off_switch_and_short_context_keep_full_buffers(checkpoint, tmp_path):
     folder, window, _, layers = checkpoint
-    off = str(tmp_path / "off")
-    mobius.build(folder, execution_provider="cpu", sliding_window_cache=False).save(off)
+    off = str(tmp_path / "off")  # the default
+    mobius.build(folder, execution_provider="cpu").save(off)
     assert "sliding_window" not in harness.genai_config(off)["model"]["decoder"]
     assert _present_lengths(off, 200, layers) == [200] * layers
     # A context no longer than the window saves nothing: left as it was.
     short = str(tmp_path / "short")
-    mobius.build(folder, execution_provider="cpu", context_length=window).save(short)
+    mobius.build(folder, execution_provider="cpu", context_length=window,
+                 sliding_window_cache=True).save(short)
     assert "sliding_window" not in harness.genai_config(short)["model"]["decoder"]
 
 
 def test_eps_without_a_windowed_kernel_are_left_alone(tmp_path):
     folder = make_hf_checkpoint(str(tmp_path / "ckpt"), "tiny-mistral")
-    package = mobius.build(folder, execution_provider="default")
+    package = mobius.build(folder, execution_provider="default", sliding_window_cache=True)
     assert "sliding_window" not in package.genai_config["model"]["decoder"]
