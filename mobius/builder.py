@@ -114,10 +114,7 @@ def build(
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
                                 dtype=build_dtype, trace_optimization=trace_optimization,
                                 quant=quant_spec, lora_targets=union_targets(adapters))
-    if adapters:
-        package.adapters, package.adapter_targets = adapters, union_targets(adapters)
-        package.adapter_dtype = next(v.type.dtype.numpy() for v in package.model.graph.inputs
-                                     if v.name.endswith(".lora_A"))
+    _carry_adapters(package, adapters)
     _client_options(package, family.task, caps, layout, logits_to_keep, context_length)
     if sliding_window_cache and layout == GENAI and caps.gqa_sliding_window_cache and (
             package.genai_config is not None and family.task.kv_cache_sized_by_context):
@@ -154,6 +151,14 @@ def _open_adapters(checkpoint, adapter: str | Sequence[str] | None, mode: str, l
     named = [item.split("=", 1) if "=" in item and not os.path.exists(item) else (None, item)
              for item in paths]
     return checkpoint, [LoraAdapter(path, checkpoint, name) for name, path in named]
+
+
+def _carry_adapters(package: ModelPackage, adapters: list[LoraAdapter]) -> None:
+    """Hands separate adapters to the package, in the dtype of its LoRA inputs."""
+    if adapters:
+        package.adapters, package.adapter_targets = adapters, union_targets(adapters)
+        package.adapter_dtype = next(v.type.dtype.numpy() for v in package.model.graph.inputs
+                                     if v.name.endswith(".lora_A"))
 
 
 def _client_options(package: ModelPackage, task: Task, caps: EpCapabilities, layout: str,
