@@ -18,6 +18,7 @@ import onnxruntime_genai as og
 import pytest
 
 import mobius
+from mobius.cli import main
 from testing import genai_harness as harness
 from testing.hf_checkpoints import make_hf_checkpoint
 
@@ -51,7 +52,8 @@ def _present_lengths(package: str, max_length: int, layers: int) -> list[int]:
 def test_generation_past_the_window_matches_transformers(checkpoint, tmp_path):
     folder, window, sliding, layers = checkpoint
     package = str(tmp_path / "pkg")
-    mobius.build(folder, execution_provider="cpu", sliding_window_cache=True).save(package)
+    assert main(["build", "--model", folder, package, "--ep", "cpu", "--sliding-window-cache",
+                 "--quiet"]) == 0
     genai = harness.genai_config(package)
     assert genai["model"]["decoder"]["sliding_window"]["window_size"] == window
     assert genai["model"]["decoder"]["sliding_window"]["layers"] == sliding

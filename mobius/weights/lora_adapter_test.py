@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from mobius.builder import build
+from mobius.cli import main
 from mobius.errors import MobiusError, WeightsError
 from mobius.package.adapter_files import adapter_path
 from testing import genai_harness as harness
@@ -112,9 +113,10 @@ def test_genai_switches_adapters_at_run_time(tmp_path, setup):
     import onnxruntime_genai as og
 
     base, adapters = setup
-    named = [f"{name}={folder}" for name, folder in adapters.items()]
-    path = build(base, execution_provider="cpu", adapter=named,
-                 adapter_mode="separate").save(str(tmp_path / "pkg"))
+    path = str(tmp_path / "pkg")
+    named = [arg for name, folder in adapters.items() for arg in ("--adapter", f"{name}={folder}")]
+    assert main(["build", "--model", base, path, "--ep", "cpu", "--adapter-mode", "separate",
+                 *named, "--quiet"]) == 0
     expected = {name: harness.hf_generate(_reference(base, adapters.get(name)), [PROMPT],
                                           NEW_TOKENS)[0] for name in [None, *adapters]}
     assert len({tuple(tokens) for tokens in expected.values()}) == 3  # each adapter matters
