@@ -106,7 +106,7 @@ def build(
         check_layout(layout, quant=quant)
     check_config_fits_checkpoint(raw, checkpoint)  # before any graph or table is built
     context_length = resolve_context_length(context_length, config.max_position_embeddings)
-    checkpoint, adapters = _open_adapters(checkpoint, adapter, adapter_mode, layout)
+    checkpoint, adapters = _open_adapters(checkpoint, adapter, adapter_mode, layout, caps)
     with build_context(caps, build_dtype):
         module = family.module(config)
     attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,
@@ -129,7 +129,8 @@ def build(
     return package
 
 
-def _open_adapters(checkpoint, adapter: str | Sequence[str] | None, mode: str, layout: str):
+def _open_adapters(checkpoint, adapter: str | Sequence[str] | None, mode: str, layout: str,
+                   caps: EpCapabilities):
     """(checkpoint, separate adapters): the merged-adapter view of the checkpoint,
     or the base checkpoint and the adapters its package will carry as files."""
     paths = [adapter] if isinstance(adapter, str) else list(adapter or ())
@@ -148,6 +149,9 @@ def _open_adapters(checkpoint, adapter: str | Sequence[str] | None, mode: str, l
     if layout != GENAI:
         raise MobiusError("--adapter-mode separate writes adapters for onnxruntime-genai; "
                           "use the genai layout (or merge the adapter)")
+    if caps.use_concrete_dims:
+        raise MobiusError(f"--adapter-mode separate: EP {caps.name!r} builds concrete shapes and "
+                          f"the LoRA rank is a run-time dimension; merge the adapter instead")
     named = [item.split("=", 1) if "=" in item and not os.path.exists(item) else (None, item)
              for item in paths]
     return checkpoint, [LoraAdapter(path, checkpoint, name) for name, path in named]

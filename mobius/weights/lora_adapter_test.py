@@ -137,6 +137,9 @@ def test_bad_requests_are_refused(tmp_path, setup):
               adapter_mode="separate")
     with pytest.raises(MobiusError, match="adapter mode 'both'"):
         build(base, adapter=adapters["alpha"], adapter_mode="both")
+    with pytest.raises(MobiusError, match="EP 'webgpu' builds concrete shapes"):
+        build(base, execution_provider="webgpu", adapter=adapters["alpha"],
+              adapter_mode="separate")
     with pytest.raises(MobiusError, match="genai layout"):
         build(base, execution_provider="webgpu", adapter=adapters["alpha"],
               adapter_mode="separate", layout="transformers.js")
