@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Sequence
 
 import onnx_ir as ir
 from onnxscript import nn
@@ -17,6 +19,7 @@ from mobius.optimize.pipeline import optimize_model
 from mobius.package.context_length import apply_context_length, resolve_context_length
 from mobius.package.model_package import ModelPackage
 from mobius.package.provider_options import genai_provider_options
+from mobius.package.sliding_window import apply_sliding_window_cache
 from mobius.package.tokenizer_files import find_tokenizer_files
 from mobius.package.transformers_js import (GENAI, TRANSFORMERS_JS, check_layout,
                                             client_capabilities)
@@ -26,15 +29,20 @@ from mobius.roles import DECODER
 from mobius.source import resolve_checkpoint
 from mobius.tasks.concrete_dims import apply_concrete_dims
 from mobius.tasks.logits_to_keep import add_logits_to_keep
+from mobius.tasks.lora_inputs import add_lora_defaults, add_lora_inputs
 from mobius.tasks.registry import get_task
 from mobius.tasks.task import GenaiContext, Task, TaskFlags, check_io
 from mobius.weights.attach import attach_weights
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 from mobius.weights.lora import LoraMergedCheckpoint
+from mobius.weights.lora_adapter import LoraAdapter, union_targets
 from mobius.weights.plausibility import check_config_fits_checkpoint
 from mobius.weights.prequantized_checkpoint import PrequantizedCheckpoint, open_checkpoint
 
 logger = logging.getLogger(__name__)
+
+MERGED, SEPARATE = "merged", "separate"
+ADAPTER_MODES = (MERGED, SEPARATE)
 
 def build(
     model: str,
@@ -53,7 +61,9 @@ def build(
     layout: str = GENAI,
     logits_to_keep: bool | None = None,
     context_length: int | None = None,
-    adapter: str | None = None,
+    adapter: str | Sequence[str] | None = None,
+    adapter_mode: str = MERGED,
+    sliding_window_cache: bool = False,
 ) -> ModelPackage:
     """Builds an ONNX package from a hub id, a local HF folder or a built-in tiny name.
 
@@ -68,8 +78,14 @@ def build(
     feeds it (transformers.js), not for onnxruntime-genai 0.18.
     ``context_length``: genai_config's context length and KV size
     (mobius/package/context_length.py; default min(max positions, 4096)).
-    ``adapter``: a PEFT LoRA adapter folder merged into the weights
-    (mobius/weights/lora.py).
+    ``adapter``: PEFT LoRA adapter folder(s) (``[NAME=]PATH``): one merged into
+    the weights (mobius/weights/lora.py), or with ``adapter_mode="separate"``
+    each written as adapters/NAME.onnx_adapter for onnxruntime-genai's Adapters
+    API, the base graph taking the LoRA matrices as inputs
+    (mobius/weights/lora_adapter.py).
+    ``sliding_window_cache``: window-sized KV buffers for sliding-window layers
+    where genai and the EP can (mobius/package/sliding_window.py; opt-in: such
+    a package runs batch 1 in onnxruntime-genai only).
     """
     caps, build_dtype, quant_spec = check_request(
         execution_provider, dtype, layout, quant, block_size=quant_block_size,
@@ -86,28 +102,67 @@ def build(
     checkpoint = open_checkpoint(folder, raw)
     if quant_spec is None and isinstance(checkpoint, PrequantizedCheckpoint):
         quant_spec = prequantized_spec(caps, checkpoint.format, quant_accuracy_level)
+        quant = f"int{quant_spec.bits}"  # what the package holds (file names, layout checks)
+        check_layout(layout, quant=quant)
     check_config_fits_checkpoint(raw, checkpoint)  # before any graph or table is built
     context_length = resolve_context_length(context_length, config.max_position_embeddings)
-    if adapter is not None:
-        if isinstance(checkpoint, PrequantizedCheckpoint):
-            raise MobiusError("--adapter: a LoRA adapter cannot be merged into the packed "
-                              "integers of a GPTQ / AWQ checkpoint")
-        checkpoint = LoraMergedCheckpoint(checkpoint, adapter)
+    checkpoint, adapters = _open_adapters(checkpoint, adapter, adapter_mode, layout, caps)
     with build_context(caps, build_dtype):
         module = family.module(config)
     attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,
                    family.ignored_tensors(config))
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
                                 dtype=build_dtype, trace_optimization=trace_optimization,
-                                quant=quant_spec)
+                                quant=quant_spec, lora_targets=union_targets(adapters))
+    _carry_adapters(package, adapters)
     _client_options(package, family.task, caps, layout, logits_to_keep, context_length)
+    if sliding_window_cache and layout == GENAI and caps.gqa_sliding_window_cache and (
+            package.genai_config is not None and family.task.kv_cache_sized_by_context):
+        apply_sliding_window_cache(package.model, package.genai_config, config, context_length)
     package.files_to_copy = find_tokenizer_files(folder)
     package.source = folder
     package.layout, package.build_dtype = layout, SHORT_NAMES[build_dtype]
+    package.quant = quant
     package.hf_configs = {"config.json": raw, "generation_config.json": generation}
     if not package.files_to_copy:
         logger.warning("%s has no tokenizer files; the package will have none", folder)
     return package
+
+
+def _open_adapters(checkpoint, adapter: str | Sequence[str] | None, mode: str, layout: str,
+                   caps: EpCapabilities):
+    """(checkpoint, separate adapters): the merged-adapter view of the checkpoint,
+    or the base checkpoint and the adapters its package will carry as files."""
+    paths = [adapter] if isinstance(adapter, str) else list(adapter or ())
+    if mode not in ADAPTER_MODES:
+        raise MobiusError(f"adapter mode {mode!r}: use {' or '.join(ADAPTER_MODES)}")
+    if not paths:
+        return checkpoint, []
+    if isinstance(checkpoint, PrequantizedCheckpoint):
+        raise MobiusError("--adapter: LoRA adapters are not supported on the packed "
+                          "integers of a GPTQ / AWQ checkpoint")
+    if mode == MERGED:
+        if len(paths) != 1:
+            raise MobiusError(f"--adapter: {len(paths)} adapters cannot all be merged into one "
+                              f"package; use --adapter-mode separate")
+        return LoraMergedCheckpoint(checkpoint, paths[0]), []
+    if layout != GENAI:
+        raise MobiusError("--adapter-mode separate writes adapters for onnxruntime-genai; "
+                          "use the genai layout (or merge the adapter)")
+    if caps.use_concrete_dims:
+        raise MobiusError(f"--adapter-mode separate: EP {caps.name!r} builds concrete shapes and "
+                          f"the LoRA rank is a run-time dimension; merge the adapter instead")
+    named = [item.split("=", 1) if "=" in item and not os.path.exists(item) else (None, item)
+             for item in paths]
+    return checkpoint, [LoraAdapter(path, checkpoint, name) for name, path in named]
+
+
+def _carry_adapters(package: ModelPackage, adapters: list[LoraAdapter]) -> None:
+    """Hands separate adapters to the package, in the dtype of its LoRA inputs."""
+    if adapters:
+        package.adapters, package.adapter_targets = adapters, union_targets(adapters)
+        package.adapter_dtype = next(v.type.dtype.numpy() for v in package.model.graph.inputs
+                                     if v.name.endswith(".lora_A"))
 
 
 def _client_options(package: ModelPackage, task: Task, caps: EpCapabilities, layout: str,
@@ -135,7 +190,7 @@ def check_request(execution_provider: str | EpCapabilities, dtype: str | ir.Data
     build_dtype = parse_dtype(dtype)
     check_supported(caps, build_dtype)
     quant_spec = resolve_quant(caps, quant, **quant_options)
-    check_layout(layout, SHORT_NAMES[build_dtype])
+    check_layout(layout, SHORT_NAMES[build_dtype], quant=quant)
     return client_capabilities(caps, layout), build_dtype, quant_spec
 
 
@@ -161,12 +216,14 @@ def build_from_module(
     dtype: str | ir.DataType = "f32",
     trace_optimization: bool = False,
     quant: QuantSpec | None = None,
+    lora_targets: dict[str, tuple[int, int]] | None = None,
 ) -> ModelPackage:
     """Builds and optimizes the graphs of an already-constructed module.
 
     Weights are whatever the module's parameters hold (``attach_weights`` sets
     them lazily from a checkpoint); ``quant`` quantizes every Linear.
-    ``task``: a Task or a registered task name.
+    ``task``: a Task or a registered task name. ``lora_targets`` (checkpoint
+    weight -> (in, out)) become LoRA inputs of the decoder (mobius/tasks/lora_inputs.py).
     """
     task = get_task(task)
     caps = get_ep(execution_provider)
@@ -178,6 +235,9 @@ def build_from_module(
         problems = check_io(task, task.io(module, config), models, build_dtype)
         if problems:  # a bug in the task's builder, never in the checkpoint
             raise AssertionError(f"{task} graphs break their I/O contract: {problems[:3]}")
+        decoder = next((key for key, role in task.roles.items() if role == DECODER), None)
+        if lora_targets:
+            add_lora_inputs(models[decoder], lora_targets)
         reports = {}
         for key, model in models.items():
             if task.metadata is not None:
@@ -186,9 +246,10 @@ def build_from_module(
                                           trace=trace_optimization, quant=quant)
             if flags.use_concrete_dims:  # the rules added values after the task: re-establish
                 apply_concrete_dims(model, task.named_dims)
+        if lora_targets:
+            add_lora_defaults(models[decoder])
     if task.package_configs is None:  # a package for plain onnxruntime
         return ModelPackage(models=models, config=config)
-    decoder = next(key for key, role in task.roles.items() if role == DECODER)
     uses_gqa = reports[decoder].histogram.get("com.microsoft::GroupQueryAttention", 0) > 0
     genai = GenaiContext(genai_provider_options(caps, past_present_share_buffer=uses_gqa),
                          past_present_share_buffer=uses_gqa)

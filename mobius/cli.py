@@ -41,8 +41,18 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--context-length", type=int, default=None, metavar="N",
                        help="longest sequence onnxruntime-genai may generate; it sizes the KV "
                        "cache (default: the model's max positions, at most 4096)")
-    build.add_argument("--adapter", metavar="DIR",
-                       help="PEFT LoRA adapter folder to merge into the weights")
+    build.add_argument("--sliding-window-cache", action="store_true",
+                       help="window-sized KV buffers for sliding-window layers in "
+                       "onnxruntime-genai (cpu): bounded KV memory, but only for batch-1 "
+                       "generation in genai with max_length >= the window")
+    build.add_argument("--adapter", metavar="[NAME=]DIR", action="append",
+                       help="PEFT LoRA adapter folder: merged into the weights, or with "
+                       "--adapter-mode separate written as adapters/NAME.onnx_adapter "
+                       "(repeat for several; NAME defaults to the folder's name)")
+    build.add_argument("--adapter-mode", choices=["merged", "separate"], default="merged",
+                       help="merged (default): one adapter folded into the weights; "
+                       "separate: adapter files onnxruntime-genai's Adapters API switches "
+                       "at run time")
     build.add_argument("--trace", action="store_true",
                        help="log what each optimization stage and rule did ([EP Trace] lines)")
     build.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
@@ -166,7 +176,9 @@ def _run(args: argparse.Namespace) -> int:
                     quant_lm_head=args.quant_lm_head, quant_embedding=args.quant_embedding,
                     quant_override=args.quant_override,
                     layout=args.layout, logits_to_keep=args.logits_to_keep,
-                    context_length=args.context_length, adapter=args.adapter)
+                    context_length=args.context_length, adapter=args.adapter,
+                    adapter_mode=args.adapter_mode,
+                    sliding_window_cache=args.sliding_window_cache)
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         print(f"wrote {path}")

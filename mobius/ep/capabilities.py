@@ -33,6 +33,10 @@ class EpCapabilities:
         gqa_dtypes: dtypes for which attention is fused into GroupQueryAttention.
         qkv_pack_dtypes: dtypes for which Q/K/V projections are packed into one MatMul.
         supports_fused_rope: GQA may absorb RoPE (``do_rotary=1``).
+        gqa_sliding_window_cache: GQA keeps a sliding-window layer's cache
+            window-sized (``sliding_window_cache=1``) while reading mobius's
+            absolute-column attention_bias (onnxruntime's CPU kernel does; CUDA
+            rejects attention_bias there).
         supports_skip_layer_norm: Skip(Simplified)LayerNormalization kernels exist.
         supports_fused_matmul: MatMulNBits / fused-bias kernels exist.
         supports_fused_moe: a fused com.microsoft MoE kernel exists.
@@ -71,6 +75,7 @@ class EpCapabilities:
     gqa_dtypes: frozenset = frozenset()
     qkv_pack_dtypes: frozenset = frozenset()
     supports_fused_rope: bool = False
+    gqa_sliding_window_cache: bool = False
     supports_skip_layer_norm: bool = False
     supports_fused_matmul: bool = False
     supports_fused_moe: bool = False

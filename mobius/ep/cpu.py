@@ -15,6 +15,7 @@ CAPABILITIES = EpCapabilities(
     gqa_dtypes={ir.DataType.FLOAT},
     qkv_pack_dtypes={ir.DataType.FLOAT},
     supports_fused_rope=True,
+    gqa_sliding_window_cache=True,
     supports_skip_layer_norm=True,
     supports_fused_matmul=True,
     prepacks_2d_weights=True,

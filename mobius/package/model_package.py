@@ -44,8 +44,16 @@ class ModelPackage:
     #: (mobius/package/transformers_js.py), with the build dtype it names files by
     layout: str = "genai"
     build_dtype: str = "f32"
+    #: weight quantization asked for ("int4" / "int8"; None: float): the
+    #: transformers.js layout names its files by it
+    quant: str | None = None
     #: the checkpoint's config.json / generation_config.json (the transformers.js layout ships them)
     hf_configs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: LoRA adapters written as separate files (mobius/package/adapter_files.py),
+    #: the decoder inputs they feed (weight -> (in, out)) and their dtype
+    adapters: list[Any] = dataclasses.field(default_factory=list)
+    adapter_targets: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    adapter_dtype: Any = None
 
     @property
     def model(self) -> ir.Model:
@@ -130,6 +138,10 @@ class ModelPackage:
                 json.dump(content, f, indent=4)
         for path in self.files_to_copy:
             shutil.copy2(path, os.path.join(folder, os.path.basename(path)))
+        if self.adapters:
+            from mobius.package.adapter_files import write_adapters
+
+            write_adapters(folder, self.adapters, self.adapter_targets, self.adapter_dtype)
 
 
 def _umask() -> int:

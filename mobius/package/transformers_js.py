@@ -6,6 +6,10 @@ transformers.js loads a local model folder the way it loads a hub repository:
 ``onnx/``, named ``<model><dtype suffix>.onnx`` with the weights in
 ``<file>_data`` beside them. It feeds token ids, masks and positions as int64,
 so an EP that lowers graph I/O to int32 keeps int64 I/O in this layout.
+The suffix is transformers.js's dtype name: ``--quant int4`` writes its "q4"
+file (4-bit block weights, f32 activations: ``model_q4.onnx``) or "q4f16"
+(``model_q4f16.onnx``); its other quantized kinds (q8, int8, bnb4) are
+different schemes, so int8 is refused.
 """
 
 from __future__ import annotations
@@ -26,11 +30,17 @@ LAYOUTS = (GENAI, TRANSFORMERS_JS)
 TASKS = ("text-generation", "feature-extraction")
 #: build dtype -> transformers.js file-name suffix (its dtype names: fp32, fp16)
 DTYPE_SUFFIX = {"f32": ("fp32", ""), "f16": ("fp16", "_fp16")}
+#: the same with int4 weights (its q4 / q4f16)
+INT4_SUFFIX = {"f32": ("q4", "_q4"), "f16": ("q4f16", "_q4f16")}
+#: weight quantizations the layout holds
+QUANTS = (None, "int4")
 SUBFOLDER = "onnx"
 
 
-def check_layout(layout: str, dtype: str | None = None, task: str | None = None) -> None:
-    """Rejects an unknown layout, or a dtype / task the layout cannot hold, before any work."""
+def check_layout(layout: str, dtype: str | None = None, task: str | None = None,
+                 quant: str | None = None) -> None:
+    """Rejects an unknown layout, or a dtype / task / quantization the layout cannot
+    hold, before any work."""
     if layout not in LAYOUTS:
         raise MobiusError(f"unknown layout {layout!r}; choose one of: {', '.join(LAYOUTS)}")
     if layout != TRANSFORMERS_JS:
@@ -38,6 +48,9 @@ def check_layout(layout: str, dtype: str | None = None, task: str | None = None)
     if dtype is not None and dtype not in DTYPE_SUFFIX:
         raise MobiusError(f"the transformers.js layout holds {' or '.join(DTYPE_SUFFIX)} "
                           f"models, not {dtype}")
+    if quant not in QUANTS:
+        raise MobiusError(f"the transformers.js layout holds float or int4 (its q4 / q4f16) "
+                          f"models, not {quant}")
     if task is not None and task not in TASKS:
         raise MobiusError(f"the transformers.js layout holds {' or '.join(TASKS)} models; "
                           f"this is a {task!r} model")
@@ -50,13 +63,20 @@ def client_capabilities(caps: EpCapabilities, layout: str) -> EpCapabilities:
     return caps
 
 
-def onnx_filename(key: str, dtype: str) -> str:
-    return f"{'model' if key == 'model' else key}{DTYPE_SUFFIX[dtype][1]}.onnx"
+def js_dtype(dtype: str, quant: str | None = None) -> tuple[str, str]:
+    """(transformers.js dtype name, file-name suffix) of a build dtype and quantization."""
+    return (INT4_SUFFIX if quant == "int4" else DTYPE_SUFFIX)[dtype]
 
 
-def transformers_js_config(raw: dict[str, Any], dtype: str, filenames: list[str]) -> dict:
-    """config.json: the checkpoint's, plus what transformers.js reads to find the files."""
-    section = {"dtype": DTYPE_SUFFIX[dtype][0],
+def onnx_filename(key: str, dtype: str, quant: str | None = None) -> str:
+    return f"{'model' if key == 'model' else key}{js_dtype(dtype, quant)[1]}.onnx"
+
+
+def transformers_js_config(raw: dict[str, Any], dtype: str, filenames: list[str],
+                           quant: str | None = None) -> dict:
+    """config.json: the checkpoint's, plus what transformers.js reads to find the files
+    (its default dtype: the one the files are named for)."""
+    section = {"dtype": js_dtype(dtype, quant)[0],
                "use_external_data_format": {name: 1 for name in filenames}}
     return {**raw, "transformers.js_config": section}
 
@@ -71,16 +91,16 @@ def generation_config(raw: dict[str, Any], generation: dict[str, Any]) -> dict[s
 
 def write_transformers_js(package, folder: str, save_model, progress: bool) -> None:
     """Writes ``package`` into ``folder`` (a fresh staging folder) in this layout."""
-    dtype = package.build_dtype
+    dtype, quant = package.build_dtype, package.quant
     os.makedirs(os.path.join(folder, SUBFOLDER))
     filenames = []
     for key, model in package.models.items():
-        filename = onnx_filename(key, dtype)
+        filename = onnx_filename(key, dtype, quant)
         save_model(model, os.path.join(folder, SUBFOLDER, filename), progress,
                    data_name=filename + "_data")
         filenames.append(filename)
     raw = package.hf_configs.get("config.json", {})
-    _write_json(os.path.join(folder, "config.json"), transformers_js_config(raw, dtype, filenames))
+    _write_json(os.path.join(folder, "config.json"), transformers_js_config(raw, dtype, filenames, quant))
     _write_json(os.path.join(folder, "generation_config.json"),
                 generation_config(raw, package.hf_configs.get("generation_config.json", {})))
     for path in package.files_to_copy:

@@ -53,20 +53,33 @@ def test_f16_file_name(llama, tmp_path):
                                                              "model_fp16.onnx_data"]
 
 
+@pytest.mark.parametrize("dtype,name,js", [("f32", "model_q4", "q4"), ("f16", "model_q4f16", "q4f16")])
+def test_int4_file_names_are_transformers_js_q4(llama, tmp_path, dtype, name, js):
+    out = build(llama, execution_provider="webgpu", dtype=dtype, quant="int4",
+                layout="transformers.js").save(str(tmp_path / "pkg"))
+    assert sorted(os.listdir(os.path.join(out, "onnx"))) == [f"{name}.onnx", f"{name}.onnx_data"]
+    with open(os.path.join(out, "config.json")) as f:
+        assert json.load(f)["transformers.js_config"]["dtype"] == js
+    model = onnx.load(os.path.join(out, "onnx", f"{name}.onnx"), load_external_data=False)
+    assert any(n.op_type == "MatMulNBits" for n in model.graph.node)
+
+
 def test_generation_config_from_config_when_checkpoint_has_none():
     assert generation_config({"bos_token_id": 1, "eos_token_id": [2, 5], "pad_token_id": None},
                              {}) == {"bos_token_id": 1, "eos_token_id": [2, 5]}
     assert generation_config({"bos_token_id": 1}, {"eos_token_id": 7}) == {"eos_token_id": 7}
 
 
-@pytest.mark.parametrize("layout,dtype,task,message", [
-    ("onnxjs", "f32", None, "unknown layout 'onnxjs'"),
-    ("transformers.js", "bf16", None, "not bf16"),
-    ("transformers.js", "f32", "automatic-speech-recognition", "'automatic-speech-recognition'"),
+@pytest.mark.parametrize("layout,dtype,task,quant,message", [
+    ("onnxjs", "f32", None, None, "unknown layout 'onnxjs'"),
+    ("transformers.js", "bf16", None, None, "not bf16"),
+    ("transformers.js", "f32", "automatic-speech-recognition", None,
+     "'automatic-speech-recognition'"),
+    ("transformers.js", "f32", None, "int8", "not int8"),
 ])
-def test_rejections(layout, dtype, task, message):
+def test_rejections(layout, dtype, task, quant, message):
     with pytest.raises(MobiusError, match=message):
-        check_layout(layout, dtype, task)
+        check_layout(layout, dtype, task, quant)
 
 
 def test_cli_rejects_bf16_before_reading_the_model(tmp_path, capsys):

@@ -24,6 +24,9 @@ from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 
 logger = logging.getLogger(__name__)
 
+#: tensor meta key: the checkpoint tensor an initializer is read from
+CHECKPOINT_NAME = "mobius.checkpoint_name"
+
 
 @dataclasses.dataclass(frozen=True)
 class IgnoredTensors:
@@ -77,6 +80,7 @@ def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint | Prequa
             _loader(checkpoint, source, param), param.dtype, ir.Shape(param.shape),
             name=param.name, source=info, transformed=param.transform is not None,
         )
+        param.const_value.meta[CHECKPOINT_NAME] = source
         packed = checkpoint.packed(source) if hasattr(checkpoint, "packed") else None
         if packed is not None:  # GPTQ / AWQ: the quantization pass emits these integers
             param.const_value.meta[PREQUANTIZED] = source_for(checkpoint, packed, param.transform)

@@ -34,11 +34,9 @@ class LoraMergedCheckpoint:
 
     def __init__(self, base: SafetensorsCheckpoint, adapter_folder: str):
         self.base = base
-        config = _read_config(adapter_folder)
-        rank, alpha = config["r"], config["lora_alpha"]
-        self.scale = alpha / (math.sqrt(rank) if config.get("use_rslora") else rank)
+        self.scale = lora_scale(read_config(adapter_folder))
         self.adapter = SafetensorsCheckpoint(adapter_folder)
-        self.deltas = _pair_tensors(self.adapter, base)
+        self.deltas = pair_tensors(self.adapter, base)
 
     def __contains__(self, name: str) -> bool:
         return name in self.base
@@ -60,7 +58,13 @@ class LoraMergedCheckpoint:
         return merged.astype(weight.dtype)
 
 
-def _read_config(folder: str) -> dict:
+def lora_scale(config: dict) -> float:
+    """The factor of ``B @ A``: lora_alpha / r, or / sqrt(r) for rsLoRA."""
+    rank, alpha = config["r"], config["lora_alpha"]
+    return alpha / (math.sqrt(rank) if config.get("use_rslora") else rank)
+
+
+def read_config(folder: str) -> dict:
     path = os.path.join(folder, CONFIG)
     if not os.path.isfile(path):
         raise WeightsError(f"{folder}: no {CONFIG} (is this a PEFT adapter folder?)")
@@ -79,7 +83,7 @@ def _read_config(folder: str) -> dict:
     return config
 
 
-def _pair_tensors(adapter: SafetensorsCheckpoint, base: SafetensorsCheckpoint) -> dict:
+def pair_tensors(adapter: SafetensorsCheckpoint, base: SafetensorsCheckpoint) -> dict:
     """base weight name -> (lora_A name, lora_B name), checked against the base shapes."""
     pairs = {}
     for name in adapter.names():

@@ -3,8 +3,13 @@
 The folder is loaded as a local model with no edits. Greedy
 ``pipeline('text-generation')`` must produce the tokens and text of Python
 transformers on the same tiny checkpoint; ``pipeline('feature-extraction')``
-must give transformers' last hidden state for a BERT encoder. f32 only: the
-q4 files need int4 quantization (not on main yet).
+must give transformers' last hidden state for a BERT encoder.
+
+q4 (``--quant int4``: ``onnx/model_q4.onnx``, which transformers.js picks from
+config.json's dtype) computes something else than f32 transformers, so its
+reference is the same q4 file run step by step in Python onnxruntime: greedy
+prefill + one token per step, fed as transformers.js feeds it (int64 ids,
+mask, positions, ``num_logits_to_keep`` 1). The tokens must be equal.
 """
 
 import os
@@ -31,9 +36,9 @@ def _checkpoint(tmp_path, family: str) -> str:
     return make_hf_checkpoint(str(tmp_path / "ckpt"), preset, initializer_range=INIT_RANGE)
 
 
-def _build(checkpoint: str, out: str) -> str:
+def _build(checkpoint: str, out: str, *extra: str) -> str:
     argv = ["build", "--model", checkpoint, out, "--ep", "webgpu", "--layout", "transformers.js",
-            "--quiet"]
+            "--quiet", *extra]
     assert mobius_main(argv) == 0
     return out
 
@@ -65,6 +70,46 @@ def test_text_generation_matches_transformers(tmp_path, family):
     assert len(set(tokens[-NEW_TOKENS:])) >= NEW_TOKENS // 2, tokens  # not a degenerate repeat
     assert got["tokens"] == tokens
     assert got["text"] == text
+
+
+def _onnxruntime_generation(checkpoint: str, model_path: str) -> list[int]:
+    """Prompt + NEW_TOKENS greedy tokens of ``model_path`` in Python onnxruntime."""
+    import onnxruntime as ort
+    import transformers
+
+    ids = transformers.AutoTokenizer.from_pretrained(checkpoint)(PROMPT)["input_ids"]
+    session = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    inputs = {i.name: i for i in session.get_inputs()}
+    past = {name: np.zeros([1, i.shape[1], 0, i.shape[3]], np.float32)
+            for name, i in inputs.items() if name.startswith("past_key_values.")}
+    tokens, new = list(ids), list(ids)
+    for _ in range(NEW_TOKENS):
+        feeds = {"input_ids": np.array([new], np.int64),
+                 "attention_mask": np.ones([1, len(tokens)], np.int64),
+                 "position_ids": np.arange(len(tokens) - len(new), len(tokens))[None],
+                 "num_logits_to_keep": np.array(1, np.int64), **past}
+        names = [o.name for o in session.get_outputs()]
+        out = dict(zip(names, session.run(None, {k: v for k, v in feeds.items() if k in inputs})))
+        new = [int(out["logits"][0, -1].argmax())]
+        tokens += new
+        past = {name: out[name.replace("past_key_values", "present")] for name in past}
+    return tokens
+
+
+@pytest.mark.parametrize("family", [
+    pytest.param(name, marks=pytest.mark.shard_group(name))
+    for name in ("llama", "qwen3", "gemma", "phi3")])
+def test_q4_generation_matches_the_q4_graph_in_onnxruntime(tmp_path, family):
+    checkpoint = _checkpoint(tmp_path, family)
+    folder = _build(checkpoint, str(tmp_path / "models" / family), "--quant", "int4")
+    assert sorted(os.listdir(os.path.join(folder, "onnx"))) == ["model_q4.onnx",
+                                                                "model_q4.onnx_data"]
+    got = run_node("transformers_runner.mjs", "generate", folder, str(tmp_path / "cache"),
+                   PROMPT, str(NEW_TOKENS))
+    tokens = _onnxruntime_generation(checkpoint, os.path.join(folder, "onnx", "model_q4.onnx"))
+    assert len(set(tokens[-NEW_TOKENS:])) >= NEW_TOKENS // 2, tokens  # not a degenerate repeat
+    assert got["tokens"] == tokens
+    assert tokens != _reference_generation(checkpoint)[0]  # int4 is not f32: a real q4 model
 
 
 @pytest.mark.shard_group("bert")
