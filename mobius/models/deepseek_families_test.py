@@ -1,0 +1,179 @@
+"""DeepSeek-V2 / V3 (multi-head latent attention, grouped MoE routing): L3 parity per switch.
+
+* Every case is a transformers-written tiny checkpoint with every parameter
+  random, and the all-zero buffers (V3's e_score_correction_bias) randomized.
+* Parity: f32 logits within 1e-4 of transformers over a left-padded batch
+  prefill + 3 cached greedy decode steps, and unpadded, on the default EP
+  (opset-23 Attention) and the cpu EP (GroupQueryAttention with one KV head).
+* Switches: a case names the config.json edit that reverts its switch; the
+  reverted config on the same weights must move the logits (or, for a
+  structural switch, need tensors the checkpoint lacks).
+* The package caches the latent: present.{i}.key/.value are
+  [batch, 1, total, qk_rope_head_dim + kv_lora_rank].
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from mobius.builder import build  # noqa: E402
+from mobius.errors import ConfigError, WeightsError  # noqa: E402
+from mobius.optimize.histogram import op_histogram  # noqa: E402
+from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
+from testing.hf_checkpoints import load_hf_model, randomize_zero_tensors  # noqa: E402
+from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
+from testing.random_checkpoint import random_checkpoint  # noqa: E402
+
+TOLERANCE = 1e-4
+CHANGED = 1e-3  # a reverted switch must move some logit by at least this much
+V2, V3 = "tiny-deepseek-v2", "tiny-deepseek-v3"
+YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+        "original_max_position_embeddings": 64, "mscale": 1.0, "mscale_all_dim": 0.8,
+        "beta_fast": 32.0, "beta_slow": 1.0}
+
+#: case: (preset, config overrides, config.json edit that reverts the switch or None).
+#: Presets: V2 without q LoRA, greedy, scaling 1; V3 with q LoRA, 2 of 4 groups kept,
+#: norm_topk_prob, scaling 2.5, interleaved RoPE.
+CASES: dict[str, tuple[str, dict, dict | None]] = {
+    "v2": (V2, {}, None),
+    "v2_q_lora": (V2, {"q_lora_rank": 36}, {"q_lora_rank": None}),
+    # one group of two experts kept: top-2 inside the best group, not the global top-2
+    "v2_group_limited": (V2, {"topk_method": "group_limited_greedy", "topk_group": 1},
+                         {"topk_method": "greedy"}),
+    "v2_routed_scaling": (V2, {"routed_scaling_factor": 3.0}, {"routed_scaling_factor": 1.0}),
+    "v2_attention_bias": (V2, {"attention_bias": True}, {"attention_bias": False}),
+    "v2_mlp_bias": (V2, {"mlp_bias": True}, {"mlp_bias": False}),
+    "v2_all_moe": (V2, {"first_k_dense_replace": 0}, {"first_k_dense_replace": 1}),
+    "v3": (V3, {}, {"norm_topk_prob": False}),
+    "v3_group_limit": (V3, {}, {"topk_group": 4}),
+    "v3_routed_scaling": (V3, {}, {"routed_scaling_factor": 1.0}),
+    "v3_no_q_lora": (V3, {"q_lora_rank": None}, {"q_lora_rank": 36}),
+    "v3_rope_not_interleaved": (V3, {"rope_interleave": False}, {"rope_interleave": True}),
+    "v3_yarn_mscale": (V3, {"rope_parameters": YARN, "max_position_embeddings": 256},
+                       {"rope_parameters.mscale_all_dim": None}),
+}
+
+#: case -> the tensor its reverted config needs but the checkpoint lacks.
+REVERT_NEEDS = {"v2_q_lora": "q_proj", "v3_no_q_lora": "q_a_proj", "v2_all_moe": "mlp"}
+
+#: (preset, overrides, message part): values rejected before anything is built.
+REJECTED: dict[str, tuple[str, dict, str]] = {
+    "v2_norm_topk_prob": (V2, {"norm_topk_prob": True}, "norm_topk_prob=true"),
+    "v2_noaux_tc": (V2, {"topk_method": "noaux_tc"}, "topk_method='noaux_tc'"),
+    "v2_moe_layer_freq": (V2, {"moe_layer_freq": 2}, "moe_layer_freq=2"),
+    "v3_groups_do_not_split": (V3, {"n_group": 3}, "do not split into n_group=3"),
+    "v3_too_few_kept": (V3, {"topk_group": 1, "num_experts_per_tok": 3}, "kept groups"),
+    "v3_q_lora_type": (V3, {"q_lora_rank": "big"}, "q_lora_rank"),
+}
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    made = {}
+
+    def get(case: str) -> str:
+        if case not in made:
+            preset, overrides, _ = CASES[case]
+            folder = str(tmp_path_factory.mktemp(f"ckpt-{case}"))
+            made[case] = randomize_zero_tensors(random_checkpoint(folder, preset, **overrides))
+        return made[case]
+
+    return get
+
+
+def _parity(folder, out, ep, hf_model, *, pad):
+    package = build(folder, execution_provider=ep, dtype="f32")
+    path = package.save(str(out), overwrite=True)
+    run = f32_parity(BuiltPackage(path, package.config, "f32"), hf_model, pad=pad, steps=3)
+    return run, package
+
+
+@pytest.mark.parametrize("ep", ["default", "cpu"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_f32_parity_with_transformers(checkpoints, tmp_path, case, ep):
+    folder = checkpoints(case)
+    hf_model = load_hf_model(folder)
+    for pad in (3, 0):
+        run, package = _parity(folder, tmp_path / f"pad{pad}", ep, hf_model, pad=pad)
+        assert run.max_abs_diff <= TOLERANCE, f"{case}/{ep} pad {pad}: {run.max_abs_diff:.3g}"
+    histogram = op_histogram(package.models["model"])
+    layers = package.config.num_hidden_layers
+    if ep == "cpu":  # MLA runs as GroupQueryAttention over the one latent KV head
+        assert histogram["com.microsoft::GroupQueryAttention"] == layers, histogram
+
+
+@pytest.mark.parametrize("case", sorted(c for c, (_, _, revert) in CASES.items() if revert))
+def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, case):
+    folder = checkpoints(case)
+    reverted = str(tmp_path / "reverted")
+    shutil.copytree(folder, reverted)
+    config_path = os.path.join(reverted, "config.json")
+    with open(config_path) as f:
+        raw = json.load(f)
+    for path, value in CASES[case][2].items():  # "a.b": key b of the dict under a
+        *parents, key = path.split(".")
+        target = raw
+        for parent in parents:
+            target = target[parent]
+        if value is None and parents:
+            target.pop(key, None)
+        else:
+            target[key] = value
+    with open(config_path, "w") as f:
+        json.dump(raw, f)
+    if case in REVERT_NEEDS:
+        with pytest.raises(WeightsError, match=REVERT_NEEDS[case]):
+            build(reverted, dtype="f32")
+        return
+    try:
+        run, _ = _parity(reverted, tmp_path / "pkg", "default", load_hf_model(folder), pad=3)
+    except WeightsError as error:  # the reverted model leaves the switch's tensors unread
+        assert "does not read" in str(error), error
+        return
+    assert run.max_abs_diff > CHANGED, f"{case}: the switch changes nothing ({run.max_abs_diff:.3g})"
+
+
+@pytest.mark.parametrize("case", sorted(REJECTED))
+def test_unsupported_switches_are_rejected_up_front(tmp_path, case):
+    preset, overrides, message = REJECTED[case]
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**TINY_PRESETS[preset], **overrides}))
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match=message):
+        build(str(folder), dtype="f32").save(str(out))
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("preset", [V2, V3])
+def test_the_cache_holds_the_latent(tmp_path, preset):
+    """One KV head of qk_rope_head_dim + kv_lora_rank features, in the graph and genai_config."""
+    folder = random_checkpoint(str(tmp_path / "ckpt"), preset)
+    package = build(folder, dtype="f32")
+    raw = TINY_PRESETS[preset]
+    width = raw["qk_rope_head_dim"] + raw["kv_lora_rank"]
+    graph = package.models["model"].graph
+    for value in [*graph.inputs, *graph.outputs]:
+        if value.name.startswith(("past_key_values.", "present.")):
+            assert list(value.shape)[1:2] + list(value.shape)[3:] == [1, width], value
+    path = package.save(str(tmp_path / "pkg"))
+    with open(os.path.join(path, "genai_config.json")) as f:
+        decoder = json.load(f)["model"]["decoder"]
+    assert (decoder["head_size"], decoder["num_key_value_heads"]) == (width, 1)
+
+
+def test_v2_greedy_routing_fuses_into_moe_on_cuda_and_matches(checkpoints, tmp_path):
+    """Softmax top-k routing (scaled after the experts) is the MoE kernel's; the
+    cuda f32 graph runs on onnxruntime's CPU EP MoE kernel."""
+    folder = checkpoints("v2_routed_scaling")
+    run, package = _parity(folder, tmp_path / "cuda", "cuda", load_hf_model(folder), pad=3)
+    histogram = op_histogram(package.models["model"])
+    assert histogram["com.microsoft::MoE"] == 1, histogram  # the one sparse layer
+    assert run.max_abs_diff <= TOLERANCE, f"cuda f32: {run.max_abs_diff:.3g}"
