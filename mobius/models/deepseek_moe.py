@@ -78,6 +78,7 @@ class DeepseekMoE(nn.Module):
         self.dtype = get_build_dtype()
         self.gate = Linear(hidden, experts)
         if method == "noaux_tc":
+            # float32 in every build, as transformers keeps it: it decides expert choices
             self.gate.e_score_correction_bias = Weight([experts], dtype=F32)
         self.experts = nn.ModuleList([GatedExpert(hidden, expert_size, activation)
                                       for _ in range(experts)])
