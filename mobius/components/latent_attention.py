@@ -4,19 +4,20 @@ transformers' reference, per head h (nope = qk_nope_head_dim, rope = qk_rope_hea
 
     c      = kv_a_layernorm(kv_a_proj_with_mqa(x)[:kv_lora_rank])     latent   [S, r]
     k_pe   = rope(kv_a_proj_with_mqa(x)[kv_lora_rank:])               shared   [S, rope]
-    k_h    = [W_UK_h c ; k_pe],  v_h = W_UV_h c                       (kv_b_proj = [W_UK_h; W_UV_h]_h)
+    k_h    = [W_UK_h c ; k_pe],  v_h = W_UV_h c              (kv_b_proj = [W_UK_h; W_UV_h]_h)
     out_h  = softmax(q_h . k_h * scale) v_h
 
 **The cache holds the latent, not per-head K/V.** Scores are linear in c, so
-q_nope_h . W_UK_h c = (W_UK_h^T q_nope_h) . c and sum_j p_j W_UV_h c_j = W_UV_h sum_j p_j c_j:
+q_nope_h . W_UK_h c = (W_UK_h^T q_nope_h) . c and
+sum_j p_j W_UV_h c_j = W_UV_h sum_j p_j c_j:
 the attention runs as multi-query attention over one shared head
 ``[k_pe ; c]`` of size rope + r, with the query ``[rope(q_pe) ; q_nope W_UK_h]``,
 and W_UV_h applied to the last r features of each head's output.
 This is the same math as the reference (the scale is unchanged: the scores are
 equal) and the cache per token and layer is 2 * (rope + r) values instead of
-heads * (2 * nope + rope + v) (DeepSeek-V3: 1152 vs 40960): per-head K/V
-would make a 128k context of DeepSeek-V3 need terabytes, so the latent is the
-only cache form that is usable; transformers caches the latent too.
+heads * (nope + rope + v) (DeepSeek-V3: 1152 vs 40960; per-head K/V for one
+128k-token sequence would take 655 GB in bf16, the latent 18 GB), so the
+latent is the practical cache form; transformers caches the latent too.
 
 Cache layout (so the standard attention forms apply unchanged):
 ``past_key_values.{i}.key`` = [batch, 1, past, rope + r] = [rope(k_pe) ; c] and
@@ -34,8 +35,9 @@ have same hidden size as key") and runs head size 576 (DeepSeek-V3's
 per token but lose the fused kernel, which is not worth it.
 
 DeepSeek's interleaved rotary layout (V2 always, V3 ``rope_interleave``) rotates
-adjacent pairs; transformers then de-interleaves q and k alike, a permutation
-the dot product does not see, so the graph keeps the interleaved layout.
+adjacent pairs (RotaryEmbedding interleaved=1); transformers' V3 then
+de-interleaves q and k alike, a permutation the dot product does not see, so
+the graph keeps the interleaved layout.
 """
 
 from __future__ import annotations

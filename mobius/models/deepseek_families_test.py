@@ -151,7 +151,8 @@ def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, switch):
     except WeightsError as error:  # the reverted model leaves the switch's tensors unread
         assert "does not read" in str(error), error
         return
-    assert run.max_abs_diff > CHANGED, f"{switch}: the switch changes nothing ({run.max_abs_diff:.3g})"
+    assert run.max_abs_diff > CHANGED, (
+        f"{switch}: the switch changes nothing ({run.max_abs_diff:.3g})")
 
 
 @pytest.mark.parametrize("case", sorted(REJECTED))
