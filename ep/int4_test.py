@@ -33,8 +33,11 @@ _PLUMBING = ("Reshape", "Shape", "Concat", "Constant", "Squeeze", "Expand")
 
 
 def _linears(model: ir.Model) -> list[ir.Node]:
+    """MatMuls on a constant 2-D weight. A 3-D constant (DeepSeek's per-head kv_b_proj
+    halves in latent attention: a batched MatMul, not a Linear) stays float."""
     return [n for n in s.all_nodes(model.graph) if s.op_key(n) in _LINEAR_OPS
-            and s.is_constant(n.inputs[1])]
+            and s.is_constant(n.inputs[1]) and n.inputs[1].shape is not None
+            and len(n.inputs[1].shape) == 2]
 
 
 def _structure(histogram: Counter) -> Counter:

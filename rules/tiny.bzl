@@ -20,6 +20,8 @@ TINY_PRESET_FAMILIES = {
     "tiny-bert-tok-cls": "classifiers",
     "tiny-cohere": "cohere",
     "tiny-cohere2": "cohere",
+    "tiny-deepseek-v2": "deepseek",
+    "tiny-deepseek-v3": "deepseek",
     "tiny-distilbert": "distilbert",
     "tiny-distilbert-mlm": "masked_lm",
     "tiny-distilbert-seq-cls": "classifiers",

@@ -95,6 +95,11 @@ def _check_contract(key, graph, io, float_type):
             assert _dims(value) == list(spec.dims), (key, value.name)
 
 
+#: Weights transformers keeps in float32 whatever the model dtype
+#: (_keep_in_fp32_modules_strict), used by float32 routing: DeepSeek-V3's router bias.
+FLOAT32_WEIGHTS = (".e_score_correction_bias",)
+
+
 def _check_weight_dtypes(graph, dtype, largest: bool):
     """Weights are stored in the build dtype.
 
@@ -108,7 +113,8 @@ def _check_weight_dtypes(graph, dtype, largest: bool):
     from mobius.weights.dtypes import parse_dtype
 
     float_types = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
-    weights = [i for i in graph.initializer if i.data_type in float_types]
+    weights = [i for i in graph.initializer if i.data_type in float_types
+               and not i.name.endswith(FLOAT32_WEIGHTS)]
     stray = sorted(i.name for i in weights if i.data_type != DTYPES[dtype])
     if get_ep("default").computes(parse_dtype(dtype)):
         assert not stray, f"initializers not in {dtype}: {stray[:5]}"

@@ -85,6 +85,26 @@ TINY_PRESETS: dict[str, dict] = {
         "rms_norm_eps": 1e-5, "router_jitter_noise": 10.0, "input_jitter_noise": 0.01,
         "attention_bias": True, "lm_head_bias": True, "sliding_window": None,
     },
+    # MLA: cache head = qk_rope_head_dim + kv_lora_rank = 32 (V2) / 48 (V3); every
+    # latent, head and expert size distinct. V2-Lite-like: no q LoRA, greedy routing.
+    "tiny-deepseek-v2": {
+        **_COMMON, "model_type": "deepseek_v2", "architectures": ["DeepseekV2ForCausalLM"],
+        "num_key_value_heads": 4, "q_lora_rank": None, "kv_lora_rank": 24,
+        "qk_nope_head_dim": 12, "qk_rope_head_dim": 8, "v_head_dim": 20,
+        "first_k_dense_replace": 1, "moe_intermediate_size": 28, "n_routed_experts": 8,
+        "num_experts_per_tok": 2, "n_shared_experts": 2, "topk_method": "greedy",
+        "n_group": 4, "topk_group": 2, "routed_scaling_factor": 1.0, "norm_topk_prob": False,
+    },
+    # V3-like: q LoRA, sigmoid + correction bias + group-limited (noaux_tc) routing.
+    "tiny-deepseek-v3": {
+        **_COMMON, "model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"],
+        "num_key_value_heads": 4, "q_lora_rank": 36, "kv_lora_rank": 40,
+        "qk_nope_head_dim": 12, "qk_rope_head_dim": 8, "v_head_dim": 20,
+        "first_k_dense_replace": 1, "moe_intermediate_size": 28, "n_routed_experts": 8,
+        "num_experts_per_tok": 3, "n_shared_experts": 1, "n_group": 4, "topk_group": 2,
+        "routed_scaling_factor": 2.5, "norm_topk_prob": True, "rope_interleave": True,
+        "num_nextn_predict_layers": 0,
+    },
     "tiny-gemma": {**_COMMON, "model_type": "gemma", "architectures": ["GemmaForCausalLM"],
                    "head_dim": 16, "hidden_act": "gelu_pytorch_tanh", "tie_word_embeddings": True},
     "tiny-gemma2": {

@@ -1,0 +1,211 @@
+"""DeepSeek-V2 / V3 (multi-head latent attention, grouped MoE routing): L3 parity per switch.
+
+* Every case is a transformers-written tiny checkpoint with every parameter
+  random, and the all-zero buffers (V3's e_score_correction_bias) randomized.
+* Parity: f32 logits within 1e-4 of transformers over a batch of an unpadded
+  and a left-padded row, prefill + 3 cached greedy decode steps, on the default EP
+  (opset-23 Attention) and the cpu EP (GroupQueryAttention with one KV head).
+* Switches: a case names the config.json edit that reverts its switch; the
+  reverted config on the same weights must move the logits (or, for a
+  structural switch, need tensors the checkpoint lacks).
+* The package caches the latent: present.{i}.key/.value are
+  [batch, 1, total, qk_rope_head_dim + kv_lora_rank].
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from mobius.builder import build  # noqa: E402
+from mobius.errors import ConfigError, WeightsError  # noqa: E402
+from mobius.optimize.histogram import op_histogram  # noqa: E402
+from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
+from testing.hf_checkpoints import load_hf_model, randomize_zero_tensors  # noqa: E402
+from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
+from testing.random_checkpoint import random_checkpoint  # noqa: E402
+
+TOLERANCE = 1e-4
+CHANGED = 1e-3  # a reverted switch must move some logit by at least this much
+V2, V3 = "tiny-deepseek-v2", "tiny-deepseek-v3"
+YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+        "original_max_position_embeddings": 64, "mscale": 1.0, "mscale_all_dim": 0.8,
+        "beta_fast": 32.0, "beta_slow": 1.0}
+
+#: checkpoint: (preset, config overrides). Presets: V2 without q LoRA, greedy, scaling 1;
+#: V3 with q LoRA, 2 of 4 groups kept, norm_topk_prob, scaling 2.5, interleaved RoPE.
+CONFIGS: dict[str, tuple[str, dict]] = {
+    "v2": (V2, {}),
+    "v2_q_lora_all_moe": (V2, {"q_lora_rank": 36, "first_k_dense_replace": 0}),
+    # one group of two experts kept: top-2 inside the best group, not the global top-2
+    "v2_group_limited": (V2, {"topk_method": "group_limited_greedy", "topk_group": 1,
+                              "routed_scaling_factor": 3.0}),
+    # every bias tensor is random: an unread one fails the build, a misplaced one parity;
+    # greedy routing scaled after the experts (fused MoE on cuda)
+    "v2_biases_scaled": (V2, {"attention_bias": True, "mlp_bias": True,
+                              "routed_scaling_factor": 3.0}),
+    "v3": (V3, {}),
+    "v3_no_q_lora_rope_half": (V3, {"q_lora_rank": None, "rope_interleave": False}),
+    "v3_yarn": (V3, {"rope_parameters": YARN, "max_position_embeddings": 256}),
+}
+
+#: switch: (checkpoint, config.json edit that reverts it).
+SWITCHES: dict[str, tuple[str, dict]] = {
+    "v2_q_lora_rank": ("v2_q_lora_all_moe", {"q_lora_rank": None}),
+    "v2_first_k_dense_replace": ("v2_q_lora_all_moe", {"first_k_dense_replace": 1}),
+    "v2_topk_method": ("v2_group_limited", {"topk_method": "greedy"}),
+    "v2_routed_scaling_factor": ("v2_group_limited", {"routed_scaling_factor": 1.0}),
+    "v3_norm_topk_prob": ("v3", {"norm_topk_prob": False}),
+    "v3_topk_group": ("v3", {"topk_group": 4}),
+    "v3_routed_scaling_factor": ("v3", {"routed_scaling_factor": 1.0}),
+    "v3_q_lora_rank": ("v3_no_q_lora_rope_half", {"q_lora_rank": 36}),
+    "v3_rope_interleave": ("v3_no_q_lora_rope_half", {"rope_interleave": True}),
+    "v3_mscale_all_dim": ("v3_yarn", {"rope_parameters.mscale_all_dim": None}),
+}
+
+#: switch -> the tensor its reverted config needs but the checkpoint lacks.
+REVERT_NEEDS = {"v2_q_lora_rank": "q_proj", "v3_q_lora_rank": "q_a_proj",
+                "v2_first_k_dense_replace": "mlp"}
+
+#: Routing-only checkpoints: the cpu graph's routing is the default graph's (no MoE
+#: kernel on cpu), so they are compared on the default EP only.
+PARITY_CASES = [(c, ep) for c in CONFIGS for ep in ("default", "cpu")
+                if ep == "default" or c not in ("v2_group_limited",)]
+
+#: (preset, overrides, message part): values rejected before anything is built.
+REJECTED: dict[str, tuple[str, dict, str]] = {
+    "v2_norm_topk_prob": (V2, {"norm_topk_prob": True}, "norm_topk_prob=true"),
+    "v2_noaux_tc": (V2, {"topk_method": "noaux_tc"}, "topk_method='noaux_tc'"),
+    "v2_moe_layer_freq": (V2, {"moe_layer_freq": 2}, "moe_layer_freq=2"),
+    "v3_groups_do_not_split": (V3, {"n_group": 3}, "do not split into n_group=3"),
+    "v3_too_few_kept": (V3, {"topk_group": 1, "num_experts_per_tok": 3}, "kept groups"),
+    "v3_q_lora_type": (V3, {"q_lora_rank": "big"}, "q_lora_rank"),
+}
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    made = {}
+
+    def get(case: str) -> str:
+        if case not in made:
+            preset, overrides = CONFIGS[case]
+            folder = str(tmp_path_factory.mktemp(f"ckpt-{case}"))
+            made[case] = randomize_zero_tensors(random_checkpoint(folder, preset, **overrides))
+        return made[case]
+
+    return get
+
+
+def _parity(folder, out, ep, hf_model):
+    """Row 0 unpadded, row 1 left-padded by 3; prefill + 3 decode steps."""
+    package = build(folder, execution_provider=ep, dtype="f32")
+    path = package.save(str(out), overwrite=True)
+    run = f32_parity(BuiltPackage(path, package.config, "f32"), hf_model, pad=3, steps=3)
+    return run, package
+
+
+@pytest.mark.parametrize("case,ep", PARITY_CASES, ids=["-".join(c) for c in PARITY_CASES])
+def test_f32_parity_with_transformers(checkpoints, tmp_path, case, ep):
+    folder = checkpoints(case)
+    run, package = _parity(folder, tmp_path / "pkg", ep, load_hf_model(folder))
+    assert run.max_abs_diff <= TOLERANCE, f"{case}/{ep}: {run.max_abs_diff:.3g}"
+    histogram = op_histogram(package.models["model"])
+    layers = package.config.num_hidden_layers
+    if ep == "cpu":  # MLA runs as GroupQueryAttention over the one latent KV head
+        assert histogram["com.microsoft::GroupQueryAttention"] == layers, histogram
+
+
+@pytest.mark.parametrize("switch", sorted(SWITCHES))
+def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, switch):
+    case, revert = SWITCHES[switch]
+    folder = checkpoints(case)
+    reverted = str(tmp_path / "reverted")
+    shutil.copytree(folder, reverted)
+    config_path = os.path.join(reverted, "config.json")
+    with open(config_path) as f:
+        raw = json.load(f)
+    for path, value in revert.items():  # "a.b": key b of the dict under a
+        *parents, key = path.split(".")
+        target = raw
+        for parent in parents:
+            target = target[parent]
+        if value is None and parents:
+            target.pop(key, None)
+        else:
+            target[key] = value
+    with open(config_path, "w") as f:
+        json.dump(raw, f)
+    if switch in REVERT_NEEDS:
+        with pytest.raises(WeightsError, match=REVERT_NEEDS[switch]):
+            build(reverted, dtype="f32")
+        return
+    try:
+        run, _ = _parity(reverted, tmp_path / "pkg", "default", load_hf_model(folder))
+    except WeightsError as error:  # the reverted model leaves the switch's tensors unread
+        assert "does not read" in str(error), error
+        return
+    assert run.max_abs_diff > CHANGED, (
+        f"{switch}: the switch changes nothing ({run.max_abs_diff:.3g})")
+
+
+@pytest.mark.parametrize("case", sorted(REJECTED))
+def test_unsupported_switches_are_rejected_up_front(tmp_path, case):
+    preset, overrides, message = REJECTED[case]
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**TINY_PRESETS[preset], **overrides}))
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match=message):
+        build(str(folder), dtype="f32").save(str(out))
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("preset", [V2, V3])
+def test_the_cache_holds_the_latent(tmp_path, preset):
+    """One KV head of qk_rope_head_dim + kv_lora_rank features, in the graph and genai_config."""
+    folder = random_checkpoint(str(tmp_path / "ckpt"), preset)
+    package = build(folder, dtype="f32")
+    raw = TINY_PRESETS[preset]
+    width = raw["qk_rope_head_dim"] + raw["kv_lora_rank"]
+    graph = package.models["model"].graph
+    for value in [*graph.inputs, *graph.outputs]:
+        if value.name.startswith(("past_key_values.", "present.")):
+            assert list(value.shape)[1:2] + list(value.shape)[3:] == [1, width], value
+    path = package.save(str(tmp_path / "pkg"))
+    with open(os.path.join(path, "genai_config.json")) as f:
+        decoder = json.load(f)["model"]["decoder"]
+    assert (decoder["head_size"], decoder["num_key_value_heads"]) == (width, 1)
+
+
+def test_v2_greedy_routing_fuses_into_moe_on_cuda_and_matches(checkpoints, tmp_path):
+    """Softmax top-k routing (scaled after the experts) is the MoE kernel's; the
+    cuda f32 graph runs on onnxruntime's CPU EP MoE kernel."""
+    folder = checkpoints("v2_biases_scaled")
+    run, package = _parity(folder, tmp_path / "cuda", "cuda", load_hf_model(folder))
+    histogram = op_histogram(package.models["model"])
+    assert histogram["com.microsoft::MoE"] == 1, histogram  # the one sparse layer
+    assert run.max_abs_diff <= TOLERANCE, f"cuda f32: {run.max_abs_diff:.3g}"
+
+
+#: |onnx_lowp - transformers_f32| <= 4 eps(dtype) x max(1, max|logit|), as in parity_test.py.
+EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("case", ["v2", "v3"])
+def test_low_precision_runs_close_to_the_f32_reference(checkpoints, tmp_path, case, dtype):
+    folder = checkpoints(case)
+    package = build(folder, dtype=dtype)
+    path = package.save(str(tmp_path / "pkg"))
+    run = f32_parity(BuiltPackage(path, package.config, dtype), load_hf_model(folder), pad=3,
+                     steps=3)
+    scale = max(1.0, max(float(abs(h).max()) for h in run.hf_steps))
+    atol = 4 * EPS[dtype] * scale
+    assert run.max_abs_diff <= atol, f"{case} {dtype}: {run.max_abs_diff:.3g} > {atol:.3g}"
