@@ -86,7 +86,8 @@ def build(
     checkpoint = open_checkpoint(folder, raw)
     if quant_spec is None and isinstance(checkpoint, PrequantizedCheckpoint):
         quant_spec = prequantized_spec(caps, checkpoint.format, quant_accuracy_level)
-    check_config_fits_checkpoint(raw, checkpoint)  # before any graph or table is built
+    check_config_fits_checkpoint(  # before any graph or table is built
+        {k: v for k, v in raw.items() if k not in family.unread_config}, checkpoint)
     context_length = resolve_context_length(context_length, config.max_position_embeddings)
     if adapter is not None:
         if isinstance(checkpoint, PrequantizedCheckpoint):
@@ -105,7 +106,7 @@ def build(
     package.source = folder
     package.layout, package.build_dtype = layout, SHORT_NAMES[build_dtype]
     package.hf_configs = {"config.json": raw, "generation_config.json": generation}
-    if not package.files_to_copy:
+    if not package.files_to_copy and "input_ids" in family.task.reference.inputs:
         logger.warning("%s has no tokenizer files; the package will have none", folder)
     return package
 
@@ -186,8 +187,9 @@ def build_from_module(
                                           trace=trace_optimization, quant=quant)
             if flags.use_concrete_dims:  # the rules added values after the task: re-establish
                 apply_concrete_dims(model, task.named_dims)
+    processor = dict(task.processor_files(module, config)) if task.processor_files else {}
     if task.package_configs is None:  # a package for plain onnxruntime
-        return ModelPackage(models=models, config=config)
+        return ModelPackage(models=models, config=config, extra_json=processor)
     decoder = next(key for key, role in task.roles.items() if role == DECODER)
     uses_gqa = reports[decoder].histogram.get("com.microsoft::GroupQueryAttention", 0) > 0
     genai = GenaiContext(genai_provider_options(caps, past_present_share_buffer=uses_gqa),

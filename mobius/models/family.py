@@ -42,6 +42,10 @@ class ModelFamily:
     #: reason (any other unread tensor is an error: mobius/weights/attach.py)
     ignored_tensors: Callable[[ArchitectureConfig], tuple[IgnoredTensors, ...]] = (
         lambda config: ())
+    #: config.json sections the module never reads (the text_config of an image
+    #: classifier saved from a two-tower config): left out of the plausibility check,
+    #: since the checkpoint holds no tensors for them
+    unread_config: tuple[str, ...] = ()
 
     def make_config(self, raw: Mapping[str, Any],
                     generation: Mapping[str, Any] | None = None) -> ArchitectureConfig:
