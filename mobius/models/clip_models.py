@@ -30,10 +30,11 @@ from mobius.components.weight import Weight
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
-from mobius.models.clip import CLIPEncoder, CLIPVisionTransformer
+from mobius.models.clip import CLIPEncoder, CLIPVisionTransformer, _Table
 from mobius.models.family import ModelFamily
-from mobius.models.vision_parts import (features_outputs, image_inputs, logits_output,
-                                        mean_tokens, normalize_vision, token, vision_config)
+from mobius.models.vision_parts import (PatchConv, features_outputs, image_inputs,
+                                        logits_output, mean_tokens, normalize_vision, token,
+                                        vision_config, with_class_token)
 from mobius.tasks import (image_classification, image_feature_extraction,
                           zero_shot_image_classification)
 from mobius.tasks.image import BATCH, SEQ, TEXT_BATCH
@@ -93,8 +94,10 @@ class TextEmbeddings(nn.Module):
         self.position_embedding = Embedding(config.max_position_embeddings, config.hidden_size)
 
     def forward(self, op, input_ids):
-        seq = op.Squeeze(op.Shape(input_ids, start=1, end=2))
-        positions = op.Range(op.Constant(value_int=0), seq, op.Constant(value_int=1))
+        # 0..S-1 as a running count over input_ids ([batch, seq]: shape inference keeps
+        # the named dims the Skip*Norm fusions check)
+        ones = op.Add(op.Mul(input_ids, op.Constant(value_int=0)), op.Constant(value_int=1))
+        positions = op.Sub(op.CumSum(ones, op.Constant(value_int=1)), op.Constant(value_int=1))
         return op.Add(self.token_embedding(op, input_ids), self.position_embedding(op, positions))
 
 
@@ -137,11 +140,29 @@ def zero_shot_specs(text_inputs: tuple[str, ...], vision, projection: int):
     return inputs + image_inputs(vision), outputs
 
 
+class CLIPClassTokenEmbeddings(nn.Module):
+    """CLIP's embeddings (same tensors as mobius/models/clip.py's) with the class token
+    added as with_class_token does: every dim inferable, so the first norm fuses."""
+
+    def __init__(self, config):
+        super().__init__()
+        hidden = self.hidden_size = config.hidden_size
+        self.num_patches = config.num_patches
+        self.class_embedding = Weight([hidden])
+        self.patch_embedding = PatchConv(config, bias=False)
+        self.position_embedding = _Table([config.num_patches + 1, hidden])
+
+    def forward(self, op, pixel_values):
+        return with_class_token(op, self.patch_embedding(op, pixel_values), self.class_embedding,
+                                self.position_embedding(op), self.hidden_size, self.num_patches)
+
+
 class CLIPVisionTower(CLIPVisionTransformer):
     """``vision_model`` with ``post_layernorm``: (last_hidden_state, pooled)."""
 
     def __init__(self, config, post_layernorm: bool = True):
         super().__init__(config, config.num_hidden_layers)
+        self.embeddings = CLIPClassTokenEmbeddings(config)
         self.post_layernorm = (LayerNorm(config.hidden_size, config.layer_norm_eps)
                                if post_layernorm else None)
 

@@ -46,6 +46,9 @@ class ModelFamily:
     #: classifier saved from a two-tower config): left out of the plausibility check,
     #: since the checkpoint holds no tensors for them
     unread_config: tuple[str, ...] = ()
+    #: attention blocks outside the num_hidden_layers layers (SigLIP's attention-pooling
+    #: head): what per-layer op counts (the EP suites' L2 tables) add
+    extra_attention_blocks: int = 0
 
     def make_config(self, raw: Mapping[str, Any],
                     generation: Mapping[str, Any] | None = None) -> ArchitectureConfig:

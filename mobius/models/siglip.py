@@ -205,6 +205,7 @@ VISION_FAMILY = ModelFamily(
     architectures=("SiglipVisionModel",), module=SiglipVisionModel,
     task=image_feature_extraction.TASK, tiny_preset="tiny-siglip-vision",
     normalize_raw=normalize_vision(SIGLIP_VISION), checkpoint_aliases=_VISION_ALIAS,
+    extra_attention_blocks=1,  # the MAP head (the tiny preset keeps vision_use_head)
 )
 
 CLASSIFIER = ModelFamily(
@@ -220,4 +221,5 @@ ZERO_SHOT = ModelFamily(
     name="siglip", model_types=("siglip",), architectures=("SiglipModel",),
     module=SiglipModel, task=zero_shot_image_classification.TASK, tiny_preset="tiny-siglip",
     normalize_raw=normalize_zero_shot(SIGLIP_VISION, SIGLIP_TEXT),
+    extra_attention_blocks=1,  # the vision tower's MAP head
 )

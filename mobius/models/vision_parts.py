@@ -61,13 +61,15 @@ class PatchConv(nn.Module):
         return op.Transpose(patches, perm=[0, 2, 1])
 
 
-def prepend_class_token(op, class_token, patches, hidden: int):
-    """[batch, patches, hidden] -> [batch, 1 + patches, hidden], ``class_token`` (any shape
-    of ``hidden`` elements) first."""
-    shape = op.Concat(op.Shape(patches, start=0, end=1), op.Constant(value_ints=[1, hidden]),
-                      axis=0)
-    token = op.Expand(op.Reshape(class_token, op.Constant(value_ints=[1, 1, hidden])), shape)
-    return op.Concat(token, patches, axis=1)
+def with_class_token(op, patches, class_token, positions, hidden: int, num_patches: int):
+    """patches [batch, patches, hidden] -> [batch, 1 + patches, hidden] + positions, the
+    class token first: the patches padded by one zero row, plus one table (positions
+    with the class token added to row 0, folded at build time). Same sums as
+    concat-then-add, and every dim stays inferable (the Skip*Norm fusions check them)."""
+    padded = op.Pad(patches, op.Constant(value_ints=[0, 1, 0, 0, 0, 0]))
+    token = op.Pad(op.Reshape(class_token, op.Constant(value_ints=[1, 1, hidden])),
+                   op.Constant(value_ints=[0, 0, 0, 0, num_patches, 0]))
+    return op.Add(padded, op.Add(positions, token))
 
 
 def token(op, hidden, index: int = 0):

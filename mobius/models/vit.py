@@ -23,7 +23,8 @@ from mobius.models.bert import bidirectional_attention
 from mobius.models.clip import CLIPVisionConfig
 from mobius.models.family import ModelFamily
 from mobius.models.vision_parts import (PatchConv, features_outputs, image_inputs, logits_output,
-                                        normalize_vision, prepend_class_token, token, vision_config)
+                                        normalize_vision, token, vision_config,
+                                        with_class_token)
 from mobius.tasks import image_classification, image_feature_extraction
 from mobius.tasks.image_processor import BILINEAR, HALF, resize_processor
 from mobius.tasks.labels import id2label
@@ -53,15 +54,14 @@ class ViTEmbeddings(nn.Module):
 
     def __init__(self, config: CLIPVisionConfig):
         super().__init__()
-        self.hidden_size = config.hidden_size
+        self.hidden_size, self.num_patches = config.hidden_size, config.num_patches
         self.cls_token = Weight([1, 1, config.hidden_size])
         self.position_embeddings = Weight([1, config.num_patches + 1, config.hidden_size])
         self.patch_embeddings = PatchEmbeddings(config)
 
     def forward(self, op, pixels):
-        tokens = prepend_class_token(op, self.cls_token, self.patch_embeddings(op, pixels),
-                                     self.hidden_size)
-        return op.Add(tokens, self.position_embeddings)
+        return with_class_token(op, self.patch_embeddings(op, pixels), self.cls_token,
+                                self.position_embeddings, self.hidden_size, self.num_patches)
 
 
 class ViTSelfAttention(nn.Module):
