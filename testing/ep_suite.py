@@ -274,14 +274,21 @@ def residual_norm_pairs(model: ir.Model) -> dict[str, int]:
         if add is None or add.op_type != "Add" or add.domain not in STANDARD_DOMAINS:
             continue
         constants = [v for v in add.inputs if is_constant(v)]
-        # a bias vector stays out; a stored table (a vision tower's positions
-        # [tokens, hidden]) is a skip input the fused kernel takes
-        if (len(constants) > 1 or any(v is None or v.shape is None or len(v.shape) < 2
-                                      for v in constants) or id(add) in seen):
+        # a bias vector or broadcast row stays out; a stored per-token table (a vision
+        # tower's positions [tokens, hidden]) is a skip input the fused kernel takes
+        if len(constants) > 1 or not all(_per_token_table(v) for v in constants) or id(
+                add) in seen:
             continue
         seen.add(id(add))
         pairs[fused[node.op_type]] += 1
     return dict(pairs)
+
+
+def _per_token_table(value: ir.Value | None) -> bool:
+    """A constant [tokens, hidden] or [1, tokens, hidden] with more than one token."""
+    shape = None if value is None else value.shape
+    return shape is not None and len(shape) in (2, 3) and shape[-2] != 1 and (
+        len(shape) == 2 or shape[0] == 1)
 
 
 def gqa_packed(node: ir.Node) -> bool:
