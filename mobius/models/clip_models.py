@@ -32,7 +32,7 @@ from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
 from mobius.models.clip import CLIPEncoder, CLIPVisionTransformer, _Table
 from mobius.models.family import ModelFamily
-from mobius.models.vision_parts import (PatchConv, features_outputs, image_inputs,
+from mobius.models.vision_parts import (POSITION_IDS, PatchConv, features_outputs, image_inputs,
                                         logits_output, mean_tokens, normalize_vision, token,
                                         vision_config, with_class_token)
 from mobius.tasks import (image_classification, image_feature_extraction,
@@ -266,21 +266,22 @@ VISION_FAMILY = ModelFamily(
     name="clip-vision", model_types=("clip_vision_model",), architectures=("CLIPVisionModel",),
     module=CLIPVisionModel, task=image_feature_extraction.TASK, tiny_preset="tiny-clip-vision",
     normalize_raw=normalize_vision(CLIP_VISION), checkpoint_aliases=_VISION_ALIAS,
+    ignored_tensors=lambda config: (POSITION_IDS,),
 )
 
 CLASSIFIER = ModelFamily(
     name="clip-img-cls", model_types=(), architectures=("CLIPForImageClassification",),
     module=CLIPForImageClassification, task=image_classification.TASK,
-    tiny_preset="tiny-clip-img-cls", normalize_raw=normalize_vision(CLIP_VISION),
+    tiny_preset="tiny-clip-img-cls",
+    normalize_raw=normalize_vision(CLIP_VISION, classifier=True),
     unread_config=("text_config",),
-    ignored_tensors=lambda config: (IgnoredTensors(
-        r"vision_model\.post_layernorm\..*", "the classifier reads the unnormed patch tokens"),),
+    ignored_tensors=lambda config: (POSITION_IDS, IgnoredTensors(
+        r"vision_model\.post_layernorm\..*", "the classifier reads the unnormed patch tokens")),
 )
 
 ZERO_SHOT = ModelFamily(
     name="clip", model_types=("clip",), architectures=("CLIPModel",),
     module=CLIPModel, task=zero_shot_image_classification.TASK, tiny_preset="tiny-clip",
     normalize_raw=normalize_zero_shot(CLIP_VISION, CLIP_TEXT),
-    ignored_tensors=lambda config: (IgnoredTensors(
-        r"text_model\.embeddings\.position_ids", "buffer of older checkpoints"),),
+    ignored_tensors=lambda config: (POSITION_IDS,),
 )

@@ -27,7 +27,7 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.errors import UnsupportedModelError
 from mobius.models.clip import CLIPVisionConfig
 from mobius.models.family import ModelFamily
-from mobius.models.vision_parts import (features_outputs, image_inputs, logits_output,
+from mobius.models.vision_parts import (POSITION_IDS, features_outputs, image_inputs, logits_output,
                                         mean_tokens, normalize_vision, token, vision_config)
 from mobius.models.vit import Layers, ViTAttention, ViTEmbeddings
 from mobius.tasks import image_classification, image_feature_extraction
@@ -51,8 +51,8 @@ def _raw(raw: Mapping[str, Any]) -> dict[str, Any]:
     return {**raw, "intermediate_size": int(hidden * (raw.get("mlp_ratio") or 4))}
 
 
-def _normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
-    return normalize_vision(DINOV2_DEFAULTS)(_raw(raw))
+def _normalize(classifier: bool):
+    return lambda raw: normalize_vision(DINOV2_DEFAULTS, classifier)(_raw(raw))
 
 
 class LayerScale(nn.Module):
@@ -128,20 +128,20 @@ class Dinov2ForImageClassification(nn.Module):
 
 
 def _ignored(prefix: str):
-    return lambda config: (IgnoredTensors(
-        rf"({prefix})?embeddings\.mask_token", "masked image modeling only"),)
+    return lambda config: (POSITION_IDS, IgnoredTensors(
+        rf"({prefix})?embeddings\.mask_token", "masked image modeling only"))
 
 
 FAMILY = ModelFamily(
     name="dinov2", model_types=("dinov2",), architectures=("Dinov2Model",),
     module=Dinov2Model, task=image_feature_extraction.TASK, tiny_preset="tiny-dinov2",
     checkpoint_prefixes=("", "dinov2."),
-    normalize_raw=_normalize, ignored_tensors=_ignored(r"dinov2\."),
+    normalize_raw=_normalize(False), ignored_tensors=_ignored(r"dinov2\."),
 )
 
 CLASSIFIER = ModelFamily(
     name="dinov2-img-cls", model_types=(), architectures=("Dinov2ForImageClassification",),
     module=Dinov2ForImageClassification, task=image_classification.TASK,
     tiny_preset="tiny-dinov2-img-cls",
-    normalize_raw=_normalize, ignored_tensors=_ignored(r"dinov2\."),
+    normalize_raw=_normalize(True), ignored_tensors=_ignored(r"dinov2\."),
 )

@@ -27,8 +27,9 @@ from mobius.models.clip import CLIPEncoder, _Table
 from mobius.models.clip_models import (TextTowerConfig, TextTransformer, normalize_zero_shot,
                                        similarity_outputs, zero_shot_specs)
 from mobius.models.family import ModelFamily
-from mobius.models.vision_parts import (PatchConv, features_outputs, image_inputs, logits_output,
-                                        mean_tokens, normalize_vision, token, vision_config)
+from mobius.models.vision_parts import (POSITION_IDS, PatchConv, features_outputs,
+                                        image_inputs, logits_output, mean_tokens,
+                                        normalize_vision, token, vision_config)
 from mobius.tasks import (image_classification, image_feature_extraction,
                           zero_shot_image_classification)
 from mobius.tasks.image_processor import BICUBIC, HALF, resize_processor
@@ -205,21 +206,24 @@ VISION_FAMILY = ModelFamily(
     architectures=("SiglipVisionModel",), module=SiglipVisionModel,
     task=image_feature_extraction.TASK, tiny_preset="tiny-siglip-vision",
     normalize_raw=normalize_vision(SIGLIP_VISION), checkpoint_aliases=_VISION_ALIAS,
+    ignored_tensors=lambda config: (POSITION_IDS,),
     extra_attention_blocks=1,  # the MAP head (the tiny preset keeps vision_use_head)
 )
 
 CLASSIFIER = ModelFamily(
     name="siglip-img-cls", model_types=(), architectures=("SiglipForImageClassification",),
     module=SiglipForImageClassification, task=image_classification.TASK,
-    tiny_preset="tiny-siglip-img-cls", normalize_raw=normalize_vision(SIGLIP_VISION),
+    tiny_preset="tiny-siglip-img-cls",
+    normalize_raw=normalize_vision(SIGLIP_VISION, classifier=True),
     unread_config=("text_config",),
-    ignored_tensors=lambda config: (IgnoredTensors(
-        r"vision_model\.head\..*", "the classifier reads the mean token, not the MAP head"),),
+    ignored_tensors=lambda config: (POSITION_IDS, IgnoredTensors(
+        r"vision_model\.head\..*", "the classifier reads the mean token, not the MAP head")),
 )
 
 ZERO_SHOT = ModelFamily(
     name="siglip", model_types=("siglip",), architectures=("SiglipModel",),
     module=SiglipModel, task=zero_shot_image_classification.TASK, tiny_preset="tiny-siglip",
     normalize_raw=normalize_zero_shot(SIGLIP_VISION, SIGLIP_TEXT),
+    ignored_tensors=lambda config: (POSITION_IDS,),
     extra_attention_blocks=1,  # the vision tower's MAP head
 )

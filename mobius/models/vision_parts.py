@@ -13,6 +13,7 @@ from mobius.models.clip import CLIPVisionConfig
 from mobius.tasks.image import BATCH, pixel_values
 from mobius.tasks.labels import id2label
 from mobius.tasks.task import TensorSpec
+from mobius.weights.attach import IgnoredTensors
 
 
 def vision_section(raw: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -24,15 +25,20 @@ def vision_config(raw: Mapping[str, Any], defaults: Mapping[str, Any]) -> CLIPVi
     return CLIPVisionConfig.from_dict(vision_section(raw), defaults)
 
 
-def normalize_vision(defaults: Mapping[str, Any]):
+#: buffers older checkpoints saved beside the weights (positions are 0..n-1 here)
+POSITION_IDS = IgnoredTensors(r"(.*\.)?embeddings\.position_ids",
+                              "buffer of older checkpoints: positions are 0..n-1")
+
+
+def normalize_vision(defaults: Mapping[str, Any], classifier: bool = False):
     """normalize_raw of an image family: the vision tower's sizes under the standard
     names (ArchitectureConfig), no token ids (no text); ``vocab_size`` is the label
-    count of a classifier, else 1 (nothing is looked up by token)."""
+    count of a ``classifier``, else 1 (nothing is looked up by token)."""
     def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
         vision = vision_config(raw, defaults)
         out = {k: v for k, v in raw.items()
                if k not in ("bos_token_id", "eos_token_id", "pad_token_id", "head_dim")}
-        labels = len(id2label(raw)) if "Classification" in str(raw.get("architectures")) else 1
+        labels = len(id2label(raw)) if classifier else 1
         out.update(hidden_size=vision.hidden_size, intermediate_size=vision.intermediate_size,
                    num_hidden_layers=vision.num_hidden_layers,
                    num_attention_heads=vision.num_attention_heads, vocab_size=labels,

@@ -22,9 +22,9 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.models.bert import bidirectional_attention
 from mobius.models.clip import CLIPVisionConfig
 from mobius.models.family import ModelFamily
-from mobius.models.vision_parts import (PatchConv, features_outputs, image_inputs, logits_output,
-                                        normalize_vision, token, vision_config,
-                                        with_class_token)
+from mobius.models.vision_parts import (POSITION_IDS, PatchConv, features_outputs,
+                                        image_inputs, logits_output, normalize_vision, token,
+                                        vision_config, with_class_token)
 from mobius.tasks import image_classification, image_feature_extraction
 from mobius.tasks.image_processor import BILINEAR, HALF, resize_processor
 from mobius.tasks.labels import id2label
@@ -198,13 +198,14 @@ FAMILY = ModelFamily(
     module=ViTModel, task=image_feature_extraction.TASK, tiny_preset="tiny-vit",
     checkpoint_prefixes=("", "vit."),
     normalize_raw=normalize_vision(VIT_DEFAULTS),
+    ignored_tensors=lambda config: (POSITION_IDS,),
 )
 
 CLASSIFIER = ModelFamily(
     name="vit-img-cls", model_types=(), architectures=("ViTForImageClassification",),
     module=ViTForImageClassification, task=image_classification.TASK,
     tiny_preset="tiny-vit-img-cls",
-    normalize_raw=normalize_vision(VIT_DEFAULTS),
-    ignored_tensors=lambda config: (
-        IgnoredTensors(r"vit\.pooler\..*", "the classifier reads the normed class token"),),
+    normalize_raw=normalize_vision(VIT_DEFAULTS, classifier=True),
+    ignored_tensors=lambda config: (POSITION_IDS, IgnoredTensors(
+        r"vit\.pooler\..*", "the classifier reads the normed class token")),
 )
