@@ -89,7 +89,8 @@ class Reference:
 
     ``runner`` names a comparison procedure shared by tasks ("greedy_decode":
     prefill + cached greedy steps; "single_pass": one forward over a padded
-    batch; "vision_language" / "speech_seq2seq": their family parity tests).
+    batch; "image_pass": one forward over a batch of images (and label prompts);
+    "vision_language" / "speech_seq2seq": their family parity tests).
     """
 
     auto_class: str  #: transformers auto class that loads the tiny checkpoint
