@@ -104,7 +104,8 @@ def build(
         quant_spec = prequantized_spec(caps, checkpoint.format, quant_accuracy_level)
         quant = f"int{quant_spec.bits}"  # what the package holds (file names, layout checks)
         check_layout(layout, quant=quant)
-    check_config_fits_checkpoint(raw, checkpoint)  # before any graph or table is built
+    check_config_fits_checkpoint(  # before any graph or table is built
+        {k: v for k, v in raw.items() if k not in family.unread_config}, checkpoint)
     context_length = resolve_context_length(context_length, config.max_position_embeddings)
     checkpoint, adapters = _open_adapters(checkpoint, adapter, adapter_mode, layout, caps)
     with build_context(caps, build_dtype):
@@ -124,7 +125,7 @@ def build(
     package.layout, package.build_dtype = layout, SHORT_NAMES[build_dtype]
     package.quant = quant
     package.hf_configs = {"config.json": raw, "generation_config.json": generation}
-    if not package.files_to_copy:
+    if not package.files_to_copy and "input_ids" in family.task.reference.inputs:
         logger.warning("%s has no tokenizer files; the package will have none", folder)
     return package
 
@@ -248,8 +249,9 @@ def build_from_module(
                 apply_concrete_dims(model, task.named_dims)
         if lora_targets:
             add_lora_defaults(models[decoder])
+    processor = dict(task.processor_files(module, config)) if task.processor_files else {}
     if task.package_configs is None:  # a package for plain onnxruntime
-        return ModelPackage(models=models, config=config)
+        return ModelPackage(models=models, config=config, extra_json=processor)
     uses_gqa = reports[decoder].histogram.get("com.microsoft::GroupQueryAttention", 0) > 0
     genai = GenaiContext(genai_provider_options(caps, past_present_share_buffer=uses_gqa),
                          past_present_share_buffer=uses_gqa)

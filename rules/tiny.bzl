@@ -66,6 +66,16 @@ TINY_PRESET_FAMILIES = {
     "tiny-xlm-roberta-mlm": "masked_lm",
     "tiny-xlm-roberta-seq-cls": "classifiers",
     "tiny-xlm-roberta-tok-cls": "classifiers",
+    "tiny-vit": "vit",
+    "tiny-vit-img-cls": "vit",
+    "tiny-dinov2": "dinov2",
+    "tiny-dinov2-img-cls": "dinov2",
+    "tiny-siglip-vision": "siglip",
+    "tiny-siglip-img-cls": "siglip",
+    "tiny-siglip": "siglip",
+    "tiny-clip-vision": "clip_models",
+    "tiny-clip-img-cls": "clip_models",
+    "tiny-clip": "clip_models",
 }
 
 TINY_PRESETS = sorted(TINY_PRESET_FAMILIES.keys())

@@ -47,8 +47,11 @@ class CLIPVisionConfig:
     layer_norm_eps: float
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "CLIPVisionConfig":
-        values = {**CLIP_VISION_DEFAULTS, **{k: v for k, v in raw.items() if v is not None}}
+    def from_dict(cls, raw: Mapping[str, Any],
+                  defaults: Mapping[str, Any] = CLIP_VISION_DEFAULTS) -> "CLIPVisionConfig":
+        """``defaults``: the family's config class defaults (ViT, DINOv2, SigLIP share the
+        fields)."""
+        values = {**defaults, **{k: v for k, v in raw.items() if v is not None}}
         config = cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
         if config.hidden_size % config.num_attention_heads:
             raise ConfigError(f"vision_config: hidden_size ({config.hidden_size}) is not divisible "
@@ -118,9 +121,11 @@ class CLIPAttention(nn.Module):
         x = op.Reshape(x, op.Constant(value_ints=[0, 0, self.num_heads, self.head_dim]))
         return op.Transpose(x, perm=[0, 2, 1, 3])
 
-    def forward(self, op, hidden):
+    def forward(self, op, hidden, mask=None):
+        """``mask``: an additive [batch, 1, seq, seq] mask (CLIP's text tower), or none."""
         q, k, v = (self._heads(op, proj(op, hidden)) for proj in (self.q_proj, self.k_proj, self.v_proj))
-        attn = op.Attention(q, k, v, is_causal=0, scale=float(self.head_dim**-0.5))
+        masks = () if mask is None else (mask,)
+        attn = op.Attention(q, k, v, *masks, is_causal=0, scale=float(self.head_dim**-0.5))
         attn = op.Transpose(attn, perm=[0, 2, 1, 3])
         attn = op.Reshape(attn, op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))
         return self.out_proj(op, attn)
@@ -135,8 +140,8 @@ class CLIPEncoderLayer(nn.Module):
         self.mlp = MLP(hidden, config.intermediate_size, config.hidden_act, bias=True)
         self.layer_norm2 = LayerNorm(hidden, eps)
 
-    def forward(self, op, hidden):
-        hidden = op.Add(hidden, self.self_attn(op, self.layer_norm1(op, hidden)))
+    def forward(self, op, hidden, mask=None):
+        hidden = op.Add(hidden, self.self_attn(op, self.layer_norm1(op, hidden), mask))
         return op.Add(hidden, self.mlp(op, self.layer_norm2(op, hidden)))
 
 

@@ -42,6 +42,13 @@ class ModelFamily:
     #: reason (any other unread tensor is an error: mobius/weights/attach.py)
     ignored_tensors: Callable[[ArchitectureConfig], tuple[IgnoredTensors, ...]] = (
         lambda config: ())
+    #: config.json sections the module never reads (the text_config of an image
+    #: classifier saved from a two-tower config): left out of the plausibility check,
+    #: since the checkpoint holds no tensors for them
+    unread_config: tuple[str, ...] = ()
+    #: attention blocks outside the num_hidden_layers layers (SigLIP's attention-pooling
+    #: head): what per-layer op counts (the EP suites' L2 tables) add
+    extra_attention_blocks: int = 0
 
     def make_config(self, raw: Mapping[str, Any],
                     generation: Mapping[str, Any] | None = None) -> ArchitectureConfig:

@@ -13,6 +13,7 @@ from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, hunyuan_v1_den
 from mobius.models import olmo, stablelm, starcoder2
 from mobius.models import granitemoe, olmoe, phimoe
 from mobius.models import deepseek
+from mobius.models import clip_models, dinov2, siglip, vit
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -56,6 +57,16 @@ FAMILIES: tuple[ModelFamily, ...] = (
     *masked_lm.FAMILIES,
     llava.FAMILY,
     whisper.FAMILY,
+    vit.FAMILY,
+    vit.CLASSIFIER,
+    dinov2.FAMILY,
+    dinov2.CLASSIFIER,
+    siglip.VISION_FAMILY,
+    siglip.CLASSIFIER,
+    siglip.ZERO_SHOT,
+    clip_models.VISION_FAMILY,
+    clip_models.CLASSIFIER,
+    clip_models.ZERO_SHOT,
 )
 
 _BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from mobius.tasks import (causal_lm, encoder, fill_mask, speech_seq2seq, text_classification,
                           token_classification, vision_language)
+from mobius.tasks import image_classification, image_feature_extraction
+from mobius.tasks import zero_shot_image_classification
 from mobius.tasks.task import Task
 
 TASKS: dict[str, Task] = {task.name: task for task in (
@@ -15,6 +17,9 @@ TASKS: dict[str, Task] = {task.name: task for task in (
     fill_mask.TASK,
     vision_language.TASK,
     speech_seq2seq.TASK,
+    image_classification.TASK,
+    image_feature_extraction.TASK,
+    zero_shot_image_classification.TASK,
 )}
 
 

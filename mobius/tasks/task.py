@@ -89,7 +89,8 @@ class Reference:
 
     ``runner`` names a comparison procedure shared by tasks ("greedy_decode":
     prefill + cached greedy steps; "single_pass": one forward over a padded
-    batch; "vision_language" / "speech_seq2seq": their family parity tests).
+    batch; "image_pass": one forward over a batch of images (and label prompts);
+    "vision_language" / "speech_seq2seq": their family parity tests).
     """
 
     auto_class: str  #: transformers auto class that loads the tiny checkpoint
@@ -124,6 +125,9 @@ class Task:
     #: checkpoint folder -> task files beside config.json, read into extra
     #: config.raw keys (sentence-transformers' pooling); None: nothing to read
     read_extras: Callable[[str], Mapping[str, Any]] | None = None
+    #: module, config -> processor files of the package, {file name: JSON content}
+    #: (preprocessor_config.json of the image tasks); None: none
+    processor_files: Callable[[nn.Module, ArchitectureConfig], Mapping[str, Any]] | None = None
     #: config -> ONNX metadata_props of every model (a classifier's id2label)
     metadata: Callable[[ArchitectureConfig], Mapping[str, str]] | None = None
     #: genai's KV cache is sized by the package's context length (--context-length)

@@ -72,7 +72,7 @@ def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) ->
                 json.dump({"bos_token_id": text.get("bos_token_id"),
                            "eos_token_id": text["eos_token_id"], "do_sample": False}, f, indent=2)
         write_safetensors(os.path.join(staging, "model.safetensors"), random_weights(raw, seed))
-        write_tiny_tokenizer(staging, text["vocab_size"])
+        write_tiny_preprocessors(staging, raw)
         if os.path.isdir(folder):
             shutil.rmtree(folder)
         os.rename(staging, folder)
@@ -80,6 +80,20 @@ def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) ->
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return folder
+
+
+def write_tiny_preprocessors(folder: str, raw: dict) -> None:
+    """The tokenizer of a model with text, the image processor of an image model
+    (the family's default for its image size: mobius/tasks/image_processor.py)."""
+    text = raw.get("text_config") or raw
+    if "vocab_size" in text:
+        write_tiny_tokenizer(folder, text["vocab_size"])
+    family = family_for(raw)
+    if family.task.processor_files is not None:
+        with build_context(None, ir.DataType.FLOAT):
+            module = family.module(family.make_config(raw))
+        with open(os.path.join(folder, "preprocessor_config.json"), "w") as f:
+            json.dump(module.image_processor(), f, indent=2)
 
 
 def random_weights(raw: dict, seed: int) -> dict[str, np.ndarray]:

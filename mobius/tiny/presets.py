@@ -261,3 +261,48 @@ for _base, _prefix in _ARCH_PREFIX.items():
             "label2id": {name: i for i, name in enumerate(_labels)}}
     TINY_PRESETS[f"tiny-{_base}-mlm"] = {**TINY_PRESETS[f"tiny-{_base}"],
                                          "architectures": [_prefix + "ForMaskedLM"]}
+
+# Image families (mobius/models/vit.py, dinov2.py, siglip.py, clip_models.py): 32 px
+# images, 8 px patches (16 patches), vision hidden 48 (4 heads of 12), MLP 100 (DINOv2:
+# mlp_ratio 2 -> 96), 7 labels; the zero-shot text towers: hidden 32 (2 heads of 16),
+# MLP 88, 24 positions, projection 40 (CLIP; SigLIP's text head maps to the vision width).
+_VISION = {"hidden_size": 48, "intermediate_size": 100, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_channels": 3, "image_size": 32, "patch_size": 8}
+_IMAGE_LABELS = ["tabby", "tiger", "lion", "lynx", "puma", "ocelot", "serval"]
+_LABELS = {"id2label": {str(i): name for i, name in enumerate(_IMAGE_LABELS)},
+           "label2id": {name: i for i, name in enumerate(_IMAGE_LABELS)}}
+_TEXT = {"vocab_size": VOCAB_SIZE, "hidden_size": 32, "intermediate_size": 88,
+         "num_hidden_layers": 2, "num_attention_heads": 2, "max_position_embeddings": 24}
+_CLIP_TEXT = {**_TEXT, "model_type": "clip_text_model", "hidden_act": "quick_gelu",
+              "layer_norm_eps": 1e-5, "bos_token_id": 1, "eos_token_id": 3, "pad_token_id": 0}
+_SIGLIP_TEXT = {**_TEXT, "model_type": "siglip_text_model", "hidden_act": "gelu_pytorch_tanh",
+                "layer_norm_eps": 1e-6, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
+                "projection_size": 48}  # = vision hidden (SigLIP)
+_CLIP_VISION = {**_VISION, "model_type": "clip_vision_model", "hidden_act": "quick_gelu",
+                "layer_norm_eps": 1e-5}
+_SIGLIP_VISION = {**_VISION, "model_type": "siglip_vision_model",
+                  "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6}
+_VIT = {**_VISION, "model_type": "vit", "hidden_act": "gelu", "layer_norm_eps": 1e-12,
+        "qkv_bias": True}
+_DINOV2 = {**{k: v for k, v in _VISION.items() if k != "intermediate_size"},
+           "model_type": "dinov2", "mlp_ratio": 2, "hidden_act": "gelu", "layer_norm_eps": 1e-6}
+TINY_PRESETS.update({
+    "tiny-vit": {**_VIT, "architectures": ["ViTModel"]},
+    "tiny-vit-img-cls": {**_VIT, "architectures": ["ViTForImageClassification"], **_LABELS},
+    "tiny-dinov2": {**_DINOV2, "architectures": ["Dinov2Model"]},
+    "tiny-dinov2-img-cls": {**_DINOV2, "architectures": ["Dinov2ForImageClassification"],
+                            **_LABELS},
+    "tiny-siglip-vision": {**_SIGLIP_VISION, "architectures": ["SiglipVisionModel"]},
+    "tiny-siglip-img-cls": {"model_type": "siglip",
+                            "architectures": ["SiglipForImageClassification"],
+                            "text_config": _SIGLIP_TEXT, "vision_config": _SIGLIP_VISION,
+                            **_LABELS},
+    "tiny-siglip": {"model_type": "siglip", "architectures": ["SiglipModel"],
+                    "text_config": _SIGLIP_TEXT, "vision_config": _SIGLIP_VISION},
+    "tiny-clip-vision": {**_CLIP_VISION, "architectures": ["CLIPVisionModel"]},
+    "tiny-clip-img-cls": {"model_type": "clip", "architectures": ["CLIPForImageClassification"],
+                          "text_config": _CLIP_TEXT, "vision_config": _CLIP_VISION,
+                          "projection_dim": 40, **_LABELS},
+    "tiny-clip": {"model_type": "clip", "architectures": ["CLIPModel"], "text_config": _CLIP_TEXT,
+                  "vision_config": _CLIP_VISION, "projection_dim": 40},
+})

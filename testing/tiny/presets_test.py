@@ -44,6 +44,18 @@ def _declaring_module(family) -> str:
     raise AssertionError(f"no module declares {family.name}")
 
 
+def _expected_files(name: str) -> set[str]:
+    """Config and weights; the tokenizer of a model with text, the image processor of an
+    image model."""
+    raw = TINY_PRESETS[name]
+    files = {"config.json", "model.safetensors"}
+    if "vocab_size" in (raw.get("text_config") or raw):
+        files.add("tokenizer.json")
+    if family_for(raw).task.processor_files is not None:
+        files.add("preprocessor_config.json")
+    return files
+
+
 def test_bzl_table_is_every_preset_and_its_family_module():
     table = _bzl_preset_families()
     assert sorted(table) == sorted(TINY_PRESETS), "update TINY_PRESET_FAMILIES in rules/tiny.bzl"
@@ -60,7 +72,7 @@ def test_each_preset_is_built_and_found(name):
     assert not any(os.path.islink(os.path.join(folder, f)) for f in os.listdir(folder))
     assert make_tiny_checkpoint(name) == folder  # read, not regenerated into a cache
     files = set(os.listdir(folder))
-    assert {"config.json", "model.safetensors", "tokenizer.json"} <= files, files
+    assert _expected_files(name) <= files, files
 
 
 def test_prebuilt_equals_a_fresh_generation(tmp_path):
@@ -82,7 +94,7 @@ def test_each_transformers_checkpoint_is_built(name):
     data = os.path.join(os.environ["MOBIUS_TINY_DIR"], "hf", name, "config.json")
     assert folder and os.path.isfile(data), f"{name}: no hf/{name}"
     assert folder == os.path.dirname(os.path.realpath(data))
-    assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(os.listdir(folder))
+    assert _expected_files(name) <= set(os.listdir(folder))
 
 
 def test_transformers_checkpoint_is_seed_zero_without_overrides(tmp_path):
