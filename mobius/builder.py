@@ -101,7 +101,7 @@ def build(
                                 dtype=build_dtype, trace_optimization=trace_optimization,
                                 quant=quant_spec)
     _client_options(package, family.task, caps, layout, logits_to_keep, context_length)
-    package.files_to_copy = find_tokenizer_files(folder)
+    package.files_to_copy = find_tokenizer_files(folder, family.task.processor_files)
     package.source = folder
     package.layout, package.build_dtype = layout, SHORT_NAMES[build_dtype]
     package.hf_configs = {"config.json": raw, "generation_config.json": generation}

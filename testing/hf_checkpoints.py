@@ -37,7 +37,11 @@ def make_hf_checkpoint(folder: str, preset: str, seed: int = 0, **overrides) -> 
     randomize_parameters(model, seed)
     model.eval()
     model.save_pretrained(folder, safe_serialization=True)
-    write_tiny_tokenizer(folder, (raw.get("text_config") or raw)["vocab_size"])
+    write_processor = family_for(raw).task.write_tiny_processor
+    if write_processor is not None:
+        write_processor(folder, raw)
+    else:
+        write_tiny_tokenizer(folder, (raw.get("text_config") or raw)["vocab_size"])
     return folder
 
 

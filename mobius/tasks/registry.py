@@ -3,7 +3,7 @@ under mobius/tasks and one line here."""
 
 from __future__ import annotations
 
-from mobius.tasks import (causal_lm, encoder, fill_mask, speech_seq2seq, text_classification,
+from mobius.tasks import (causal_lm, ctc, encoder, fill_mask, speech_seq2seq, text_classification,
                           token_classification, vision_language)
 from mobius.tasks.task import Task
 
@@ -15,6 +15,7 @@ TASKS: dict[str, Task] = {task.name: task for task in (
     fill_mask.TASK,
     vision_language.TASK,
     speech_seq2seq.TASK,
+    ctc.TASK,
 )}
 
 

@@ -72,7 +72,11 @@ def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) ->
                 json.dump({"bos_token_id": text.get("bos_token_id"),
                            "eos_token_id": text["eos_token_id"], "do_sample": False}, f, indent=2)
         write_safetensors(os.path.join(staging, "model.safetensors"), random_weights(raw, seed))
-        write_tiny_tokenizer(staging, text["vocab_size"])
+        write_processor = family_for(raw).task.write_tiny_processor
+        if write_processor is not None:
+            write_processor(staging, raw)
+        else:
+            write_tiny_tokenizer(staging, text["vocab_size"])
         if os.path.isdir(folder):
             shutil.rmtree(folder)
         os.rename(staging, folder)
@@ -92,6 +96,12 @@ def random_weights(raw: dict, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     tensors = {}
     for name, param in module.named_parameters():
+        if isinstance(param, Weight) and param.sources is not None:  # first spelling
+            module_name = name.rpartition(".")[0]
+            for source, shape in zip(param.sources.spellings[0], param.sources.shapes):
+                source = f"{module_name}.{source}" if module_name else source
+                tensors[source] = (0.05 * rng.standard_normal(shape)).astype(np.float32)
+            continue
         source = param.checkpoint_name or name if isinstance(param, Weight) else None
         if source is None or source in tensors:
             continue
