@@ -139,18 +139,16 @@ def _positive(raw: Mapping[str, Any], key: str) -> int:
 
 class ChannelGroupNorm(nn.Module):
     """GroupNorm with one group per channel over x [batch, channels, length]: the ONNX
-    InstanceNormalization op, computed in float32."""
+    InstanceNormalization op, in the build dtype (onnxruntime's float16 kernel sums
+    in float32: 1.7e-3 off over 50k frames of mean 100, std 3)."""
 
     def __init__(self, channels: int):
         super().__init__()
-        self.weight = Weight([channels], dtype=ir.DataType.FLOAT)
-        self.bias = Weight([channels], dtype=ir.DataType.FLOAT)
+        self.weight = Weight([channels])
+        self.bias = Weight([channels])
 
     def forward(self, op, x):
-        dtype = get_build_dtype()
-        x32 = x if dtype == ir.DataType.FLOAT else op.Cast(x, to=ir.DataType.FLOAT)
-        y = op.InstanceNormalization(x32, self.weight, self.bias, epsilon=CONV_NORM_EPS)
-        return y if dtype == ir.DataType.FLOAT else op.Cast(y, to=dtype)
+        return op.InstanceNormalization(x, self.weight, self.bias, epsilon=CONV_NORM_EPS)
 
 
 class FeatureEncoderLayer(nn.Module):
