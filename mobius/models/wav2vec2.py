@@ -187,7 +187,12 @@ class FeatureEncoder(nn.Module):
         x = op.Unsqueeze(input_values, op.Constant(value_ints=[1]))
         for layer in self.conv_layers:
             x = layer(op, x)
-        return op.Transpose(x, perm=[0, 2, 1])
+        features = op.Transpose(x, perm=[0, 2, 1])
+        # Name the frame axis (shape inference leaves a strided conv's length anonymous),
+        # so the residual Add -> LayerNorm pairs downstream have the equal named shapes
+        # the SkipLayerNorm fusion checks.
+        features.shape = ir.Shape([input_values.shape[0], ctc.FRAMES, x.shape[1]])
+        return features
 
 
 class FeatureProjection(nn.Module):
@@ -219,7 +224,9 @@ class PositionalConvEmbedding(nn.Module):
 
     def forward(self, op, hidden):
         x = self.conv(op, op.Transpose(hidden, perm=[0, 2, 1]))
-        return op.Transpose(apply_activation(op, x, self.activation), perm=[0, 2, 1])
+        out = op.Transpose(apply_activation(op, x, self.activation), perm=[0, 2, 1])
+        out.shape = hidden.shape  # "same" padding: the frame count is kept
+        return out
 
 
 class Attention(nn.Module):
@@ -282,8 +289,9 @@ class Encoder(nn.Module):
         """``frames``: bool [batch, frames], true at real frames (None: no padding)."""
         mask = None
         if frames is not None:
-            hidden = op.Where(op.Unsqueeze(frames, op.Constant(value_ints=[2])), hidden,
+            zeroed = op.Where(op.Unsqueeze(frames, op.Constant(value_ints=[2])), hidden,
                               op.CastLike(op.Constant(value_float=0.0), hidden))
+            zeroed.shape, hidden = hidden.shape, zeroed  # the mask's frame axis is anonymous
             mask = padding_mask(op, op.Cast(frames, to=ir.DataType.INT64), get_build_dtype())
         hidden = op.Add(hidden, self.pos_conv_embed(op, hidden))
         if not self.stable:
