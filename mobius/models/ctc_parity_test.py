@@ -4,8 +4,9 @@ zero-padded by a quarter, every frame of both rows compared.
 
 The variants cover every switch the module reads: feature-encoder norm (group:
 no attention_mask input; layer: the mask is fed and used), stable (pre-norm) vs
-post-norm layers, conv biases, HuBERT's optional feature-projection norm, an
-even and an odd positional-conv kernel, both weight-norm spellings. f32 must
+post-norm layers, conv biases, HuBERT's optional feature-projection norm and
+positional BatchNorm (random running statistics), an even and an odd
+positional-conv kernel, both weight-norm spellings. f32 must
 match to 1e-4; f16 / bf16 builds run on onnxruntime's CPU EP against the f32
 reference (tolerances below).
 """
@@ -42,6 +43,7 @@ CASES = {
     "hubert-group-postnorm-no-proj-norm": (wav2vec2.HUBERT, {
         "feat_extract_norm": "group", "do_stable_layer_norm": False,
         "feat_proj_layer_norm": False}),
+    "hubert-conv-pos-batch-norm": (wav2vec2.HUBERT, {"conv_pos_batch_norm": True}),
 }
 
 
@@ -53,10 +55,29 @@ def checkpoint(tmp_path_factory):
         if case not in made:
             family, overrides = CASES[case]
             folder = tmp_path_factory.mktemp(case) / "ckpt"
-            made[case] = make_family_checkpoint(str(folder), family, **overrides)
+            made[case] = _random_statistics(make_family_checkpoint(str(folder), family,
+                                                                   **overrides))
         return made[case]
 
     return get
+
+
+def _random_statistics(folder: str) -> str:
+    """BatchNorm's running statistics are buffers (transformers saves 0 and 1, which the
+    parameter randomization leaves): random too, so dropping them cannot pass."""
+    from safetensors.numpy import load_file, save_file
+
+    path = os.path.join(folder, "model.safetensors")
+    tensors = load_file(path)
+    rng = np.random.default_rng(3)
+    stats = [n for n in tensors if n.endswith((".running_mean", ".running_var"))]
+    for name in stats:
+        noise = rng.uniform(0.5, 1.5, tensors[name].shape) if name.endswith("var") else (
+            0.2 * rng.standard_normal(tensors[name].shape))
+        tensors[name] = noise.astype(np.float32)
+    if stats:
+        save_file(tensors, path, metadata={"format": "pt"})
+    return folder
 
 
 def _session(folder, out, dtype="f32"):
@@ -135,7 +156,7 @@ def test_low_precision_close_to_f32_reference(case, dtype, checkpoint, tmp_path)
 @pytest.mark.parametrize("key,value,message", [
     ("feat_extract_norm", "batch", "'feat_extract_norm' must be"),
     ("add_adapter", True, "'add_adapter' is not supported"),
-    ("conv_pos_batch_norm", True, "'conv_pos_batch_norm' is not supported"),
+    ("adapter_attn_dim", 16, "'adapter_attn_dim'"),
     ("conv_stride", [5, 2], "differ in length"),
     ("num_conv_pos_embedding_groups", 3, "not divisible"),
 ])

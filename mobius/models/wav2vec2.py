@@ -11,7 +11,8 @@ mobius/tasks/ctc.py): raw 16 kHz waveform -> per-frame logits over the CTC vocab
 * Encoder: padded frames zeroed; + the positional convolution (grouped Conv1d,
   kernel ``num_conv_pos_embeddings``, "same" padding, one output dropped for an
   even kernel; its weight is weight-normalized along the kernel axis and
-  computed at build time from either spelling: mobius/components/conv.py);
+  computed at build time from either spelling: mobius/components/conv.py;
+  HuBERT's ``conv_pos_batch_norm``: a BatchNorm before a plain conv instead);
   ``do_stable_layer_norm`` false: LayerNorm, then post-norm layers (LN(x +
   attn(x)), LN(x + ff(x)), the BERT pattern SkipLayerNorm fuses); true: pre-norm
   layers (x + attn(LN(x)), x + ff(LN(x))), then LayerNorm.
@@ -23,8 +24,7 @@ encoders only (``return_attention_mask``), so the graph takes ``attention_mask``
 is real when t < that row's conv output length (the length formula of
 transformers' ``_get_feat_extract_output_lengths``, on mask.sum()).
 
-Not supported (ConfigError): adapters (``add_adapter``, ``adapter_attn_dim``) and
-HuBERT's ``conv_pos_batch_norm``.
+Not supported (ConfigError): adapters (``add_adapter``, ``adapter_attn_dim``).
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ _DEFAULTS: Mapping[str, Any] = {
     "conv_dim": [512] * 7, "conv_stride": [5, 2, 2, 2, 2, 2, 2],
     "conv_kernel": [10, 3, 3, 3, 3, 2, 2], "conv_bias": False,
     "num_conv_pos_embeddings": 128, "num_conv_pos_embedding_groups": 16,
-    "do_stable_layer_norm": False, "feat_proj_layer_norm": True, "pad_token_id": 0,
+    "do_stable_layer_norm": False, "feat_proj_layer_norm": True, "conv_pos_batch_norm": False,
+    "pad_token_id": 0,
 }
 
 
@@ -103,17 +104,19 @@ class SpeechEncoderConfig:
     num_conv_pos_embeddings: int
     num_conv_pos_embedding_groups: int
     do_stable_layer_norm: bool
+    conv_pos_batch_norm: bool
 
     @classmethod
     def from_config(cls, config: ArchitectureConfig) -> "SpeechEncoderConfig":
         raw = config.raw
-        for key in ("add_adapter", "conv_pos_batch_norm"):
-            if raw.get(key):
-                raise ConfigError(f"config.json: {key!r} is not supported")
+        if raw.get("add_adapter"):
+            raise ConfigError("config.json: 'add_adapter' is not supported")
         if raw.get("adapter_attn_dim") is not None:
-            raise ConfigError("config.json: 'adapter_attn_dim' (language adapters) is not supported")
+            raise ConfigError("config.json: 'adapter_attn_dim' (language adapters) is not "
+                              "supported")
         dims = _ints(raw, "conv_dim", 1 << 16)
-        strides, kernels = _ints(raw, "conv_stride", MAX_KERNEL), _ints(raw, "conv_kernel", MAX_KERNEL)
+        strides = _ints(raw, "conv_stride", MAX_KERNEL)
+        kernels = _ints(raw, "conv_kernel", MAX_KERNEL)
         if not len(dims) == len(strides) == len(kernels):
             raise ConfigError("config.json: conv_dim, conv_stride and conv_kernel differ in length")
         if raw["feat_extract_norm"] not in ("group", "layer"):
@@ -126,7 +129,8 @@ class SpeechEncoderConfig:
                               f"by num_conv_pos_embedding_groups ({groups})")
         return cls(dims, strides, kernels, _bool(raw, "conv_bias"), raw["feat_extract_norm"],
                    str(raw["feat_extract_activation"]), _bool(raw, "feat_proj_layer_norm"),
-                   kernel, groups, _bool(raw, "do_stable_layer_norm"))
+                   kernel, groups, _bool(raw, "do_stable_layer_norm"),
+                   _bool(raw, "conv_pos_batch_norm"))
 
 
 def _positive(raw: Mapping[str, Any], key: str) -> int:
@@ -209,21 +213,40 @@ class FeatureProjection(nn.Module):
         return self.projection(op, x)
 
 
+class BatchNorm1d(nn.Module):
+    """Inference BatchNorm over x [batch, channels, length] (running statistics)."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.weight, self.bias = Weight([channels]), Weight([channels])
+        self.running_mean, self.running_var = Weight([channels]), Weight([channels])
+
+    def forward(self, op, x):
+        return op.BatchNormalization(x, self.weight, self.bias, self.running_mean,
+                                     self.running_var, epsilon=CONV_NORM_EPS)
+
+
 class PositionalConvEmbedding(nn.Module):
-    """act(grouped weight-normalized conv(hidden)) over [batch, frames, hidden], same length."""
+    """act(grouped weight-normalized conv(hidden)) over [batch, frames, hidden], same length;
+    with ``conv_pos_batch_norm``, act(conv(batch_norm(hidden))) with a plain conv weight."""
 
     def __init__(self, config: ArchitectureConfig, speech: SpeechEncoderConfig):
         super().__init__()
         hidden, kernel = config.hidden_size, speech.num_conv_pos_embeddings
         groups = speech.num_conv_pos_embedding_groups
-        pad = kernel // 2  # transformers pads both ends, then drops the last output of an even kernel
+        pad = kernel // 2  # transformers pads both ends, drops an even kernel's last output
         self.activation = speech.feat_extract_activation
+        self.batch_norm = BatchNorm1d(hidden) if speech.conv_pos_batch_norm else None
         self.conv = Conv1d(hidden, hidden, kernel, padding=(pad, pad - 1 + kernel % 2),
                            groups=groups)
-        self.conv.weight = weight_norm([hidden, hidden // groups, kernel], dim=2)
+        if self.batch_norm is None:
+            self.conv.weight = weight_norm([hidden, hidden // groups, kernel], dim=2)
 
     def forward(self, op, hidden):
-        x = self.conv(op, op.Transpose(hidden, perm=[0, 2, 1]))
+        x = op.Transpose(hidden, perm=[0, 2, 1])
+        if self.batch_norm is not None:
+            x = self.batch_norm(op, x)
+        x = self.conv(op, x)
         out = op.Transpose(apply_activation(op, x, self.activation), perm=[0, 2, 1])
         out.shape = hidden.shape  # "same" padding: the frame count is kept
         return out
@@ -367,14 +390,19 @@ class HubertForCTC(nn.Module):
 def _ignored(prefix: str):
     def ignored(config):
         return (IgnoredTensors(rf"{prefix}\.masked_spec_embed",
-                               "SpecAugment's training-time mask vector"),)
+                               "SpecAugment's training-time mask vector"),
+                IgnoredTensors(
+                    rf"{prefix}\.encoder\.pos_conv_embed\.batch_norm\.num_batches_tracked",
+                    "BatchNorm's training step counter"))
     return ignored
 
 
 FAMILY = ModelFamily(
     name="wav2vec2", model_types=(), architectures=("Wav2Vec2ForCTC",),
     module=Wav2Vec2ForCTC, task=ctc.TASK, tiny_preset="tiny-wav2vec2",
-    normalize_raw=lambda raw: {**normalize_raw(raw), "feat_proj_layer_norm": True},
+    # transformers' Wav2Vec2 always has the projection norm, never the positional BatchNorm
+    normalize_raw=lambda raw: {**normalize_raw(raw), "feat_proj_layer_norm": True,
+                               "conv_pos_batch_norm": False},
     config_overrides=_overrides, ignored_tensors=_ignored("wav2vec2"),
 )
 
