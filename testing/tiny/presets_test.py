@@ -51,6 +51,14 @@ def test_bzl_table_is_every_preset_and_its_family_module():
         assert module == _declaring_module(family_for(TINY_PRESETS[name])), name
 
 
+def _processor_files(name: str) -> set[str]:
+    """The tokenizer (and processor) files the preset's task writes into a tiny checkpoint."""
+    task = family_for(TINY_PRESETS[name]).task
+    if task.write_tiny_processor is None:
+        return {"tokenizer.json"}
+    return {"tokenizer_config.json", *task.processor_files}
+
+
 @pytest.mark.parametrize("name", sorted(TINY_PRESETS))
 def test_each_preset_is_built_and_found(name):
     folder = prebuilt_tiny_checkpoint(name)
@@ -60,7 +68,7 @@ def test_each_preset_is_built_and_found(name):
     assert not any(os.path.islink(os.path.join(folder, f)) for f in os.listdir(folder))
     assert make_tiny_checkpoint(name) == folder  # read, not regenerated into a cache
     files = set(os.listdir(folder))
-    assert {"config.json", "model.safetensors", "tokenizer.json"} <= files, files
+    assert {"config.json", "model.safetensors", *_processor_files(name)} <= files, files
 
 
 def test_prebuilt_equals_a_fresh_generation(tmp_path):
@@ -82,7 +90,8 @@ def test_each_transformers_checkpoint_is_built(name):
     data = os.path.join(os.environ["MOBIUS_TINY_DIR"], "hf", name, "config.json")
     assert folder and os.path.isfile(data), f"{name}: no hf/{name}"
     assert folder == os.path.dirname(os.path.realpath(data))
-    assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(os.listdir(folder))
+    assert {"config.json", "model.safetensors", *_processor_files(name)} <= set(
+        os.listdir(folder))
 
 
 def test_transformers_checkpoint_is_seed_zero_without_overrides(tmp_path):
