@@ -44,7 +44,7 @@ EXPECTATIONS = {
 _ENCODER = (
     s.PerLayer("Attention"),
     s.ResidualNormsFused(),
-    s.AllBiasFused("Gelu", "com.microsoft::BiasGelu"),
+    s.BiasedFused("Gelu", "com.microsoft::BiasGelu"),
 )
 ENCODER_EXPECTATIONS = {dtype: _ENCODER for dtype in EXPECTATIONS}
 
