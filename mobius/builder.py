@@ -101,7 +101,7 @@ def build(
                                 dtype=build_dtype, trace_optimization=trace_optimization,
                                 quant=quant_spec)
     _client_options(package, family.task, caps, layout, logits_to_keep, context_length)
-    package.files_to_copy = find_tokenizer_files(folder, family.task.processor_files)
+    package.files_to_copy = find_tokenizer_files(folder)
     package.source = folder
     package.layout, package.build_dtype = layout, SHORT_NAMES[build_dtype]
     package.hf_configs = {"config.json": raw, "generation_config.json": generation}
@@ -186,8 +186,9 @@ def build_from_module(
                                           trace=trace_optimization, quant=quant)
             if flags.use_concrete_dims:  # the rules added values after the task: re-establish
                 apply_concrete_dims(model, task.named_dims)
+    processor = dict(task.processor_files(module, config)) if task.processor_files else {}
     if task.package_configs is None:  # a package for plain onnxruntime
-        return ModelPackage(models=models, config=config)
+        return ModelPackage(models=models, config=config, extra_json=processor)
     decoder = next(key for key, role in task.roles.items() if role == DECODER)
     uses_gqa = reports[decoder].histogram.get("com.microsoft::GroupQueryAttention", 0) > 0
     genai = GenaiContext(genai_provider_options(caps, past_present_share_buffer=uses_gqa),

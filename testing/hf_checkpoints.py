@@ -11,9 +11,8 @@ import json
 import os
 
 from mobius.models.registry import family_for
-from mobius.tiny.checkpoint import real_folder
+from mobius.tiny.checkpoint import real_folder, write_tiny_preprocessors
 from mobius.tiny.presets import TINY_PRESETS
-from mobius.tiny.tokenizer import write_tiny_tokenizer
 
 
 def prebuilt_hf_checkpoint(preset: str) -> str | None:
@@ -37,11 +36,7 @@ def make_hf_checkpoint(folder: str, preset: str, seed: int = 0, **overrides) -> 
     randomize_parameters(model, seed)
     model.eval()
     model.save_pretrained(folder, safe_serialization=True)
-    write_processor = family_for(raw).task.write_tiny_processor
-    if write_processor is not None:
-        write_processor(folder, raw)
-    else:
-        write_tiny_tokenizer(folder, (raw.get("text_config") or raw)["vocab_size"])
+    write_tiny_preprocessors(folder, raw)
     return folder
 
 

@@ -171,3 +171,26 @@ def test_unsupported_config_is_a_clear_error(key, value, message, checkpoint, tm
     with pytest.raises(ConfigError, match=message):
         mobius.build(folder).save(str(tmp_path / "out"))
     assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("case,mask", [("hubert", True), ("wav2vec2", False)])
+def test_package_carries_the_preprocessor_config(case, mask, checkpoint, tmp_path):
+    """The checkpoint's preprocessor_config.json as it is; without one, wav2vec2's
+    defaults with an attention mask exactly where the graph takes one."""
+    folder = str(tmp_path / "ckpt")
+    shutil.copytree(checkpoint(case), folder)
+    path = os.path.join(folder, "preprocessor_config.json")
+    with open(path) as f:
+        own = {**json.load(f), "sampling_rate": 8000, "do_normalize": False}
+    with open(path, "w") as f:
+        json.dump(own, f)
+    def written(out):
+        saved = mobius.build(folder).save(str(tmp_path / out))
+        with open(os.path.join(saved, "preprocessor_config.json")) as f:
+            return json.load(f)
+
+    assert written("own") == own
+    os.remove(path)
+    default = written("default")
+    assert default["sampling_rate"] == 16000 and default["do_normalize"] is True
+    assert default["return_attention_mask"] is mask

@@ -26,11 +26,10 @@ TOKENIZER_FILES = (
 )
 
 
-def find_tokenizer_files(folder: str, processor_files: tuple[str, ...] = ()) -> list[str]:
-    """The tokenizer files present in ``folder``, then the task's ``processor_files``
-    (Task.processor_files) present there; a JSON one that does not parse gets a warning."""
+def find_tokenizer_files(folder: str) -> list[str]:
+    """The tokenizer files present in ``folder``; a JSON one that does not parse gets a warning."""
     found = []
-    for name in TOKENIZER_FILES + tuple(processor_files):
+    for name in TOKENIZER_FILES:
         path = contained_file(folder, name, "the tokenizer file list")
         if not os.path.isfile(path):
             continue

@@ -10,8 +10,9 @@ and, where the module takes one (``audio_inputs``), ``attention_mask`` int64
 Output: ``logits`` [batch_size, num_frames, vocab] over the CTC vocabulary
 (vocab.json; the blank is config.json's pad_token_id). Decoding (argmax, collapse
 repeats, drop blanks) is the client's: transformers' Wav2Vec2Processor.batch_decode
-does it (docs/examples/speech_recognition.py). The package is for plain
-onnxruntime (onnxruntime-genai has no CTC pipeline).
+does it (docs/examples/speech_recognition.py). The package carries the
+checkpoint's preprocessor_config.json (mobius/tasks/audio_processor.py) beside
+vocab.json; it is for plain onnxruntime (onnxruntime-genai has no CTC pipeline).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from onnxscript import nn
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
 from mobius.roles import ENCODER
+from mobius.tasks import audio_processor
 from mobius.tasks.task import (ModelIO, Reference, Task, TensorSpec, add_inputs, add_outputs,
                                new_graph)
 from mobius.tiny.ctc_processor import write_tiny_ctc_processor
@@ -57,6 +59,8 @@ TASK = Task(
     named_dims=NAMED_DIMS,
     reference=Reference(auto_class="AutoModelForCTC", runner="ctc",
                         inputs=("input_values", "attention_mask"), outputs=("logits",)),
-    processor_files=("preprocessor_config.json",),
+    read_extras=audio_processor.read_extras,
+    processor_files=lambda module, config: audio_processor.processor_files(
+        "attention_mask" in module.audio_inputs, config.raw),
     write_tiny_processor=write_tiny_ctc_processor,
 )

@@ -124,15 +124,15 @@ class Task:
     #: checkpoint folder -> task files beside config.json, read into extra
     #: config.raw keys (sentence-transformers' pooling); None: nothing to read
     read_extras: Callable[[str], Mapping[str, Any]] | None = None
+    #: module, config -> processor files of the package, {file name: JSON content}
+    #: (preprocessor_config.json of the image tasks); None: none
+    processor_files: Callable[[nn.Module, ArchitectureConfig], Mapping[str, Any]] | None = None
     #: config -> ONNX metadata_props of every model (a classifier's id2label)
     metadata: Callable[[ArchitectureConfig], Mapping[str, str]] | None = None
     #: genai's KV cache is sized by the package's context length (--context-length)
     kv_cache_sized_by_context: bool = False
     #: the decoder may take num_logits_to_keep (mobius/tasks/logits_to_keep.py)
     takes_logits_to_keep: bool = False
-    #: checkpoint files copied into the package beside the tokenizer (a feature
-    #: extractor's preprocessor_config.json), where the checkpoint has them
-    processor_files: tuple[str, ...] = ()
     #: (folder, config.json dict) -> writes a built-in tiny checkpoint's tokenizer and
     #: processor files; None: mobius/tiny/tokenizer.py's byte-level BPE tokenizer
     write_tiny_processor: Callable[[str, Mapping[str, Any]], None] | None = None

@@ -72,11 +72,7 @@ def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) ->
                 json.dump({"bos_token_id": text.get("bos_token_id"),
                            "eos_token_id": text["eos_token_id"], "do_sample": False}, f, indent=2)
         write_safetensors(os.path.join(staging, "model.safetensors"), random_weights(raw, seed))
-        write_processor = family_for(raw).task.write_tiny_processor
-        if write_processor is not None:
-            write_processor(staging, raw)
-        else:
-            write_tiny_tokenizer(staging, text["vocab_size"])
+        write_tiny_preprocessors(staging, raw)
         if os.path.isdir(folder):
             shutil.rmtree(folder)
         os.rename(staging, folder)
@@ -84,6 +80,17 @@ def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) ->
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return folder
+
+
+def write_tiny_preprocessors(folder: str, raw: dict) -> None:
+    """The tokenizer of a model with text (the task's own where it writes one: a CTC
+    character vocabulary and feature-extractor config)."""
+    write_processor = family_for(raw).task.write_tiny_processor
+    if write_processor is not None:
+        write_processor(folder, raw)
+        return
+    text = raw.get("text_config") or raw
+    write_tiny_tokenizer(folder, text["vocab_size"])
 
 
 def random_weights(raw: dict, seed: int) -> dict[str, np.ndarray]:

@@ -11,12 +11,12 @@ import string
 from typing import Any, Mapping
 
 from mobius.errors import MobiusError
+from mobius.tasks.audio_processor import default_preprocessor_config
 
 #: ids 0..3 (0 is also the CTC blank: config.json's pad_token_id), then the word delimiter
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>"]
 WORD_DELIMITER = "|"
 _CHARACTERS = WORD_DELIMITER + string.ascii_uppercase + "'" + string.digits + string.ascii_lowercase
-SAMPLING_RATE = 16000
 
 
 def ctc_vocab(vocab_size: int) -> dict[str, int]:
@@ -40,12 +40,8 @@ def write_tiny_ctc_processor(folder: str, raw: Mapping[str, Any]) -> None:
             "tokenizer_class": "Wav2Vec2CTCTokenizer", "bos_token": "<s>", "eos_token": "</s>",
             "pad_token": "<pad>", "unk_token": "<unk>", "word_delimiter_token": WORD_DELIMITER,
             "do_lower_case": False, "processor_class": "Wav2Vec2Processor"},
-        "preprocessor_config.json": {
-            "feature_extractor_type": "Wav2Vec2FeatureExtractor", "feature_size": 1,
-            "sampling_rate": SAMPLING_RATE, "padding_value": 0.0, "padding_side": "right",
-            "do_normalize": True,
-            "return_attention_mask": raw.get("feat_extract_norm", "group") == "layer",
-            "processor_class": "Wav2Vec2Processor"},
+        "preprocessor_config.json": default_preprocessor_config(
+            raw.get("feat_extract_norm", "group") == "layer"),
     }
     for name, content in files.items():
         with open(os.path.join(folder, name), "w") as f:

@@ -44,19 +44,23 @@ def _declaring_module(family) -> str:
     raise AssertionError(f"no module declares {family.name}")
 
 
+def _expected_files(name: str) -> set[str]:
+    """Config and weights; the tokenizer of a model with text (a CTC model's: its
+    character vocabulary and feature-extractor config)."""
+    raw = TINY_PRESETS[name]
+    files = {"config.json", "model.safetensors"}
+    if family_for(raw).task.write_tiny_processor is not None:
+        return files | {"vocab.json", "tokenizer_config.json", "preprocessor_config.json"}
+    if "vocab_size" in (raw.get("text_config") or raw):
+        files.add("tokenizer.json")
+    return files
+
+
 def test_bzl_table_is_every_preset_and_its_family_module():
     table = _bzl_preset_families()
     assert sorted(table) == sorted(TINY_PRESETS), "update TINY_PRESET_FAMILIES in rules/tiny.bzl"
     for name, module in table.items():
         assert module == _declaring_module(family_for(TINY_PRESETS[name])), name
-
-
-def _processor_files(name: str) -> set[str]:
-    """The tokenizer (and processor) files the preset's task writes into a tiny checkpoint."""
-    task = family_for(TINY_PRESETS[name]).task
-    if task.write_tiny_processor is None:
-        return {"tokenizer.json"}
-    return {"tokenizer_config.json", *task.processor_files}
 
 
 @pytest.mark.parametrize("name", sorted(TINY_PRESETS))
@@ -68,7 +72,7 @@ def test_each_preset_is_built_and_found(name):
     assert not any(os.path.islink(os.path.join(folder, f)) for f in os.listdir(folder))
     assert make_tiny_checkpoint(name) == folder  # read, not regenerated into a cache
     files = set(os.listdir(folder))
-    assert {"config.json", "model.safetensors", *_processor_files(name)} <= files, files
+    assert _expected_files(name) <= files, files
 
 
 def test_prebuilt_equals_a_fresh_generation(tmp_path):
@@ -90,8 +94,7 @@ def test_each_transformers_checkpoint_is_built(name):
     data = os.path.join(os.environ["MOBIUS_TINY_DIR"], "hf", name, "config.json")
     assert folder and os.path.isfile(data), f"{name}: no hf/{name}"
     assert folder == os.path.dirname(os.path.realpath(data))
-    assert {"config.json", "model.safetensors", *_processor_files(name)} <= set(
-        os.listdir(folder))
+    assert _expected_files(name) <= set(os.listdir(folder))
 
 
 def test_transformers_checkpoint_is_seed_zero_without_overrides(tmp_path):
