@@ -35,14 +35,17 @@ F32_TOLERANCE = 1e-4
 CASES = {
     "wav2vec2": (wav2vec2.FAMILY, {}),  # group norm, post-norm, no conv bias, kernel 6
     "hubert": (wav2vec2.HUBERT, {}),  # layer norm + mask, stable, conv bias
+    # encoder eps 1e-2 (the conv layers' LayerNorms keep PyTorch's 1e-5)
     "wav2vec2-layer-stable-bias": (wav2vec2.FAMILY, {
-        "feat_extract_norm": "layer", "do_stable_layer_norm": True, "conv_bias": True}),
+        "feat_extract_norm": "layer", "do_stable_layer_norm": True, "conv_bias": True,
+        "layer_norm_eps": 1e-2}),
+    # the feature encoder's activation is its own (relu here), not hidden_act
     "wav2vec2-layer-postnorm-kernel5": (wav2vec2.FAMILY, {
         "feat_extract_norm": "layer", "num_conv_pos_embeddings": 5,
-        "num_conv_pos_embedding_groups": 2}),
+        "num_conv_pos_embedding_groups": 2, "feat_extract_activation": "relu"}),
     "hubert-group-postnorm-no-proj-norm": (wav2vec2.HUBERT, {
         "feat_extract_norm": "group", "do_stable_layer_norm": False,
-        "feat_proj_layer_norm": False}),
+        "feat_proj_layer_norm": False, "hidden_act": "gelu_new"}),
     "hubert-conv-pos-batch-norm": (wav2vec2.HUBERT, {"conv_pos_batch_norm": True}),
 }
 
