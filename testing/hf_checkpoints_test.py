@@ -16,7 +16,7 @@ from testing.hf_checkpoints import make_hf_checkpoint  # noqa: E402
 
 
 @pytest.mark.parametrize("preset", ["tiny-gpt2", "tiny-bert-seq-cls", "tiny-llama",
-                                    "tiny-whisper"])
+                                    "tiny-whisper", "tiny-hubert"])
 def test_no_tensor_is_constant(preset, tmp_path):
     from safetensors.numpy import load_file
 

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mobius.components.conv import Conv1d  # noqa: E402
+from mobius.components.conv import Conv1d, weight_norm  # noqa: E402
 from mobius.context import build_context  # noqa: E402
 from testing.onnx_graphs import attach_arrays, component_model, run_model  # noqa: E402
 
@@ -44,3 +44,29 @@ def test_weight_keeps_the_checkpoint_layout():
     assert list(conv.weight.shape) == [OUT, IN, 3]
     assert conv.weight.checkpoint_shape == (OUT, IN, 3) and conv.weight.transform is None
     assert conv.weight.dtype == ir.DataType.FLOAT16 and conv.bias is None
+
+
+@pytest.mark.parametrize("parametrized", [True, False], ids=["parametrizations", "weight_g_v"])
+@pytest.mark.parametrize("kernel", [4, 5])
+def test_grouped_weight_norm_same_padding_matches_torch(tmp_path, kernel, parametrized):
+    """wav2vec2's positional conv: groups, weight_norm(dim=2) from either spelling, and
+    padding k // 2 with the last output of an even kernel dropped (pads (k//2, k//2 - 1))."""
+    torch.manual_seed(0)
+    norm = torch.nn.utils.parametrizations.weight_norm if parametrized else (
+        torch.nn.utils.weight_norm)
+    ref = norm(torch.nn.Conv1d(OUT, OUT, kernel, padding=kernel // 2, groups=2), dim=2).eval()
+    state = {k: v.detach().numpy().copy() for k, v in ref.state_dict().items()}
+    assert len(state) == 3, sorted(state)
+    with build_context(None, ir.DataType.FLOAT):
+        conv = Conv1d(OUT, OUT, kernel, padding=(kernel // 2, kernel // 2 - 1 + kernel % 2),
+                      groups=2)
+        conv.weight = weight_norm([OUT, OUT // 2, kernel], dim=2)
+    attach_arrays(conv, state, tmp_path)
+    model = component_model([("x", ir.DataType.FLOAT, ["batch", OUT, LENGTH])],
+                            lambda op, x: conv(op, x), ["y"])
+    x = np.random.default_rng(0).standard_normal((2, OUT, LENGTH)).astype(np.float32)
+    (y,) = run_model(model, {"x": x})
+    with torch.no_grad():
+        expected = ref(torch.from_numpy(x)).numpy()[:, :, :LENGTH]
+    assert y.shape == (2, OUT, LENGTH)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Sequence
 
 import numpy as np
@@ -36,6 +37,21 @@ def transpose(array: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Sources:
+    """Several checkpoint tensors that make one parameter at build time (weight
+    normalization's magnitude and direction).
+
+    ``spellings``: alternative tuples of tensor names, relative to the parameter's
+    module; the first spelling whose first tensor the checkpoint holds is read.
+    ``combine(*arrays)`` (in spelling order) returns the parameter's array.
+    """
+
+    spellings: tuple[tuple[str, ...], ...]
+    shapes: tuple[tuple[int, ...], ...]
+    combine: Callable[..., np.ndarray]
+
+
 class Weight(nn.Parameter):
     """A float parameter read from the checkpoint when the graph is saved.
 
@@ -45,6 +61,8 @@ class Weight(nn.Parameter):
             from the parameter's qualified name (e.g. tied embeddings).
         transform: turns the checkpoint array into the initializer's layout;
             ``checkpoint_shape`` is the shape it expects.
+        sources: the parameter is computed from several checkpoint tensors
+            (then ``checkpoint_name``, ``checkpoint_shape`` and ``transform`` do not apply).
     """
 
     def __init__(
@@ -55,11 +73,13 @@ class Weight(nn.Parameter):
         transform: Transform | None = None,
         checkpoint_name: str | None = None,
         dtype: ir.DataType | None = None,
+        sources: Sources | None = None,
     ):
         super().__init__(list(shape), dtype=dtype or get_build_dtype())
         self.checkpoint_name = checkpoint_name
         self.checkpoint_shape = tuple(checkpoint_shape if checkpoint_shape is not None else shape)
         self.transform = transform
+        self.sources = sources
 
 
 def constant(array: np.ndarray, name: str) -> nn.Parameter:

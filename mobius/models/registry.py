@@ -14,6 +14,7 @@ from mobius.models import olmo, stablelm, starcoder2
 from mobius.models import granitemoe, olmoe, phimoe
 from mobius.models import deepseek
 from mobius.models import clip_models, dinov2, siglip, vit
+from mobius.models import wav2vec2
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -67,6 +68,8 @@ FAMILIES: tuple[ModelFamily, ...] = (
     clip_models.VISION_FAMILY,
     clip_models.CLASSIFIER,
     clip_models.ZERO_SHOT,
+    wav2vec2.FAMILY,
+    wav2vec2.HUBERT,
 )
 
 _BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}

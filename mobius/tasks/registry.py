@@ -3,7 +3,7 @@ under mobius/tasks and one line here."""
 
 from __future__ import annotations
 
-from mobius.tasks import (causal_lm, encoder, fill_mask, speech_seq2seq, text_classification,
+from mobius.tasks import (causal_lm, ctc, encoder, fill_mask, speech_seq2seq, text_classification,
                           token_classification, vision_language)
 from mobius.tasks import image_classification, image_feature_extraction
 from mobius.tasks import zero_shot_image_classification
@@ -20,6 +20,7 @@ TASKS: dict[str, Task] = {task.name: task for task in (
     image_classification.TASK,
     image_feature_extraction.TASK,
     zero_shot_image_classification.TASK,
+    ctc.TASK,
 )}
 
 

@@ -134,6 +134,9 @@ class Task:
     kv_cache_sized_by_context: bool = False
     #: the decoder may take num_logits_to_keep (mobius/tasks/logits_to_keep.py)
     takes_logits_to_keep: bool = False
+    #: (folder, config.json dict) -> writes a built-in tiny checkpoint's tokenizer and
+    #: processor files; None: mobius/tiny/tokenizer.py's byte-level BPE tokenizer
+    write_tiny_processor: Callable[[str, Mapping[str, Any]], None] | None = None
 
     def __str__(self) -> str:
         return self.name

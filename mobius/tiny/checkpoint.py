@@ -84,11 +84,16 @@ def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) ->
 
 def write_tiny_preprocessors(folder: str, raw: dict) -> None:
     """The tokenizer of a model with text, the image processor of an image model
-    (the family's default for its image size: mobius/tasks/image_processor.py)."""
+    (the family's default for its image size: mobius/tasks/image_processor.py), or the
+    task's own files where it writes them (a CTC character vocabulary and
+    feature-extractor config)."""
+    family = family_for(raw)
+    if family.task.write_tiny_processor is not None:
+        family.task.write_tiny_processor(folder, raw)
+        return
     text = raw.get("text_config") or raw
     if "vocab_size" in text:
         write_tiny_tokenizer(folder, text["vocab_size"])
-    family = family_for(raw)
     if family.task.processor_files is not None:
         with build_context(None, ir.DataType.FLOAT):
             module = family.module(family.make_config(raw))
@@ -106,6 +111,12 @@ def random_weights(raw: dict, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     tensors = {}
     for name, param in module.named_parameters():
+        if isinstance(param, Weight) and param.sources is not None:  # first spelling
+            module_name = name.rpartition(".")[0]
+            for source, shape in zip(param.sources.spellings[0], param.sources.shapes):
+                source = f"{module_name}.{source}" if module_name else source
+                tensors[source] = (0.05 * rng.standard_normal(shape)).astype(np.float32)
+            continue
         source = param.checkpoint_name or name if isinstance(param, Weight) else None
         if source is None or source in tensors:
             continue

@@ -14,7 +14,7 @@ import re
 import onnx_ir as ir
 from onnxscript import nn
 
-from mobius.components.weight import Weight
+from mobius.components.weight import Sources, Weight
 from mobius.errors import WeightsError
 from mobius.weights.checkpoint_tensor import CheckpointTensor
 from mobius.weights.dtypes import check_source_dtype, convert_array, warn_if_not_finite
@@ -62,6 +62,11 @@ def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint | Prequa
     for name, param in module.named_parameters():
         if not isinstance(param, Weight):
             continue
+        if param.sources is not None:
+            prefix, names = _spelling(param.sources, name,
+                                      prefixes if prefix is None else (prefix,), checkpoint)
+            used.update(_attach_sources(param, names, checkpoint))
+            continue
         source = _alias(param.checkpoint_name or name, aliases, chosen, checkpoint)
         if prefix is None:
             prefix = next((p for p in prefixes if p + source in checkpoint), prefixes[0])
@@ -85,6 +90,49 @@ def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint | Prequa
         if packed is not None:  # GPTQ / AWQ: the quantization pass emits these integers
             param.const_value.meta[PREQUANTIZED] = source_for(checkpoint, packed, param.transform)
     _check_unused([n for n in checkpoint.names() if n not in used], ignorable)
+
+
+def _relative(source: str, param_name: str) -> str:
+    """``source`` (relative to the parameter's module) as a full module name."""
+    module = param_name.rpartition(".")[0]
+    return f"{module}.{source}" if module else source
+
+
+def _spelling(sources: Sources, param_name: str, prefixes: tuple[str, ...],
+              checkpoint) -> tuple[str, list[str]]:
+    """The first (prefix, spelling) whose first tensor the checkpoint holds, as
+    (prefix, checkpoint names); the first pair when none does."""
+    for prefix in prefixes:
+        for spelling in sources.spellings:
+            names = [prefix + _relative(s, param_name) for s in spelling]
+            if names[0] in checkpoint:
+                return prefix, names
+    return prefixes[0], [prefixes[0] + _relative(s, param_name) for s in sources.spellings[0]]
+
+
+def _attach_sources(param: Weight, names: list[str], checkpoint) -> list[str]:
+    """Binds a parameter computed from several tensors (checked now, combined when saved)."""
+    infos = []
+    for source, shape in zip(names, param.sources.shapes):
+        if source not in checkpoint:
+            raise WeightsError(f"checkpoint is missing tensor {source!r}")
+        info = checkpoint.info(source)
+        if tuple(info.shape) != tuple(shape):
+            raise WeightsError(f"tensor {source!r} has shape {list(info.shape)} in the "
+                               f"checkpoint but the model expects {list(shape)}")
+        check_source_dtype(source, info.dtype, param.dtype)
+        infos.append(info)
+
+    def load() -> ir.Tensor:
+        arrays = [checkpoint.read(source) for source in names]
+        for source, array in zip(names, arrays):
+            warn_if_not_finite(source, array)
+        return ir.Tensor(convert_array(param.sources.combine(*arrays), param.dtype),
+                         name=param.name)
+
+    param.const_value = CheckpointTensor(load, param.dtype, ir.Shape(param.shape),
+                                         name=param.name, source=infos[0], transformed=True)
+    return names
 
 
 def _check_unused(unused: list[str], ignorable: tuple[IgnoredTensors, ...]) -> None:

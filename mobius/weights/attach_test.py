@@ -7,8 +7,10 @@ import os
 import numpy as np
 import onnx_ir as ir
 import pytest
+from onnxscript import nn
 
 from mobius.components.linear import Linear
+from mobius.components.weight import Sources, Weight
 from mobius.context import build_context
 from mobius.errors import WeightsError
 from mobius.weights.attach import IgnoredTensors, attach_weights
@@ -56,3 +58,45 @@ def test_the_pattern_matches_the_whole_name(tmp_path):
     with pytest.raises(WeightsError, match="inv_freq_extra"):
         attach_weights(_linear(), _checkpoint(tmp_path, ("rotary.inv_freq_extra",)),
                        ignorable=ignorable)
+
+
+class _Normed(nn.Module):
+    """A parameter computed from two sibling tensors, under a submodule and a prefix."""
+
+    def __init__(self):
+        super().__init__()
+        with build_context(None, ir.DataType.FLOAT):
+            self.weight = Weight([2, 3], sources=Sources((("a", "b"), ("old_a", "old_b")),
+                                                         ((2, 1), (2, 3)), np.multiply))
+
+
+class _Holder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = _Normed()
+
+
+def _write(folder, arrays) -> SafetensorsCheckpoint:
+    os.makedirs(folder, exist_ok=True)
+    write_safetensors(os.path.join(folder, "model.safetensors"), arrays)
+    return SafetensorsCheckpoint(str(folder))
+
+
+@pytest.mark.parametrize("spelling", [("a", "b"), ("old_a", "old_b")])
+def test_sources_combine_the_first_spelling_present(tmp_path, spelling):
+    a, b = np.full((2, 1), 2.0, np.float32), np.arange(6, dtype=np.float32).reshape(2, 3)
+    holder = _Holder()
+    attach_weights(holder, _write(tmp_path, {f"model.conv.{spelling[0]}": a,
+                                             f"model.conv.{spelling[1]}": b}),
+                   prefixes=("", "model."))
+    np.testing.assert_array_equal(holder.conv.weight.const_value.numpy(), a * b)
+
+
+@pytest.mark.parametrize("arrays,message", [
+    ({"conv.a": np.ones((2, 1), np.float32)}, "missing tensor 'conv.b'"),
+    ({"conv.a": np.ones((2, 2), np.float32), "conv.b": np.ones((2, 3), np.float32)},
+     r"'conv.a' has shape \[2, 2\]"),
+])
+def test_sources_check_names_and_shapes(tmp_path, arrays, message):
+    with pytest.raises(WeightsError, match=message):
+        attach_weights(_Holder(), _write(tmp_path, arrays))

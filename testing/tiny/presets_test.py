@@ -45,10 +45,13 @@ def _declaring_module(family) -> str:
 
 
 def _expected_files(name: str) -> set[str]:
-    """Config and weights; the tokenizer of a model with text, the image processor of an
+    """Config and weights; the tokenizer of a model with text (a CTC model's: its
+    character vocabulary and feature-extractor config), the image processor of an
     image model."""
     raw = TINY_PRESETS[name]
     files = {"config.json", "model.safetensors"}
+    if family_for(raw).task.write_tiny_processor is not None:
+        return files | {"vocab.json", "tokenizer_config.json", "preprocessor_config.json"}
     if "vocab_size" in (raw.get("text_config") or raw):
         files.add("tokenizer.json")
     if family_for(raw).task.processor_files is not None:
