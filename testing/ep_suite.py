@@ -608,17 +608,6 @@ class NoGqaOutsideCausalDecoder(Check):
 ROLE_CHECKS: tuple[Check, ...] = (NoGqaOutsideCausalDecoder(),)
 
 
-#: Families whose MLP activation is quick_gelu (x * sigmoid(1.702 x), CLIP): no Gelu op.
-QUICK_GELU_FAMILIES = ("clip-vision", "clip-img-cls", "clip")
-
-
-def quick_gelu_gaps(dtypes) -> dict[tuple[str, str, str], str]:
-    """KNOWN_GAPS entries of an EP that fuses Gelu: quick_gelu stays Mul / Sigmoid."""
-    reason = "quick_gelu is Mul(x, Sigmoid(1.702 x)): no QuickGelu fusion rule yet"
-    return {(fam, dtype, "all-Gelu-fused"): reason for fam in QUICK_GELU_FAMILIES
-            for dtype in dtypes}
-
-
 def fusion_params(ep: str, expectations: dict[str, tuple[Check, ...]],
                   known_gaps: dict[tuple[str, str, str], str] | None = None,
                   encoder_expectations: dict[str, tuple[Check, ...]] | None = None):

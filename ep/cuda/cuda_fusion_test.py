@@ -57,7 +57,6 @@ KNOWN_GAPS: dict[tuple[str, str, str], str] = {
     ("hunyuan_v1_dense", "f16", "rope-in-gqa"): _NORM_AFTER_ROPE,
     ("hunyuan_v1_dense", "bf16", "rope-in-gqa"): _NORM_AFTER_ROPE,
 }
-KNOWN_GAPS.update(s.quick_gelu_gaps(EXPECTATIONS))
 
 
 @pytest.mark.parametrize("family,dtype,check", s.fusion_params(EP, EXPECTATIONS, KNOWN_GAPS,
