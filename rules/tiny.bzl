@@ -33,6 +33,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-glm": "glm",
     "tiny-glm4": "glm",
     "tiny-gpt2": "gpt2",
+    "tiny-gpt_oss": "gpt_oss",
     "tiny-granite": "granite",
     "tiny-granitemoe": "granitemoe",
     "tiny-hunyuan_v1_dense": "hunyuan_v1_dense",

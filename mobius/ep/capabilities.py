@@ -33,6 +33,8 @@ class EpCapabilities:
         gqa_dtypes: dtypes for which attention is fused into GroupQueryAttention.
         qkv_pack_dtypes: dtypes for which Q/K/V projections are packed into one MatMul.
         supports_fused_rope: GQA may absorb RoPE (``do_rotary=1``).
+        gqa_head_sink: the GQA kernel takes per-head sink logits (its ``head_sink``
+            input, gpt-oss); else attention with sinks stays standard Attention.
         supports_skip_layer_norm: Skip(Simplified)LayerNormalization kernels exist.
         supports_fused_matmul: MatMulNBits / fused-bias kernels exist.
         supports_fused_moe: a fused com.microsoft MoE kernel exists.
@@ -71,6 +73,7 @@ class EpCapabilities:
     gqa_dtypes: frozenset = frozenset()
     qkv_pack_dtypes: frozenset = frozenset()
     supports_fused_rope: bool = False
+    gqa_head_sink: bool = False
     supports_skip_layer_norm: bool = False
     supports_fused_matmul: bool = False
     supports_fused_moe: bool = False
@@ -127,6 +130,8 @@ class EpCapabilities:
             raise ValueError(
                 f"EP {self.name!r}: supports_skip_layer_norm needs the Skip*LayerNormalization contrib ops"
             )
+        if self.gqa_head_sink and not self.gqa_dtypes:
+            raise ValueError(f"EP {self.name!r}: gqa_head_sink needs GQA dtypes")
         if self.qkv_pack_dtypes - self.gqa_dtypes:
             raise ValueError(
                 f"EP {self.name!r}: QKV packing is only defined for dtypes where GQA is fused"

@@ -15,6 +15,8 @@ CAPABILITIES = EpCapabilities(
     gqa_dtypes={ir.DataType.FLOAT},
     qkv_pack_dtypes={ir.DataType.FLOAT},
     supports_fused_rope=True,
+    # head_sink: checked against onnxruntime 1.32's CPU kernel (components/attention_sinks_test.py).
+    gqa_head_sink=True,
     supports_skip_layer_norm=True,
     supports_fused_matmul=True,
     prepacks_2d_weights=True,

@@ -12,6 +12,7 @@ from mobius.models import classifiers, distilbert, masked_lm, whisper
 from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, hunyuan_v1_dense, nemotron
 from mobius.models import olmo, stablelm, starcoder2
 from mobius.models import granitemoe, olmoe, phimoe
+from mobius.models import gpt_oss
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -25,6 +26,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     olmoe.FAMILY,
     granitemoe.FAMILY,
     phimoe.FAMILY,
+    gpt_oss.FAMILY,
     gemma.GEMMA,
     gemma.GEMMA2,
     gemma.GEMMA3,
