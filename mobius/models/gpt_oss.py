@@ -72,8 +72,6 @@ class GptOssMoE(nn.Module):
         if self.top_k > self.num_experts:
             raise ConfigError(f"config.json: num_experts_per_tok ({self.top_k}) exceeds "
                               f"num_local_experts ({self.num_experts})")
-        if options.swiglu_limit <= 0:
-            raise ConfigError(f"config.json: swiglu_limit must be > 0, got {options.swiglu_limit}")
         act = SwiGlu(options.swiglu_alpha, 1.0, options.swiglu_limit)
         self.dtype = get_build_dtype()
         self.router = Linear(config.hidden_size, self.num_experts, True)
@@ -98,8 +96,12 @@ class GptOssForCausalLM(CausalLM):
 
 
 def _defaults(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """transformers' GptOssConfig defaults for keys a config.json may leave out."""
+    """transformers' GptOssConfig defaults for keys a config.json may leave out (and
+    the SwiGLU switches checked before any weight is read)."""
     raw = dict(raw)
+    limit = read_options(GptOssOptions, raw).swiglu_limit
+    if not limit > 0:
+        raise ConfigError(f"config.json: swiglu_limit must be > 0, got {limit}")
     layers = raw.get("num_hidden_layers", 36)
     raw.setdefault("attention_bias", True)
     raw.setdefault("sliding_window", 128)
