@@ -87,7 +87,7 @@ TINY_PRESETS: dict[str, dict] = {
     },
     "tiny-gpt_oss": {
         **_COMMON, "model_type": "gpt_oss", "architectures": ["GptOssForCausalLM"],
-        "head_dim": 16, "intermediate_size": 40, "num_local_experts": 5, "num_experts_per_tok": 2,
+        "head_dim": 16, "intermediate_size": 96, "num_local_experts": 5, "num_experts_per_tok": 2,
         "rms_norm_eps": 1e-5, "attention_bias": True, "sliding_window": 4,
         "layer_types": ["sliding_attention", "full_attention"], "swiglu_limit": 7.0,
         "swiglu_alpha": 1.702, "rope_theta": 150000.0, "rope_parameters": {
