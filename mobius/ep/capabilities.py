@@ -34,7 +34,8 @@ class EpCapabilities:
         qkv_pack_dtypes: dtypes for which Q/K/V projections are packed into one MatMul.
         supports_fused_rope: GQA may absorb RoPE (``do_rotary=1``).
         gqa_head_sink: the GQA kernel takes per-head sink logits (its ``head_sink``
-            input, gpt-oss); else attention with sinks stays standard Attention.
+            input, gpt-oss); else attention with sinks stays standard Attention
+            (meaningless without gqa_dtypes, and then ignored).
         supports_skip_layer_norm: Skip(Simplified)LayerNormalization kernels exist.
         supports_fused_matmul: MatMulNBits / fused-bias kernels exist.
         supports_fused_moe: a fused com.microsoft MoE kernel exists.
@@ -130,8 +131,6 @@ class EpCapabilities:
             raise ValueError(
                 f"EP {self.name!r}: supports_skip_layer_norm needs the Skip*LayerNormalization contrib ops"
             )
-        if self.gqa_head_sink and not self.gqa_dtypes:
-            raise ValueError(f"EP {self.name!r}: gqa_head_sink needs GQA dtypes")
         if self.qkv_pack_dtypes - self.gqa_dtypes:
             raise ValueError(
                 f"EP {self.name!r}: QKV packing is only defined for dtypes where GQA is fused"

@@ -90,7 +90,6 @@ def test_summary_is_plain_data():
     (dict(name="x", qkv_pack_dtypes={F16}, gqa_dtypes={F32}, contrib_ops=GQA),
      "QKV packing is only defined for dtypes where GQA is fused"),
     (dict(name="x", default_int4_accuracy_level=5), "accuracy_level must be in 0..4"),
-    (dict(name="x", gqa_head_sink=True), "gqa_head_sink needs GQA dtypes"),
     (dict(name="x", default_int4_accuracy_level=-1), "accuracy_level must be in 0..4"),
     (dict(name="x", enable_graph_capture=True), "graph capture needs a named ORT provider"),
     (dict(name="x", quant_form="qdq"), "quant_form must be one of"),
