@@ -10,8 +10,9 @@
   ``down_proj`` [E, I, H] + ``down_proj_bias`` [E, H], with
   (clamp(u, -limit, limit) + 1) * g * sigmoid(alpha g), g = min(g, limit)
   (``swiglu_alpha`` 1.702, ``swiglu_limit`` 7.0).
-* MXFP4-quantized checkpoints (the hub's ``*_blocks`` / ``*_scales`` experts) are
-  not read: their tensors do not match these names and the build stops.
+* MXFP4-quantized checkpoints (the hub's ``*_blocks`` / ``*_scales`` experts,
+  ``quantization_config.quant_method`` "mxfp4") are refused up front by
+  mobius/weights/quantization_config.py; build from a dequantized (bf16) copy.
 """
 
 from __future__ import annotations
