@@ -35,6 +35,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-glm": "glm",
     "tiny-glm4": "glm",
     "tiny-gpt2": "gpt2",
+    "tiny-gpt_oss": "gpt_oss",
     "tiny-granite": "granite",
     "tiny-granitemoe": "granitemoe",
     "tiny-hubert": "wav2vec2",

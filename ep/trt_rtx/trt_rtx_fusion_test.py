@@ -56,9 +56,18 @@ ENCODER_EXPECTATIONS = {dtype: _ENCODER for dtype in EXPECTATIONS}
 #: missing rule: no fused form exists).
 _NORM_AFTER_ROPE = "QK norm after RoPE: RoPE cannot move into GroupQueryAttention"
 
+#: gpt-oss's attention has per-head sinks; this EP's GroupQueryAttention takes no head_sink
+#: (caps.gqa_head_sink false), so it stays standard Attention (not a missing rule).
+_SINKS = "attention sinks: the EP's GQA kernel takes no head_sink"
 KNOWN_GAPS: dict[tuple[str, str, str], str] = {
     ("hunyuan_v1_dense", "f16", "rope-in-gqa"): _NORM_AFTER_ROPE,
     ("hunyuan_v1_dense", "bf16", "rope-in-gqa"): _NORM_AFTER_ROPE,
+    ("gpt_oss", "f16", "1xGroupQueryAttention/layer"): _SINKS,
+    ("gpt_oss", "f16", "no-Attention"): _SINKS,
+    ("gpt_oss", "f16", "rope-in-gqa"): _SINKS,
+    ("gpt_oss", "bf16", "1xGroupQueryAttention/layer"): _SINKS,
+    ("gpt_oss", "bf16", "no-Attention"): _SINKS,
+    ("gpt_oss", "bf16", "rope-in-gqa"): _SINKS,
 }
 
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from onnxscript import nn
 
+from mobius.components.attention_sinks import sink_attention
 from mobius.components.causal_transformer import scalar
 from mobius.components.linear import Linear
 from mobius.components.rotary import apply_rotary
+from mobius.components.weight import Weight
+from mobius.context import get_build_dtype
 
 
 class Attention(nn.Module):
@@ -36,6 +39,7 @@ class Attention(nn.Module):
         qk_norm_names: tuple[str, str] = ("q_norm", "k_norm"),
         rotary_interleaved: bool = False,
         qk_norm_after_rope: bool = False,
+        sinks: bool = False,
     ):
         """q_norm/k_norm: optional norms of the projected queries/keys, applied
         per head ([.., head_dim], Qwen3/Gemma3) or over the whole projection
@@ -43,7 +47,8 @@ class Attention(nn.Module):
         clip_qkv: clamp the Q/K/V projections to [-clip_qkv, clip_qkv] (OLMo).
         qk_norm_names: the norms' checkpoint attribute names (StableLM: q_layernorm).
         rotary_interleaved: RoPE rotates adjacent pairs (Cohere, GLM).
-        qk_norm_after_rope: the per-head QK norms apply to the rotated Q/K (HunYuan)."""
+        qk_norm_after_rope: the per-head QK norms apply to the rotated Q/K (HunYuan).
+        sinks: a learned per-head sink logit joins the softmax (gpt-oss; ``sinks`` [heads])."""
         super().__init__()
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
@@ -62,6 +67,10 @@ class Attention(nn.Module):
         self.qk_norm_names = qk_norm_names
         setattr(self, qk_norm_names[0], q_norm)
         setattr(self, qk_norm_names[1], k_norm)
+        if sinks and softcap:
+            raise ValueError("attention sinks with logit softcapping are not supported")
+        self.sinks = Weight([num_heads]) if sinks else None
+        self.dtype = get_build_dtype()
 
     def _heads(self, op, x, num_heads, norm):
         """[batch, seq, heads*dim] -> [batch, heads, seq, dim] (+ optional QK norm)."""
@@ -93,8 +102,13 @@ class Attention(nn.Module):
                              self.rotary_interleaved)
         if late and q_norm is not None:  # [batch, heads, seq, head_dim]: per head, last axis
             q, k = q_norm(op, q), k_norm(op, k)
-        attn, present_key, present_value = scaled_dot_product_attention(
-            op, q, k, v, mask, past_key, past_value, self.scale, self.softcap)
+        if self.sinks is not None:
+            attn, present_key, present_value = sink_attention(
+                op, q, k, v, mask, past_key, past_value, self.sinks, self.num_heads, self.scale,
+                self.dtype)
+        else:
+            attn, present_key, present_value = scaled_dot_product_attention(
+                op, q, k, v, mask, past_key, past_value, self.scale, self.softcap)
         attn = op.Transpose(attn, perm=[0, 2, 1, 3])
         attn = op.Reshape(attn, op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))
         return self.o_proj(op, attn), present_key, present_value

@@ -29,6 +29,7 @@ function body (mobius/contrib/moe.py) reuses :func:`routing_weights` and
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Sequence
 
 import numpy as np
@@ -93,6 +94,56 @@ def combine_experts(op, x, routing, experts: Sequence[ExpertFn], dtype: ir.DataT
     if x.shape is not None:  # ConstantOfShape(Shape(x)) hides it from shape inference
         out.shape = x.shape.copy()
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class SwiGlu:
+    """act = g * sigmoid(alpha * g) * (u + beta), after clamping g <= limit, |u| <= limit.
+
+    The defaults (1, 0, no limit) are SiLU(g) * u; gpt-oss: alpha 1.702, beta 1, limit 7.
+    These are com.microsoft MoE's activation_alpha / activation_beta / swiglu_limit.
+    """
+
+    alpha: float = 1.0
+    beta: float = 0.0
+    limit: float | None = None
+
+
+def swiglu(op, gate_up, inter: int, act: SwiGlu, dtype: ir.DataType):
+    """Interleaved [n, 2I] (g0, u0, g1, u1, ...) -> [n, I] by ``act``."""
+    pairs = op.Reshape(gate_up, op.Constant(value_ints=[-1, inter, 2]))
+    gate = op.Gather(pairs, op.Constant(value_int=0), axis=-1)
+    up = op.Gather(pairs, op.Constant(value_int=1), axis=-1)
+    if act.limit is not None:
+        gate = op.Min(gate, _scalar(op, act.limit, dtype))
+        up = op.Clip(up, _scalar(op, -act.limit, dtype), _scalar(op, act.limit, dtype))
+    sigmoid_in = gate if act.alpha == 1.0 else op.Mul(gate, _scalar(op, act.alpha, dtype))
+    if act.beta:
+        up = op.Add(up, _scalar(op, act.beta, dtype))
+    return op.Mul(op.Mul(gate, op.Sigmoid(sigmoid_in)), up)
+
+
+def stacked_expert(e: int, w1, b1, w2, b2, inter: int, act: SwiGlu, dtype: ir.DataType, *,
+                   out_in: bool) -> ExpertFn:
+    """Expert ``e`` of stacked weights: w1 [E, H, 2I] (interleaved gate/up), w2 [E, I, H],
+    biases b1 [E, 2I] / b2 [E, H] or None; ``out_in``: w1/w2 are [E, 2I, H] / [E, H, I]
+    (com.microsoft MoE's layout) and are transposed per expert."""
+
+    def weight(op, stacked, index):
+        w = op.Gather(stacked, index, axis=0)
+        return op.Transpose(w, perm=[1, 0]) if out_in else w
+
+    def run(op, rows):  # rows [n, hidden]
+        index = op.Constant(value_int=e)
+        gate_up = op.MatMul(rows, weight(op, w1, index))
+        if b1 is not None:
+            gate_up = op.Add(gate_up, op.Gather(b1, index, axis=0))
+        out = op.MatMul(swiglu(op, gate_up, inter, act, dtype), weight(op, w2, index))
+        if b2 is not None:
+            out = op.Add(out, op.Gather(b2, index, axis=0))
+        return out
+
+    return run
 
 
 class GatedExpert(nn.Module):

@@ -3,7 +3,9 @@
 Inputs mobius uses: query [B,S,H*D], key/value [B,S,KV*D], past_key/value
 [B,KV,P,D], seqlens_k int32 [B], total_sequence_length int32 [], cos_cache /
 sin_cache [max_pos, rotary_dim/2] (rotary only), position_ids [B,S] (rotary
-only), attention_bias [B,1,S,T] (the additive causal+padding+window mask).
+only), attention_bias [B,1,S,T] (the additive causal+padding+window mask),
+head_sink [H] (per-head sink logits, gpt-oss; the body is
+mobius.components.attention_sinks).
 The body ignores seqlens_k/total_sequence_length: the attention_bias already
 encodes exactly which keys each query sees.
 """
@@ -15,12 +17,13 @@ import re
 
 import onnx_ir as ir
 
+from mobius.components.attention_sinks import sink_attention
 from mobius.contrib.function_registry import MS_DOMAIN, attach_function
 
 OP_TYPE = "GroupQueryAttention"
 INPUT_NAMES = ("query", "key", "value", "past_key", "past_value", "seqlens_k",
                "total_sequence_length", "cos_cache", "sin_cache", "position_ids",
-               "attention_bias")
+               "attention_bias", "head_sink")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,13 +36,15 @@ class GqaSpec:
     packed_qkv: bool = False
     softcap: float = 0.0  # tanh-capping of the scaled logits (Gemma 2); 0 = off
     rotary_interleaved: bool = False  # do_rotary rotates adjacent pairs (Cohere, GLM)
+    head_sink: bool = False  # input 11 holds per-head sink logits (gpt-oss)
 
     @property
     def overload(self) -> str:
         cap = f"_c{self.softcap:.6g}" if self.softcap else ""
         interleaved = "_i1" if self.rotary_interleaved else ""
+        sink = "_sink" if self.head_sink else ""
         return (f"h{self.num_heads}_kv{self.kv_num_heads}_d{self.head_dim}_s{self.scale:.6g}"
-                f"_r{int(self.do_rotary)}_p{int(self.packed_qkv)}{cap}{interleaved}")
+                f"_r{int(self.do_rotary)}_p{int(self.packed_qkv)}{cap}{interleaved}{sink}")
 
     def attributes(self) -> dict:
         attributes = {"num_heads": self.num_heads, "kv_num_heads": self.kv_num_heads,
@@ -88,9 +93,10 @@ def spec_from_node(node: ir.Node) -> GqaSpec | None:
         return None
     scale = float(attrs.get("scale", 0.0)) or head_dim**-0.5
     packed = len(node.inputs) < 3 or (node.inputs[1] is None and node.inputs[2] is None)
+    sink = len(node.inputs) > 11 and node.inputs[11] is not None
     return GqaSpec(int(attrs["num_heads"]), int(attrs["kv_num_heads"]), head_dim, scale,
                    bool(attrs.get("do_rotary", 0)), packed, float(attrs.get("softcap", 0.0)),
-                   bool(attrs.get("rotary_interleaved", 0)))
+                   bool(attrs.get("rotary_interleaved", 0)), sink)
 
 
 def retarget_gqa_node(model: ir.Model, node: ir.Node, spec: GqaSpec, inputs: list) -> None:
@@ -111,7 +117,7 @@ def retarget_gqa_node(model: ir.Model, node: ir.Node, spec: GqaSpec, inputs: lis
 
 def _body(op, spec: GqaSpec, query, key, value, past_key, past_value, seqlens_k,
           total_sequence_length, cos_cache=None, sin_cache=None, position_ids=None,
-          attention_bias=None):
+          attention_bias=None, head_sink=None):
     h, kv, d = spec.num_heads, spec.kv_num_heads, spec.head_dim
     if spec.packed_qkv:
         query, key, value = op.Split(query, op.Constant(value_ints=[h * d, kv * d, kv * d]),
@@ -125,9 +131,13 @@ def _body(op, spec: GqaSpec, query, key, value, past_key, past_value, seqlens_k,
         interleaved = int(spec.rotary_interleaved)
         q = op.RotaryEmbedding(q, cos_cache, sin_cache, position_ids, interleaved=interleaved)
         k = op.RotaryEmbedding(k, cos_cache, sin_cache, position_ids, interleaved=interleaved)
-    y, present_key, present_value = op.Attention(
-        q, k, v, attention_bias, past_key, past_value, scale=spec.scale, is_causal=0, _outputs=3,
-        **({"softcap": spec.softcap} if spec.softcap else {})
-    )
+    if spec.head_sink:
+        y, present_key, present_value = sink_attention(
+            op, q, k, v, attention_bias, past_key, past_value, head_sink, h, spec.scale,
+            query.dtype)
+    else:
+        y, present_key, present_value = op.Attention(
+            q, k, v, attention_bias, past_key, past_value, scale=spec.scale, is_causal=0,
+            _outputs=3, **({"softcap": spec.softcap} if spec.softcap else {}))
     y = op.Reshape(op.Transpose(y, perm=[0, 2, 1, 3]), op.Constant(value_ints=[0, 0, h * d]))
     return y, present_key, present_value

@@ -12,6 +12,12 @@ only the interleaved SwiGLU layout):
     no swiglu_limit  ->  act = g * sigmoid(g) * u = silu(g) * u
     k, normalize_routing_weights: softmax over all E, top-k, optional renormalization.
 
+gpt-oss's experts use the same op with biases (fc1_experts_bias [E, 2I], interleaved
+like fc1's rows; fc2_experts_bias [E, H]) and the clamped SwiGLU
+(activation_alpha 1.702, activation_beta 1, swiglu_limit 7: gate clamped above, up
+on both sides), checked against onnxruntime 1.32's CPU kernel in
+mobius/rewrite/moe_fusion_test.py.
+
 The body is mobius.components.moe's routing (the same functions the
 component emits) over per-expert slices of the stacked weights, so an
 inlined MoE computes exactly what the generic graph did.
@@ -23,12 +29,12 @@ import dataclasses
 
 import onnx_ir as ir
 
-from mobius.components.moe import combine_experts, routing_weights
+from mobius.components.moe import SwiGlu, combine_experts, routing_weights, stacked_expert
 from mobius.contrib.function_registry import MS_DOMAIN, attach_function
 
 OP_TYPE = "MoE"
 INPUT_NAMES = ("input", "router_probs", "fc1_experts_weights", "fc1_experts_bias",
-               "fc2_experts_weights")
+               "fc2_experts_weights", "fc2_experts_bias")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,22 +45,43 @@ class MoeSpec:
     top_k: int
     normalize: bool
     dtype: ir.DataType
+    act: SwiGlu = SwiGlu()
+    bias: bool = False  # fc1_experts_bias / fc2_experts_bias are given
 
     @property
     def overload(self) -> str:
+        act = self.act
+        extra = "" if act == SwiGlu() else f"_a{act.alpha:.6g}_b{act.beta:.6g}_l{act.limit}"
         return (f"e{self.num_experts}_h{self.hidden_size}_i{self.inter_size}_k{self.top_k}"
-                f"_n{int(self.normalize)}_{self.dtype.name.lower()}")
+                f"_n{int(self.normalize)}_{self.dtype.name.lower()}{extra}"
+                f"{'_bias' if self.bias else ''}")
 
     def attributes(self) -> dict:
-        return {"k": self.top_k, "normalize_routing_weights": int(self.normalize),
-                "activation_type": "swiglu", "swiglu_fusion": 1,
-                "activation_alpha": 1.0, "activation_beta": 0.0, "use_sparse_mixer": 0}
+        attributes = {"k": self.top_k, "normalize_routing_weights": int(self.normalize),
+                      "activation_type": "swiglu", "swiglu_fusion": 1,
+                      "activation_alpha": float(self.act.alpha),
+                      "activation_beta": float(self.act.beta), "use_sparse_mixer": 0}
+        if self.act.limit is not None:
+            attributes["swiglu_limit"] = float(self.act.limit)
+        return attributes
+
+    @classmethod
+    def from_node(cls, node: ir.Node, num_experts: int, hidden: int, inter: int,
+                  dtype: ir.DataType) -> "MoeSpec":
+        """The spec of an MoE node mobius emitted (attributes as :meth:`attributes` writes)."""
+        attrs = {name: a.value for name, a in node.attributes.items()}
+        act = SwiGlu(float(attrs.get("activation_alpha", 1.0)),
+                     float(attrs.get("activation_beta", 0.0)), attrs.get("swiglu_limit"))
+        bias = len(node.inputs) > 3 and node.inputs[3] is not None
+        return cls(num_experts, hidden, inter, int(attrs["k"]),
+                   bool(attrs.get("normalize_routing_weights", 0)), dtype, act, bias)
 
 
 def make_moe_node(model: ir.Model, spec: MoeSpec, inputs: list, name: str) -> ir.Node:
     """Creates (not inserts) an MoE node that carries its function body.
 
-    inputs: [input, router_logits, fc1 [E, 2I, H] interleaved, None, fc2 [E, H, I]].
+    inputs: [input, router_logits, fc1 [E, 2I, H] interleaved, fc1 bias [E, 2I] or None,
+    fc2 [E, H, I] (, fc2 bias [E, H])].
     """
     node = ir.Node(MS_DOMAIN, OP_TYPE, inputs, attributes=ir.convenience.convert_attributes(
         spec.attributes()), num_outputs=1, name=name)
@@ -63,27 +90,16 @@ def make_moe_node(model: ir.Model, spec: MoeSpec, inputs: list, name: str) -> ir
     return node
 
 
-def moe_body(op, spec: MoeSpec, x, router_logits, fc1, fc1_bias=None, fc2=None):
-    """The standard-op MoE over float stacked weights (also QMoE's, after dequantizing)."""
+def moe_body(op, spec: MoeSpec, x, router_logits, fc1, fc1_bias=None, fc2=None, fc2_bias=None):
+    """The standard-op MoE over float stacked weights (also QMoE's, after dequantizing).
+
+    Transpose(Gather(initializer, e)) is constant: runtimes fold it to the
+    expert's [in, out] MatMul weight, as in the generic graph.
+    """
     h, i = spec.hidden_size, spec.inter_size
     tokens = op.Reshape(x, op.Constant(value_ints=[-1, h]))
     routing = routing_weights(op, router_logits, spec.top_k, spec.normalize, spec.dtype)
-
-    def expert(e: int):
-        def run(op, rows):  # rows [n, hidden]
-            # Transpose(Gather(initializer, e)) is constant: runtimes fold it to the
-            # expert's [in, out] MatMul weight, as in the generic graph.
-            index = op.Constant(value_int=e)
-            w1 = op.Transpose(op.Gather(fc1, index, axis=0), perm=[1, 0])  # [H, 2I]
-            gate_up = op.Reshape(op.MatMul(rows, w1), op.Constant(value_ints=[-1, i, 2]))
-            gate = op.Gather(gate_up, op.Constant(value_int=0), axis=-1)
-            up = op.Gather(gate_up, op.Constant(value_int=1), axis=-1)
-            hidden = op.Mul(op.Mul(gate, op.Sigmoid(gate)), up)
-            w2 = op.Transpose(op.Gather(fc2, index, axis=0), perm=[1, 0])  # [I, H]
-            return op.MatMul(hidden, w2)  # [n, hidden]
-
-        return run
-
-    out = combine_experts(op, tokens, routing, [expert(e) for e in range(spec.num_experts)],
-                          spec.dtype)
+    experts = [stacked_expert(e, fc1, fc1_bias, fc2, fc2_bias, i, spec.act, spec.dtype,
+                              out_in=True) for e in range(spec.num_experts)]
+    out = combine_experts(op, tokens, routing, experts, spec.dtype)
     return op.Reshape(out, op.Shape(x))

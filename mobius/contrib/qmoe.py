@@ -42,7 +42,8 @@ class QMoeSpec:
 
 
 def make_qmoe_node(model: ir.Model, spec: QMoeSpec, inputs: list, name: str) -> ir.Node:
-    """inputs: [input, router_logits, fc1, fc1_scales, None, fc2, fc2_scales]."""
+    """inputs: [input, router_logits, fc1, fc1_scales, fc1_bias or None, fc2, fc2_scales
+    (, fc2_bias)]; the biases stay float."""
     node = ir.Node(MS_DOMAIN, OP_TYPE, inputs, attributes=ir.convenience.convert_attributes(
         spec.attributes()), num_outputs=1, name=name)
     types = [v.type if v is not None else None for v in inputs]
@@ -65,8 +66,8 @@ def _dequantize(op, spec: QMoeSpec, packed, scales, rows: int, cols: int):
 
 
 def _body(op, spec: QMoeSpec, x, router_logits, fc1, fc1_scales, fc1_bias=None, fc2=None,
-          fc2_scales=None):
+          fc2_scales=None, fc2_bias=None):
     h, i = spec.moe.hidden_size, spec.moe.inter_size
     w1 = _dequantize(op, spec, fc1, fc1_scales, 2 * i, h)
     w2 = _dequantize(op, spec, fc2, fc2_scales, h, i)
-    return moe_body(op, spec.moe, x, router_logits, w1, None, w2)
+    return moe_body(op, spec.moe, x, router_logits, w1, fc1_bias, w2, fc2_bias)

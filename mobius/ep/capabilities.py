@@ -37,6 +37,9 @@ class EpCapabilities:
             window-sized (``sliding_window_cache=1``) while reading mobius's
             absolute-column attention_bias (onnxruntime's CPU kernel does; CUDA
             rejects attention_bias there).
+        gqa_head_sink: the GQA kernel takes per-head sink logits (its ``head_sink``
+            input, gpt-oss); else attention with sinks stays standard Attention
+            (meaningless without gqa_dtypes, and then ignored).
         supports_skip_layer_norm: Skip(Simplified)LayerNormalization kernels exist.
         supports_fused_matmul: MatMulNBits / fused-bias kernels exist.
         supports_fused_moe: a fused com.microsoft MoE kernel exists.
@@ -76,6 +79,7 @@ class EpCapabilities:
     qkv_pack_dtypes: frozenset = frozenset()
     supports_fused_rope: bool = False
     gqa_sliding_window_cache: bool = False
+    gqa_head_sink: bool = False
     supports_skip_layer_norm: bool = False
     supports_fused_matmul: bool = False
     supports_fused_moe: bool = False

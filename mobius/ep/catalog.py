@@ -70,6 +70,8 @@ def eps_table() -> list[list[str]]:
             notes.append("concrete dims")
         if caps.enable_graph_capture:
             notes.append("graph capture")
+        if caps.gqa_head_sink:
+            notes.append("GQA head_sink (attention sinks)")
         rows.append([
             f"`{caps.name}`",
             _names(caps.dtypes),

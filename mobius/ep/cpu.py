@@ -16,6 +16,8 @@ CAPABILITIES = EpCapabilities(
     qkv_pack_dtypes={ir.DataType.FLOAT},
     supports_fused_rope=True,
     gqa_sliding_window_cache=True,
+    # head_sink: checked against onnxruntime 1.32's CPU kernel (components/attention_sinks_test.py).
+    gqa_head_sink=True,
     supports_skip_layer_norm=True,
     supports_fused_matmul=True,
     prepacks_2d_weights=True,

@@ -12,6 +12,8 @@ CAPABILITIES = EpCapabilities(
     gqa_dtypes=_HALF,
     qkv_pack_dtypes=_HALF,
     supports_fused_rope=True,
+    # head_sink: onnxruntime's CUDA GQA kernels take it since gpt-oss support (not run here).
+    gqa_head_sink=True,
     supports_skip_layer_norm=True,
     supports_fused_matmul=True,
     supports_fused_moe=True,

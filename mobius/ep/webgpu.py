@@ -12,6 +12,8 @@ CAPABILITIES = EpCapabilities(
     gqa_dtypes={ir.DataType.FLOAT, ir.DataType.FLOAT16},
     qkv_pack_dtypes={ir.DataType.FLOAT, ir.DataType.FLOAT16},
     supports_fused_rope=True,
+    # head_sink: onnxruntime's WebGPU GQA takes it (microsoft/onnxruntime#25285; not run here).
+    gqa_head_sink=True,
     supports_skip_layer_norm=True,
     supports_fused_matmul=True,
     supports_if=False,

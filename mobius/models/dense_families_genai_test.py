@@ -1,4 +1,4 @@
-"""L4 for the dense decoder families of issue 11, on checkpoints with every parameter
+"""L4 for the decoder families of issue 11 (dense, and gpt-oss), on checkpoints with every parameter
 random (biases included): onnxruntime-genai greedy-generates exactly what
 transformers' ``generate`` does, for the default-EP package (standard Attention,
 separate KV buffers) and the cpu-EP package (GroupQueryAttention, shared buffer).
@@ -27,7 +27,7 @@ THREADS = 1
 PROMPTS = [[17, 93, 251, 407, 12, 999, 64, 5], [311, 28, 777]]  # no pad (0) / bos / eos ids
 PRESETS = ["tiny-olmo", "tiny-starcoder2", "tiny-stablelm", "tiny-cohere", "tiny-cohere2",
            "tiny-glm", "tiny-glm4", "tiny-nemotron", "tiny-falcon", "tiny-exaone4",
-           "tiny-ernie4_5", "tiny-hunyuan_v1_dense"]
+           "tiny-ernie4_5", "tiny-hunyuan_v1_dense", "tiny-gpt_oss"]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1,5 +1,6 @@
-"""Dense decoder families of issue 11 (OLMo, StarCoder2, StableLM, Cohere, GLM, Nemotron, ...):
-L3 parity with transformers for each family and each config switch it reads.
+"""Decoder families of issue 11 (OLMo, StarCoder2, StableLM, Cohere, GLM, Nemotron, ...,
+and gpt-oss's switches): L3 parity with transformers for each family and each config
+switch it reads.
 
 * Every case is a transformers-written tiny checkpoint in which **every**
   parameter is random (biases and norm shifts included:
@@ -85,6 +86,13 @@ CASES: dict[str, tuple[str, dict, dict | None]] = {
         "tiny-hunyuan_v1_dense", {"rope_parameters": {"rope_type": "dynamic", "alpha": 50.0,
                                                       "factor": 1.0, "rope_theta": 10000.0}},
         {"rope_parameters.alpha": None}),
+    # gpt-oss (sinks random: every parameter is; sliding window 4 < the 10-token prompt)
+    "gpt_oss": ("tiny-gpt_oss", {}, {"layer_types": ["full_attention"] * 2}),
+    "gpt_oss_yarn": ("tiny-gpt_oss", {}, {"rope_parameters.rope_type": "default"}),
+    "gpt_oss_swiglu_limit": ("tiny-gpt_oss", {"swiglu_limit": 0.3}, {"swiglu_limit": None}),
+    "gpt_oss_swiglu_alpha": ("tiny-gpt_oss", {"swiglu_alpha": 0.5}, {"swiglu_alpha": None}),
+    "gpt_oss_no_bias_top3": ("tiny-gpt_oss", {"attention_bias": False, "num_experts_per_tok": 3},
+                             {"attention_bias": None}),
 }
 
 #: case -> the tensor its reverted config needs but the checkpoint lacks (a structural
@@ -93,6 +101,7 @@ REVERT_NEEDS: dict[str, str] = {
     "stablelm_parallel_residual": "post_attention_layernorm",
     "falcon_one_norm": "ln_attn",
     "falcon_7b_multi_query": "post_attention_layernorm",
+    "gpt_oss_no_bias_top3": "q_proj.bias",
 }
 
 #: (preset, overrides, expected message part): switch values a family rejects up front.
@@ -111,6 +120,7 @@ REJECTED: dict[str, tuple[str, dict, str]] = {
     "falcon_alibi": ("tiny-falcon", {"alibi": True}, "falcon: alibi"),
     "falcon_sequential_new_architecture": ("tiny-falcon", {"parallel_attn": False},
                                            "new_decoder_architecture with parallel_attn false"),
+    "gpt_oss_bad_limit": ("tiny-gpt_oss", {"swiglu_limit": 0.0}, "swiglu_limit must be > 0"),
     "falcon_two_norms_old_architecture": (
         "tiny-falcon", {"new_decoder_architecture": False, "num_ln_in_parallel_attn": 2},
         "num_ln_in_parallel_attn 2 without"),

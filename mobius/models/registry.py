@@ -15,6 +15,7 @@ from mobius.models import granitemoe, olmoe, phimoe
 from mobius.models import deepseek
 from mobius.models import clip_models, dinov2, siglip, vit
 from mobius.models import wav2vec2
+from mobius.models import gpt_oss
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -29,6 +30,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     granitemoe.FAMILY,
     phimoe.FAMILY,
     *deepseek.FAMILIES,
+    gpt_oss.FAMILY,
     gemma.GEMMA,
     gemma.GEMMA2,
     gemma.GEMMA3,

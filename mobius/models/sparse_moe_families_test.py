@@ -1,4 +1,4 @@
-"""OLMoE, GraniteMoE and PhiMoE: L1 builds for every EP, L3 parity vs transformers per switch.
+"""OLMoE, GraniteMoE, PhiMoE and gpt-oss: L1 builds for every EP, L3 parity vs transformers per switch.
 
 * L1: each family builds for every built-in EP and every dtype it accepts;
   the MoE blocks are one com.microsoft MoE each exactly where the EP has the
@@ -10,6 +10,9 @@
   EPs, for the presets and for each config switch the families read.
 * The cuda graphs (fused MoE) run on onnxruntime's CPU EP MoE kernel.
 * The checkpoints' biases (0 from transformers) are randomized.
+* gpt-oss: its experts (stacked, biased, clamped SwiGLU) fuse into MoE too; its
+  attention sinks matter: with large random sinks the logits still match, and a
+  package of the same weights with the preset's small sinks does not.
 """
 
 from __future__ import annotations
@@ -25,14 +28,14 @@ pytest.importorskip("transformers")
 from mobius.builder import build  # noqa: E402
 from mobius.errors import ConfigError  # noqa: E402
 from mobius.ep.registry import ep_registry  # noqa: E402
-from mobius.models import granitemoe, olmoe, phimoe  # noqa: E402
+from mobius.models import gpt_oss, granitemoe, olmoe, phimoe  # noqa: E402
 from mobius.optimize.histogram import op_histogram  # noqa: E402
 from mobius.weights.dtypes import SHORT_NAMES  # noqa: E402
 from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint, randomize_zero_tensors  # noqa: E402
 from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
 
-FAMILIES = {f.name: f for f in (olmoe.FAMILY, granitemoe.FAMILY, phimoe.FAMILY)}
-FUSED = ("olmoe", "granitemoe")  # routing the com.microsoft MoE kernel computes
+FAMILIES = {f.name: f for f in (olmoe.FAMILY, granitemoe.FAMILY, phimoe.FAMILY, gpt_oss.FAMILY)}
+FUSED = ("olmoe", "granitemoe", "gpt_oss")  # routing the com.microsoft MoE kernel computes
 
 #: name: (family, config overrides). Each switch the families read differs
 #: from its preset value in one variant (presets: olmoe norm_topk_prob False;
@@ -58,6 +61,7 @@ VARIANTS = {
             "type": "longrope", "original_max_position_embeddings": 32, "short_mscale": 1.19,
             "long_mscale": 1.19, "short_factor": [1.0 + 0.05 * i for i in range(8)],
             "long_factor": [1.5 + 0.25 * i for i in range(8)]}}),
+    "gpt_oss": ("gpt_oss", {}),  # switch cases: dense_families_test
 }
 
 MOE = "com.microsoft::MoE"
@@ -159,3 +163,36 @@ def test_phimoe_unsupported_switches_are_rejected_before_building(tmp_path, over
     with pytest.raises(ConfigError, match=match):
         build(folder, execution_provider="default").save(str(out))
     assert not out.exists()
+
+
+def _with_sinks(folder: str, out: str, scale: float) -> str:
+    """A copy of ``folder`` whose attention sinks are N(0, scale) (the preset's are N(0, 0.02))."""
+    import shutil
+
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    shutil.copytree(folder, out)
+    rng = np.random.default_rng(5)
+    path = os.path.join(out, "model.safetensors")
+    tensors = load_file(path)
+    for name in [n for n in tensors if n.endswith(".sinks")]:
+        tensors[name] = (scale * rng.standard_normal(tensors[name].shape)).astype(np.float32)
+    save_file(tensors, path, metadata={"format": "pt"})
+    return out
+
+
+@pytest.mark.parametrize("ep", ["default", "cpu"])
+def test_gpt_oss_large_sinks_match_and_matter(checkpoints, tmp_path, ep):
+    folder = _with_sinks(checkpoints("gpt_oss"), str(tmp_path / "sinks"), 2.0)
+    hf_model = load_hf_model(folder)
+    package = build(folder, execution_provider=ep, dtype="f32")
+    path = package.save(str(tmp_path / "pkg"), overwrite=True)
+    sinks_op = "com.microsoft::GroupQueryAttention" if ep == "cpu" else "Attention"
+    assert op_histogram(package.models["model"])[sinks_op] == package.config.num_hidden_layers
+    run = f32_parity(BuiltPackage(path, package.config, "f32"), hf_model, pad=0, steps=3)
+    assert run.max_abs_diff <= 1e-4, f"gpt_oss large sinks/{ep}: {run.max_abs_diff:.3g}"
+    small = build(checkpoints("gpt_oss"), execution_provider=ep, dtype="f32")
+    small_path = small.save(str(tmp_path / "small"), overwrite=True)
+    other = f32_parity(BuiltPackage(small_path, small.config, "f32"), hf_model, pad=0, steps=3)
+    assert other.max_abs_diff > 1e-3, f"the sinks change nothing ({other.max_abs_diff:.3g})"

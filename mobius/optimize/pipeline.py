@@ -19,6 +19,7 @@ from mobius.optimize.histogram import describe, diff, op_histogram
 from mobius.optimize.trace import RuleRecord, Tracer
 from mobius.quantize.spec import QuantSpec
 from mobius.rewrite import library_passes as lib
+from mobius.rewrite.group_query_attention import is_sink_attention
 from mobius.rewrite.graph_inputs import attention_mask_input
 from mobius.rewrite.rule import Rule, RuleContext
 from mobius.roles import ROLES
@@ -114,6 +115,8 @@ def _warn_if_gqa_missing(caps, dtype, role, histogram, model=None) -> None:
     expected = (role == "decoder" and caps.fuses_gqa(dtype)
                 and (model is None or attention_mask_input(model.graph) is not None))
     attention = histogram.get("Attention", 0)
+    if model is not None and not caps.gqa_head_sink:  # attention with sinks stays standard
+        attention -= sum(is_sink_attention(n) for n in model.graph)
     if expected and attention and not histogram.get("com.microsoft::GroupQueryAttention", 0):
         warnings.warn(
             f"GroupQueryAttention was expected for EP {caps.name!r} / "

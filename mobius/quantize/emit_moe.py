@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 def emit_qmoe(model: ir.Model, moe: ir.Node, bits: int, block_size: int,
               symmetric: bool) -> bool:
     """Replaces ``moe`` in place; False (MoE left float, reason logged) when QMoE cannot take it."""
-    x, logits, fc1, _, fc2 = (list(moe.inputs) + [None] * 5)[:5]
+    x, logits, fc1, fc1_bias, fc2, fc2_bias = (list(moe.inputs) + [None] * 6)[:6]
     if fc1 is None or fc2 is None or fc1.const_value is None or fc2.const_value is None:
         return False
     experts, fused, hidden = fc1.shape
@@ -46,14 +46,15 @@ def emit_qmoe(model: ir.Model, moe: ir.Node, bits: int, block_size: int,
         logger.info("%s kept float: %s", moe.name, reason)
         return False
     dtype = fc1.const_value.dtype
-    spec = QMoeSpec(MoeSpec(experts, hidden, inter, attrs["k"],
-                            bool(attrs["normalize_routing_weights"]), dtype), bits, block_size)
+    spec = QMoeSpec(MoeSpec.from_node(moe, experts, hidden, inter, dtype), bits, block_size)
     graph = model.graph
     weights = []
     for value in (fc1, fc2):
         weights += _quantized_stack(graph, value, bits, block_size, dtype)
-    node = make_qmoe_node(model, spec, [x, logits, weights[0], weights[1], None, weights[2],
-                                        weights[3]], name=f"{moe.name}/QMoE")
+    inputs = [x, logits, weights[0], weights[1], fc1_bias, weights[2], weights[3]]
+    if fc2_bias is not None:
+        inputs.append(fc2_bias)
+    node = make_qmoe_node(model, spec, inputs, name=f"{moe.name}/QMoE")
     replace_node(graph, moe, [node])
     return True
 

@@ -73,3 +73,42 @@ def test_moe_qmoe_cannot_take_stays_float(tmp_path, caplog, normalize, kwargs, r
         built = mobius.build(folder, execution_provider=EP, dtype="f32", quant="int4", **kwargs)
     assert _ops(built) == {"MoE": 1}
     assert reason in caplog.text
+
+
+def _gpt_oss_checkpoint(folder) -> str:
+    """tiny-gpt_oss with every quantized weight on the int4 grid: 2-D [out, in] weights and
+    the stacked experts ([E, in, out] in the checkpoint; blocks run along in)."""
+    make_hf_checkpoint(folder, "tiny-gpt_oss")
+    path = f"{folder}/model.safetensors"
+    tensors = load_file(path)
+    rng = np.random.default_rng(0)
+    for name, array in tensors.items():
+        if array.ndim == 2 and "embed_tokens" not in name:
+            tensors[name] = on_grid(array.shape, 32, True, rng)
+        elif array.ndim == 3:  # [E, in, out]
+            stacked = np.stack([on_grid(a.T.shape, 32, True, rng).T for a in array])
+            tensors[name] = np.ascontiguousarray(stacked)  # save_file writes memory order
+        elif array.ndim == 1 or name.endswith("_bias"):  # biases / sinks: random, not 0
+            tensors[name] = (0.1 * rng.standard_normal(array.shape)).astype(np.float32)
+    save_file(tensors, path, metadata={"format": "pt"})
+    return folder
+
+
+def test_gpt_oss_qmoe_keeps_biases_and_clamped_swiglu(tmp_path):
+    """QMoE on the CPU kernel with expert biases, activation_alpha/beta and swiglu_limit."""
+    folder = _gpt_oss_checkpoint(str(tmp_path / "ckpt"))
+    reference = mobius.build(folder, execution_provider=EP, dtype="f32")
+    built = mobius.build(folder, execution_provider=EP, dtype="f32", quant="int4",
+                         quant_accuracy_level=1)
+    assert _ops(reference) == {"MoE": 2} and _ops(built) == {"QMoE": 2}
+    qmoe = next(n for n in built.model.graph if n.op_type == "QMoE")
+    assert qmoe.inputs[4] is not None and qmoe.inputs[7] is not None  # fc1 / fc2 biases
+    assert qmoe.attributes["swiglu_limit"].value == 7.0
+    want = _logits(reference.model, reference.config)
+    got = _logits(built.model, built.config)
+    InlinePass(criteria=lambda function: function.name == "QMoE")(built.model)
+    body = _logits(built.model, built.config)
+    scale = max(float(np.abs(w).max()) for w in want)
+    for w, g, b in zip(want, got, body):
+        assert np.abs(g - w).max() <= 1e-5 * scale
+        assert np.abs(b - g).max() <= 1e-5 * scale

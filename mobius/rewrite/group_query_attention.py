@@ -13,6 +13,11 @@ head-size constraint holds, else applied to the 3-D tensors beforehand.
 A per-head norm of the rotated Q/K (``RMSNormalization(RotaryEmbedding(q4))``,
 HunYuan) keeps RoPE outside and is re-applied per head on the 3-D tensors.
 ``seqlens_k`` / ``total_sequence_length`` are computed once per graph.
+Attention with per-head sinks (mobius.components.attention_sinks: the
+cache concatenated by hand, one all-zero key/value appended, the sinks as its
+mask column) becomes GroupQueryAttention with the sinks as ``head_sink``
+where the EP's kernel takes it (``caps.gqa_head_sink``); elsewhere it stays
+standard Attention.
 Legal only for the decoder role and dtypes in ``caps.gqa_dtypes``.
 """
 
@@ -26,7 +31,8 @@ import onnx_ir as ir
 from mobius.contrib.group_query_attention import GqaSpec, make_gqa_node
 from mobius.rewrite.graph_inputs import attention_mask_input
 from mobius.rewrite.fusion_util import constant, emit
-from mobius.rewrite.rule import NodeRule, RuleContext, attr, producer, sole_consumer
+from mobius.rewrite.rule import (NodeRule, RuleContext, attr, initializer_array, producer,
+                                  sole_consumer)
 from mobius.roles import DECODER
 
 #: CPU GQA kernels rotate in blocks: do_rotary needs head_size % 16 == 0 there.
@@ -44,6 +50,20 @@ class _Side:
 
 
 @dataclasses.dataclass
+class _Cache:
+    """Where the attention's cache and mask come from (see :func:`_sink_inputs`)."""
+
+    key: ir.Value  # new keys [B, KV, S, D]
+    value: ir.Value
+    mask: ir.Value  # [B, 1, S, T]
+    past_key: ir.Value
+    past_value: ir.Value
+    present_key: ir.Value
+    present_value: ir.Value
+    sinks: ir.Value | None = None  # [H]
+
+
+@dataclasses.dataclass
 class _Match:
     attention: ir.Node
     q: _Side
@@ -51,6 +71,7 @@ class _Match:
     v: _Side
     out_reshape: ir.Node
     head_dim: int
+    cache: _Cache
 
 
 class GroupQueryAttentionFusion(NodeRule):
@@ -60,12 +81,13 @@ class GroupQueryAttentionFusion(NodeRule):
         return ctx.role == DECODER and ctx.caps.fuses_gqa(ctx.dtype)
 
     def match(self, node: ir.Node) -> _Match | None:
-        if node.op_type != "Attention" or node.domain != "" or len(node.inputs) < 6:
+        if node.op_type != "Attention" or node.domain != "":
             return None
-        q_in, k_in, v_in, mask, past_k, past_v = node.inputs[:6]
-        if mask is None or past_k is None or past_v is None or len(node.outputs) < 3:
+        cache = _sink_inputs(node) if len(node.inputs) == 4 else _cache_inputs(node)
+        if cache is None:
             return None
-        sides = [_side(q_in, True), _side(k_in, True), _side(v_in, False)]
+        q_in = node.inputs[0]
+        sides = [_side(q_in, True), _side(cache.key, True), _side(cache.value, False)]
         if any(s is None for s in sides):
             return None
         out_transpose = sole_consumer(node.outputs[0])
@@ -79,13 +101,18 @@ class GroupQueryAttentionFusion(NodeRule):
         head_dim = sides[0].heads_4d.shape[3] if sides[0].heads_4d.shape else None
         if not isinstance(head_dim, int):
             return None
-        return _Match(node, *sides, out_reshape, head_dim)
+        return _Match(node, *sides, out_reshape, head_dim, cache)
 
     def check(self, match: _Match, ctx: RuleContext) -> bool:
         node = match.attention
         if attr(node, "is_causal", 0) or len(node.inputs) > 6:
             return False
-        if any(o.uses() for o in node.outputs[3:]):
+        sinks = match.cache.sinks
+        heads = match.q.num_heads
+        if sinks is not None and (not ctx.caps.gqa_head_sink or attr(node, "softcap", 0.0)
+                                  or tuple(sinks.shape or ()) not in ((heads,), (1, heads, 1, 1))):
+            return False
+        if any(o.uses() for o in node.outputs[1 if sinks is not None else 3:]):
             return False
         if match.q.num_heads % match.k.num_heads or match.k.num_heads != match.v.num_heads:
             return False
@@ -131,21 +158,29 @@ class GroupQueryAttentionFusion(NodeRule):
             return value
 
         q, k, v = flat(match.q), flat(match.k), flat(match.v)
+        cache = match.cache
         seqlens_k, total_len = _sequence_lengths(graph, new_nodes)
-        inputs = [q, k, v, node.inputs[4], node.inputs[5], seqlens_k, total_len]
+        inputs = [q, k, v, cache.past_key, cache.past_value, seqlens_k, total_len]
         if absorb:
             cos_cache, positions = _rope_tables_values(rotary)
             inputs += [cos_cache[0], cos_cache[1], positions]
         else:
             inputs += [None, None, None]
-        inputs.append(node.inputs[3])
+        inputs.append(cache.mask)
+        if cache.sinks is not None:
+            sinks = cache.sinks
+            if len(sinks.shape) != 1:
+                sinks = emit(new_nodes, "Reshape", [sinks, constant(graph, [-1])])
+                sinks.type, sinks.shape = cache.sinks.type, ir.Shape([match.q.num_heads])
+            inputs.append(sinks)
         spec = GqaSpec(match.q.num_heads, match.k.num_heads, d, float(scale), absorb,
                        softcap=float(attr(node, "softcap", 0.0) or 0.0),
-                       rotary_interleaved=bool(absorb and interleaved))
+                       rotary_interleaved=bool(absorb and interleaved),
+                       head_sink=cache.sinks is not None)
         gqa = make_gqa_node(model, spec, inputs, name=node.name + "/GroupQueryAttention")
         new_nodes.append(gqa)
         graph.insert_before(node, new_nodes)
-        olds = [match.out_reshape.outputs[0], node.outputs[1], node.outputs[2]]
+        olds = [match.out_reshape.outputs[0], cache.present_key, cache.present_value]
         for old, new in zip(olds, gqa.outputs):
             new.type, new.shape = old.type, old.shape
             name = old.name
@@ -153,6 +188,62 @@ class GroupQueryAttentionFusion(NodeRule):
             if new.is_graph_output():
                 old.name = None
                 new.name = name
+
+
+def _cache_inputs(node: ir.Node) -> _Cache | None:
+    """The plain form: Attention(q, k, v, mask, past_k, past_v) -> (y, present_k, present_v)."""
+    if len(node.inputs) < 6 or len(node.outputs) < 3:
+        return None
+    _, k, v, mask, past_k, past_v = node.inputs[:6]
+    if mask is None or past_k is None or past_v is None:
+        return None
+    return _Cache(k, v, mask, past_k, past_v, node.outputs[1], node.outputs[2])
+
+
+def is_sink_attention(node: ir.Node) -> bool:
+    """Whether ``node`` is the attention-with-sinks form (see the module doc)."""
+    return node.op_type == "Attention" and len(node.inputs) == 4 and _sink_inputs(node) is not None
+
+
+def _sink_inputs(node: ir.Node) -> _Cache | None:
+    """Attention(q, Concat(Concat(past_k, k), zeros), Concat(Concat(past_v, v), zeros),
+    Concat(Expand(mask, [1, H, 1, 1]), Add(zeros, Reshape(sinks, [1, H, 1, 1]))))."""
+    halves = [_with_zero_slot(value) for value in node.inputs[1:3]]
+    if any(h is None for h in halves):
+        return None
+    (past_k, k, present_k), (past_v, v, present_v) = halves
+    columns = producer(node.inputs[3], "Concat")
+    if columns is None or attr(columns, "axis") not in (-1, 3) or len(columns.inputs) != 2:
+        return None
+    per_head, sink_column = producer(columns.inputs[0], "Expand"), producer(columns.inputs[1], "Add")
+    if per_head is None or sink_column is None or _zeros(sink_column.inputs[0]) is None:
+        return None
+    sinks = sink_column.inputs[1]  # [1, H, 1, 1] (constant-folded), or Reshape([H])
+    reshape = producer(sinks, "Reshape")
+    return _Cache(k, v, per_head.inputs[0], past_k, past_v, present_k, present_v,
+                  reshape.inputs[0] if reshape is not None else sinks)
+
+
+def _with_zero_slot(value: ir.Value):
+    """(past, new, present) if value = Concat(present = Concat(past, new), zeros) on axis 2."""
+    outer = producer(value, "Concat")
+    if outer is None or attr(outer, "axis") != 2 or len(outer.inputs) != 2:
+        return None
+    if _zeros(outer.inputs[1]) is None:
+        return None
+    inner = producer(outer.inputs[0], "Concat")
+    if inner is None or attr(inner, "axis") != 2 or len(inner.inputs) != 2:
+        return None
+    return inner.inputs[0], inner.inputs[1], inner.outputs[0]
+
+
+def _zeros(value: ir.Value) -> ir.Node | None:
+    """The Mul if value = Mul(x, 0) (a finite x times a zero constant)."""
+    mul = producer(value, "Mul")
+    if mul is None:
+        return None
+    zero = initializer_array(mul.inputs[1])
+    return mul if zero is not None and zero.size == 1 and float(zero.reshape(())) == 0 else None
 
 
 def _side(value: ir.Value, may_rotate: bool) -> _Side | None:

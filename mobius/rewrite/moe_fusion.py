@@ -27,9 +27,12 @@ stage restores this routing.
 When the fused op is exact: the kernel's routing is softmax over all E ->
 top-k -> optional renormalization (``normalize_routing_weights``), which is
 Mixtral's (always renormalized) and Qwen-MoE's (``norm_topk_prob`` either
-way). Experts must be SiLU-gated without biases; anything else (GELU-gated
-experts, biases, a different routing such as sigmoid/grouped top-k, or a
-partial expert set) does not match and stays decomposed. A shared expert
+way). Experts must be SiLU-gated without biases, or (gpt-oss) stacked experts with
+biases and the clamped SwiGLU of mobius.components.moe.stacked_expert, which
+the kernel's activation_alpha / activation_beta / swiglu_limit and bias inputs
+express exactly (mobius/rewrite/moe_swiglu_expert.py). Anything else (GELU-gated
+experts, a different routing such as sigmoid/grouped top-k, or a partial expert
+set) does not match and stays decomposed. A shared expert
 (Qwen2-MoE) is outside the pattern and stays as it is next to the MoE op.
 Two differences are rounding-level only: the kernel accumulates the
 weighted expert outputs in its own order/precision (the pattern accumulates
@@ -46,9 +49,11 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
+from mobius.components.moe import SwiGlu
 from mobius.contrib.moe import OP_TYPE, MoeSpec, make_moe_node
 from mobius.ep.capabilities import FLOAT_DTYPES
 from mobius.rewrite.fusion_util import constant
+from mobius.rewrite.moe_swiglu_expert import SwigluExpert, fc_loaders, swiglu_expert
 from mobius.rewrite.rule import NodeRule, RuleContext, attr, initializer_array, producer
 
 F32 = ir.DataType.FLOAT
@@ -70,7 +75,7 @@ class _Match:
     logits: ir.Value
     top_k: int
     normalize: bool
-    experts: list[_Expert]
+    experts: list  # of _Expert, or of SwigluExpert
     hidden: int
     inter: int
 
@@ -121,7 +126,8 @@ class MoEFusion(NodeRule):
             return None
         if sorted(e.index for e in experts) != list(range(num_experts)) or top_k > num_experts:
             return None
-        shapes = _expert_shapes(experts)
+        shapes = (_expert_shapes(experts) if all(isinstance(e, _Expert) for e in experts)
+                  else _swiglu_shapes(experts))
         if shapes is None:
             return None
         hidden, inter = shapes
@@ -140,14 +146,23 @@ class MoEFusion(NodeRule):
         logits_2d = reshape.outputs[0]
         logits_2d.type = ir.TensorType(dtype)
         logits_2d.shape = ir.Shape([None, num_experts])
-        prefix = _common_prefix([e.gate.name for e in match.experts] or [match.anchor.name])
-        fc1 = _stacked(graph, f"{prefix}fc1_interleaved", _fc1_loader(match.experts),
-                       dtype, (num_experts, 2 * match.inter, match.hidden))
-        fc2 = _stacked(graph, f"{prefix}fc2", _fc2_loader(match.experts),
-                       dtype, (num_experts, match.hidden, match.inter))
-        spec = MoeSpec(num_experts, match.hidden, match.inter, match.top_k, match.normalize, dtype)
-        moe = make_moe_node(model, spec, [match.x, logits_2d, fc1, None, fc2],
-                            name=f"{prefix}MoE")
+        e, i, h = num_experts, match.inter, match.hidden
+        first = match.experts[0]
+        if isinstance(first, SwigluExpert):
+            prefix = _common_prefix([x.w1.value.name for x in match.experts])
+            loaders, act = fc_loaders(match.experts), first.act
+        else:
+            prefix = _common_prefix([x.gate.name for x in match.experts] or [match.anchor.name])
+            loaders = (_fc1_loader(match.experts), None, _fc2_loader(match.experts), None)
+            act = SwiGlu()
+        shapes = [(e, 2 * i, h), (e, 2 * i), (e, h, i), (e, h)]
+        names = ["fc1_interleaved", "fc1_bias", "fc2", "fc2_bias"]
+        fc1, fc1_bias, fc2, fc2_bias = [
+            None if load is None else _stacked(graph, prefix + name, load, dtype, shape)
+            for load, name, shape in zip(loaders, names, shapes)]
+        spec = MoeSpec(e, h, i, match.top_k, match.normalize, dtype, act, fc1_bias is not None)
+        inputs = [match.x, logits_2d, fc1, fc1_bias, fc2] + ([fc2_bias] if fc2_bias else [])
+        moe = make_moe_node(model, spec, inputs, name=f"{prefix}MoE")
         out = moe.outputs[0]
         out.type = ir.TensorType(dtype)
         out.shape = match.x.shape.copy() if match.x.shape is not None else None
@@ -259,7 +274,8 @@ def _link(link: ir.Node, x: ir.Value, dtype: ir.DataType):
         rows = cast.inputs[0]
     expert = _gated_expert(rows, x, index)
     if expert is None:
-        return None
+        stacked = swiglu_expert(rows, x, index, expert_index)
+        return None if stacked is None else (routing, stacked)
     gate, up, down = expert
     return routing, _Expert(expert_index, gate, up, down)
 
@@ -368,6 +384,18 @@ def _expert_shapes(experts: list[_Expert]) -> tuple[int, int] | None:
     if gate != up or down != (gate[1], gate[0]):
         return None
     return gate
+
+
+def _swiglu_shapes(experts: list) -> tuple[int, int] | None:
+    """(hidden, inter) if every expert is a SwigluExpert of one shape, activation and
+    bias layout."""
+    if not all(isinstance(e, SwigluExpert) for e in experts):
+        return None
+    keys = {(e.w1.shape, e.w2.shape, e.act, e.b1 is None, e.b2 is None) for e in experts}
+    if len(keys) != 1:
+        return None
+    (w1, _, _, _, _), = keys
+    return w1[0], w1[1] // 2
 
 
 # ---------------------------------------------------------------------------

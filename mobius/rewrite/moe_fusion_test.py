@@ -263,3 +263,55 @@ def test_sigmoid_routing_is_not_fused(tmp_path):
         return op.Where(op.GreaterOrEqual(scores, kth), scores, zero)
 
     _unchanged(_custom_model(tmp_path, routing, 4), _x())
+
+
+# ---------------------------------------------------------------------------
+# gpt-oss: stacked experts with biases and the clamped SwiGLU
+
+
+def _gpt_oss_model(tmp_path, limit: float, alpha: float = 1.702, experts: int = 4, top_k: int = 2):
+    from mobius.config.architecture import ArchitectureConfig
+    from mobius.models import gpt_oss
+
+    raw = {"model_type": "gpt_oss", "vocab_size": 293, "hidden_size": HIDDEN,
+           "intermediate_size": INTER, "num_hidden_layers": 1, "num_attention_heads": 2,
+           "num_key_value_heads": 1, "head_dim": 12, "num_local_experts": experts,
+           "num_experts_per_tok": top_k, "swiglu_limit": limit, "swiglu_alpha": alpha}
+    config = gpt_oss.FAMILY.make_config(raw)
+    rng = np.random.default_rng(3)
+    arrays = {"router.weight": rng.standard_normal((experts, HIDDEN)),
+              "router.bias": rng.standard_normal(experts),
+              "experts.gate_up_proj": 0.4 * rng.standard_normal((experts, HIDDEN, 2 * INTER)),
+              "experts.gate_up_proj_bias": rng.standard_normal((experts, 2 * INTER)),
+              "experts.down_proj": 0.3 * rng.standard_normal((experts, INTER, HIDDEN)),
+              "experts.down_proj_bias": rng.standard_normal((experts, HIDDEN))}
+    with build_context(None, ir.DataType.FLOAT):
+        moe = gpt_oss.GptOssMoE(config, gpt_oss.GptOssOptions(alpha, limit))
+        attach_arrays(moe, {k: np.asarray(v, np.float32) for k, v in arrays.items()}, tmp_path)
+        shape = ["batch", "seq", HIDDEN]
+        return component_model([("x", ir.DataType.FLOAT, shape)], lambda op, x: moe(op, x),
+                               [("y", shape)])
+
+
+@pytest.mark.parametrize("limit", [0.5, 7.0])
+def test_gpt_oss_experts_fuse_with_biases_and_clamped_swiglu(tmp_path, limit):
+    """The CPU MoE kernel computes gpt-oss's experts exactly (clamping active at 0.5)."""
+    x = 2 * _x()
+    (expected,) = run_model(_gpt_oss_model(tmp_path / "a", limit), {"x": x})
+    fused = _gpt_oss_model(tmp_path / "b", limit)
+    assert MoEFusion().apply(fused, _ctx("cuda")) == 1
+    (node,) = [n for n in fused.graph if n.op_type == "MoE"]
+    attrs = {k: v.value for k, v in node.attributes.items()}
+    assert attrs["activation_alpha"] == pytest.approx(1.702) and attrs["activation_beta"] == 1.0
+    assert attrs["swiglu_limit"] == limit and attrs["normalize_routing_weights"] == 1
+    assert [v is not None for v in node.inputs] == [True] * 6  # both expert biases
+    assert tuple(node.inputs[2].shape) == (4, 2 * INTER, HIDDEN)
+    (got,) = run_model(fused, {"x": x})
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    assert InlineUnsupportedFunctions().apply(fused, _ctx("cpu")) == 1
+    (inlined,) = run_model(fused, {"x": x})
+    np.testing.assert_allclose(inlined, expected, rtol=1e-6, atol=1e-6)
+    if limit < 1:  # the clamp is exercised: without it the kernel's output differs
+        unclamped = _gpt_oss_model(tmp_path / "c", 1e6)
+        (loose,) = run_model(unclamped, {"x": x})
+        assert np.abs(loose - expected).max() > 1e-2

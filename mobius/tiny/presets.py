@@ -105,6 +105,15 @@ TINY_PRESETS: dict[str, dict] = {
         "routed_scaling_factor": 2.5, "norm_topk_prob": True, "rope_interleave": True,
         "num_nextn_predict_layers": 0,
     },
+    "tiny-gpt_oss": {
+        **_COMMON, "model_type": "gpt_oss", "architectures": ["GptOssForCausalLM"],
+        "head_dim": 16, "intermediate_size": 96, "num_local_experts": 5, "num_experts_per_tok": 2,
+        "rms_norm_eps": 1e-5, "attention_bias": True, "sliding_window": 4,
+        "layer_types": ["sliding_attention", "full_attention"], "swiglu_limit": 7.0,
+        "swiglu_alpha": 1.702, "rope_theta": 150000.0, "rope_parameters": {
+            "rope_type": "yarn", "rope_theta": 150000.0, "factor": 4.0, "beta_fast": 32.0,
+            "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 64},
+    },
     "tiny-gemma": {**_COMMON, "model_type": "gemma", "architectures": ["GemmaForCausalLM"],
                    "head_dim": 16, "hidden_act": "gelu_pytorch_tanh", "tie_word_embeddings": True},
     "tiny-gemma2": {
