@@ -12,6 +12,7 @@ from mobius.models import classifiers, distilbert, masked_lm, whisper
 from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, hunyuan_v1_dense, nemotron
 from mobius.models import olmo, stablelm, starcoder2
 from mobius.models import granitemoe, olmoe, phimoe
+from mobius.models import mpnet
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -50,6 +51,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     bert.ROBERTA,
     bert.XLM_ROBERTA,
     distilbert.FAMILY,
+    mpnet.FAMILY,
     *classifiers.FAMILIES,
     *masked_lm.FAMILIES,
     llava.FAMILY,

@@ -225,6 +225,15 @@ TINY_PRESETS: dict[str, dict] = {
         "dim": 64, "hidden_dim": 172, "n_layers": 2, "n_heads": 4,
         "max_position_embeddings": 256, "activation": "gelu", "pad_token_id": 0,
     },
+    # MPNet: positions count from padding_idx 1 + 1 (hence 258); 40 bias-table rows where
+    # transformers indexes 32 buckets: reading the table size as the bucket count fails.
+    "tiny-mpnet": {
+        "model_type": "mpnet", "architectures": ["MPNetModel"], "vocab_size": VOCAB_SIZE,
+        "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "max_position_embeddings": 258,
+        "relative_attention_num_buckets": 40, "hidden_act": "gelu", "layer_norm_eps": 1e-5,
+        "pad_token_id": 1,
+    },
 }
 
 #: classifier heads on the tiny encoders (mobius/models/classifiers.py): label counts
@@ -232,7 +241,7 @@ TINY_PRESETS: dict[str, dict] = {
 _HEADS = {"seq-cls": ("ForSequenceClassification", ["NEGATIVE", "NEUTRAL", "POSITIVE"]),
           "tok-cls": ("ForTokenClassification", ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"])}
 _ARCH_PREFIX = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta",
-                "distilbert": "DistilBert"}
+                "distilbert": "DistilBert", "mpnet": "MPNet"}
 for _base, _prefix in _ARCH_PREFIX.items():
     for _kind, (_suffix, _labels) in _HEADS.items():
         TINY_PRESETS[f"tiny-{_base}-{_kind}"] = {
