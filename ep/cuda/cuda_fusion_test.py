@@ -39,11 +39,11 @@ EXPECTATIONS = {
 
 #: Encoder families (feature extraction, classifiers, fill-mask): standard Attention per
 #: layer (no encoder attention fusion rule yet), every residual Add -> LayerNorm fused,
-#: every Gelu (the layers' and a masked-LM head's) a BiasGelu.
+#: every Gelu after a bias Add (the layers', a masked-LM head's) a BiasGelu.
 _ENCODER = (
     s.PerLayer("Attention"),
     s.ResidualNormsFused(),
-    s.AllFused("Gelu", "com.microsoft::BiasGelu"),
+    s.BiasedFused("Gelu", "com.microsoft::BiasGelu"),
 )
 ENCODER_EXPECTATIONS = {dtype: _ENCODER for dtype in EXPECTATIONS}
 

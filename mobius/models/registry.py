@@ -12,7 +12,7 @@ from mobius.models import classifiers, distilbert, masked_lm, whisper
 from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, hunyuan_v1_dense, nemotron
 from mobius.models import olmo, stablelm, starcoder2
 from mobius.models import granitemoe, olmoe, phimoe
-from mobius.models import mpnet
+from mobius.models import modernbert, modernbert_heads, mpnet
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -52,8 +52,10 @@ FAMILIES: tuple[ModelFamily, ...] = (
     bert.XLM_ROBERTA,
     distilbert.FAMILY,
     mpnet.FAMILY,
+    modernbert.FAMILY,
     *classifiers.FAMILIES,
     *masked_lm.FAMILIES,
+    *modernbert_heads.FAMILIES,
     llava.FAMILY,
     whisper.FAMILY,
 )

@@ -234,6 +234,18 @@ TINY_PRESETS: dict[str, dict] = {
         "relative_attention_num_buckets": 40, "hidden_act": "gelu", "layer_norm_eps": 1e-5,
         "pad_token_id": 1,
     },
+    # ModernBERT: 3 layers, global every 2nd (full, sliding, full; the default 3 would make
+    # layer 2 local), local window 4 (2 either side) well inside the test sequence, distinct
+    # global/local RoPE bases; GeGLU intermediate 88 (Wi: 176). Biases off, as released.
+    "tiny-modernbert": {
+        "model_type": "modernbert", "architectures": ["ModernBertModel"],
+        "vocab_size": VOCAB_SIZE, "hidden_size": 64, "intermediate_size": 88,
+        "num_hidden_layers": 3, "num_attention_heads": 4, "max_position_embeddings": 256,
+        "global_attn_every_n_layers": 2, "local_attention": 4, "global_rope_theta": 160000.0,
+        "local_rope_theta": 10000.0, "hidden_activation": "gelu", "norm_eps": 1e-5,
+        "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 1,
+        "sep_token_id": 2,
+    },
 }
 
 #: classifier heads on the tiny encoders (mobius/models/classifiers.py): label counts
@@ -241,7 +253,7 @@ TINY_PRESETS: dict[str, dict] = {
 _HEADS = {"seq-cls": ("ForSequenceClassification", ["NEGATIVE", "NEUTRAL", "POSITIVE"]),
           "tok-cls": ("ForTokenClassification", ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"])}
 _ARCH_PREFIX = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta",
-                "distilbert": "DistilBert", "mpnet": "MPNet"}
+                "distilbert": "DistilBert", "mpnet": "MPNet", "modernbert": "ModernBert"}
 for _base, _prefix in _ARCH_PREFIX.items():
     for _kind, (_suffix, _labels) in _HEADS.items():
         TINY_PRESETS[f"tiny-{_base}-{_kind}"] = {
