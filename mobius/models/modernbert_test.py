@@ -19,6 +19,7 @@ pytest.importorskip("transformers")
 from mobius import build  # noqa: E402
 from mobius.errors import ConfigError  # noqa: E402
 from mobius.models import modernbert, modernbert_heads  # noqa: E402
+from mobius.tiny.presets import VOCAB_SIZE  # noqa: E402
 from testing.encoder_runs import encoder_parity, run_reference  # noqa: E402
 from testing.model_runs import build_package, make_family_checkpoint, ort_session  # noqa: E402
 
@@ -29,7 +30,6 @@ SHARP = {"initializer_range": 0.2}
 #: (family, overrides): each case turns on switches the tiny preset leaves at their defaults
 SWITCHES = {
     "biases": (modernbert.FAMILY, {"attention_bias": True, "mlp_bias": True, "norm_bias": True}),
-    "every_3rd_global": (modernbert.FAMILY, {"global_attn_every_n_layers": 3}),
     "mean_pooling_head_bias_silu": (SEQ_CLS, {"classifier_pooling": "mean", "classifier_bias": True,
                                               "classifier_activation": "silu"}),
     "token_head_bias": (TOK_CLS, {"classifier_bias": True, "norm_bias": True}),
@@ -72,26 +72,30 @@ def base(tmp_path_factory):
 
 #: hub configs: no layer_types / rope_parameters; each value differs from the default
 HUB = {"layer_types": None, "rope_parameters": None}
-HUB_CASES = {
-    "as_saved": {},
-    "every_3rd_global": {"global_attn_every_n_layers": 3},
-    "local_theta": {"local_rope_theta": 500.0},
-    "global_theta": {"global_rope_theta": 40.0},
-    "window_4": {"local_attention": 8},
-}
+HUB_VALUES = {"global_attn_every_n_layers": 3, "local_rope_theta": 500.0,
+              "global_rope_theta": 40.0, "local_attention": 8}
 
 
-@pytest.mark.parametrize("case", sorted(HUB_CASES))
-def test_hub_spelling_parity_and_each_value_matters(case, base, tmp_path):
-    """Parity in the hub spelling; each changed value moves transformers' own output by far
-    more than the tolerance, so a build that ignored it would fail."""
-    folder = _respelled(base, str(tmp_path / "hub"), **HUB, **HUB_CASES[case])
+@pytest.mark.parametrize("changed", [False, True], ids=["defaults", "every_value_changed"])
+def test_hub_spelling_parity(changed, base, tmp_path):
+    folder = _respelled(base, str(tmp_path / "hub"), **HUB, **(HUB_VALUES if changed else {}))
     run = _parity(folder, tmp_path)
     assert run.diffs["last_hidden_state"] <= 1e-4, run.diffs
-    if HUB_CASES[case]:
-        saved = run_reference(base, run.feeds, ["last_hidden_state"])["last_hidden_state"]
-        moved = np.abs(saved - run.reference["last_hidden_state"])[run.feeds["attention_mask"] > 0]
-        assert moved.max() > 1e-2, case
+
+
+@pytest.mark.parametrize("key", sorted(HUB_VALUES))
+def test_each_hub_value_moves_the_output(key, base, tmp_path):
+    """Each value of the changed case alone moves transformers' output far beyond the
+    parity tolerance, so a build that ignored it would fail test_hub_spelling_parity."""
+    folder = _respelled(base, str(tmp_path / "hub"), **HUB, **{key: HUB_VALUES[key]})
+    mask = np.ones((2, 9), np.int64)
+    mask[1, 6:] = 0
+    ids = np.random.default_rng(0).integers(4, VOCAB_SIZE, size=(2, 9)) * mask
+    feeds = {"input_ids": ids, "attention_mask": mask}
+    real = mask > 0
+    before, after = (run_reference(f, feeds, ["last_hidden_state"])["last_hidden_state"]
+                     for f in (base, folder))
+    assert np.abs(before - after)[real].max() > 1e-2, key
 
 
 @pytest.mark.parametrize("changes,match", [
