@@ -20,6 +20,8 @@ TINY_PRESET_FAMILIES = {
     "tiny-bert-tok-cls": "classifiers",
     "tiny-cohere": "cohere",
     "tiny-cohere2": "cohere",
+    "tiny-deberta-v2-seq-cls": "deberta_v2",
+    "tiny-deberta-v2-tok-cls": "deberta_v2",
     "tiny-distilbert": "distilbert",
     "tiny-distilbert-mlm": "masked_lm",
     "tiny-distilbert-seq-cls": "classifiers",

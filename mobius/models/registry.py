@@ -12,7 +12,7 @@ from mobius.models import classifiers, distilbert, masked_lm, whisper
 from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, hunyuan_v1_dense, nemotron
 from mobius.models import olmo, stablelm, starcoder2
 from mobius.models import granitemoe, olmoe, phimoe
-from mobius.models import modernbert, modernbert_heads, mpnet
+from mobius.models import deberta_v2, modernbert, modernbert_heads, mpnet
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -56,6 +56,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     *classifiers.FAMILIES,
     *masked_lm.FAMILIES,
     *modernbert_heads.FAMILIES,
+    *deberta_v2.FAMILIES,
     llava.FAMILY,
     whisper.FAMILY,
 )

@@ -262,3 +262,20 @@ for _base, _prefix in _ARCH_PREFIX.items():
             "label2id": {name: i for i, name in enumerate(_labels)}}
     TINY_PRESETS[f"tiny-{_base}-mlm"] = {**TINY_PRESETS[f"tiny-{_base}"],
                                          "architectures": [_prefix + "ForMaskedLM"]}
+# DeBERTa-v3 style: relative attention only (no absolute positions, no token types),
+# shared attention keys, both c2p and p2c, LayerNorm'ed relative embeddings; 6 buckets
+# (exact to 3, log-spaced to max distance 16): the test sequence reaches the log range.
+_DEBERTA = {
+    "model_type": "deberta-v2", "vocab_size": VOCAB_SIZE, "hidden_size": 64,
+    "intermediate_size": 172, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "max_position_embeddings": 128, "type_vocab_size": 0, "hidden_act": "gelu",
+    "layer_norm_eps": 1e-7, "pad_token_id": 0, "relative_attention": True,
+    "position_buckets": 6, "max_relative_positions": 16, "pos_att_type": ["p2c", "c2p"],
+    "share_att_key": True, "norm_rel_ebd": "layer_norm", "position_biased_input": False,
+    "pooler_hidden_act": "gelu",
+}
+for _kind, (_suffix, _labels) in _HEADS.items():
+    TINY_PRESETS[f"tiny-deberta-v2-{_kind}"] = {
+        **_DEBERTA, "architectures": ["DebertaV2" + _suffix],
+        "id2label": {str(i): name for i, name in enumerate(_labels)},
+        "label2id": {name: i for i, name in enumerate(_labels)}}
