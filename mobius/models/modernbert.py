@@ -29,6 +29,7 @@ from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.tasks import encoder
+from mobius.weights.attach import IgnoredTensors
 
 FULL, SLIDING = "full_attention", "sliding_attention"
 #: transformers' defaults: (global, local) RoPE base
@@ -222,5 +223,8 @@ FAMILY = ModelFamily(
     architectures=("ModernBertModel",),
     module=ModernBertModel, task=encoder.TASK, tiny_preset="tiny-modernbert",
     checkpoint_prefixes=("", "model."),
+    ignored_tensors=lambda config: (
+        IgnoredTensors(r"(head|decoder|classifier)\..*",
+                       "fill-mask / classifier heads: not part of feature extraction"),),
     config_overrides=_overrides,
 )
