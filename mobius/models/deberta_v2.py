@@ -277,7 +277,8 @@ class DebertaV2Encoder(nn.Module):
         super().__init__()
         s = settings(config)
         self.s = s
-        self.layer = nn.ModuleList([DebertaV2Layer(config) for _ in range(config.num_hidden_layers)])
+        self.layer = nn.ModuleList([DebertaV2Layer(config)
+                                    for _ in range(config.num_hidden_layers)])
         self.rel_embeddings = (RelativeEmbeddings(2 * s.span, config.hidden_size)
                                if s.relative_attention else None)
         self.LayerNorm = (LayerNorm(config.hidden_size, config.rms_norm_eps)

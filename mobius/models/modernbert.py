@@ -93,8 +93,8 @@ def ropes(config: ArchitectureConfig) -> dict[str, RopeConfig]:
             key = "global_rope_theta" if kind == FULL else "local_rope_theta"
             theta = finite_float(key, raw.get(key, THETAS[kind]), positive=True)
             kind_params = {"rope_type": "default", "rope_theta": theta}
-        out[kind] = RopeConfig.from_hf({**raw, "rope_parameters": kind_params, "rope_scaling": None},
-                                       config.head_dim)
+        out[kind] = RopeConfig.from_hf(
+            {**raw, "rope_parameters": kind_params, "rope_scaling": None}, config.head_dim)
     return out
 
 

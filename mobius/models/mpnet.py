@@ -73,7 +73,8 @@ class MPNetEmbeddings(nn.Module):
 
     def forward(self, op, input_ids):
         positions = padded_positions(op, input_ids, PADDING_IDX)
-        hidden = op.Add(self.word_embeddings(op, input_ids), self.position_embeddings(op, positions))
+        hidden = op.Add(self.word_embeddings(op, input_ids),
+                        self.position_embeddings(op, positions))
         return self.LayerNorm(op, hidden)
 
 
@@ -153,7 +154,8 @@ def relative_attention_num_buckets(raw) -> int:
                         raw.get("relative_attention_num_buckets", BUCKETS))
     if rows < BUCKETS:
         raise ConfigError(f"config.json: 'relative_attention_num_buckets' is {rows}; MPNet "
-                          f"indexes {BUCKETS} relative-position buckets, so it must be >= {BUCKETS}")
+                          f"indexes {BUCKETS} relative-position buckets, so it must be "
+                          f">= {BUCKETS}")
     return rows
 
 
