@@ -1,5 +1,6 @@
 """docs/examples/sentence_embeddings.py gives sentence-transformers' answer (encode) and
-transformers' feature-extraction pipeline's, on a tiny sentence-transformers checkpoint."""
+transformers' feature-extraction pipeline's, on tiny sentence-transformers checkpoints:
+BERT, and MPNet as all-mpnet-base-v2 has it (mean pooling, Normalize)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ transformers = pytest.importorskip("transformers")
 
 import mobius  # noqa: E402
 from mobius.models.bert import FAMILY as BERT  # noqa: E402
+from mobius.models.mpnet import FAMILY as MPNET  # noqa: E402
 from testing.encoder_runs import save_sentence_transformer  # noqa: E402
 from testing.model_runs import make_family_checkpoint  # noqa: E402
 
@@ -37,10 +39,10 @@ def _example():
         sys.path.remove(HERE)
 
 
-@pytest.fixture(scope="module")
-def package(tmp_path_factory):
-    root = tmp_path_factory.mktemp("example")
-    base = make_family_checkpoint(str(root / "ckpt"), BERT)
+@pytest.fixture(scope="module", params=[BERT, MPNET], ids=lambda f: f.name)
+def package(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp(f"example-{request.param.name}")
+    base = make_family_checkpoint(str(root / "ckpt"), request.param)
     st = save_sentence_transformer(base, str(root / "st"), ("mean",), normalize=True)
     return st, mobius.build(st).save(str(root / "pkg"))
 

@@ -60,15 +60,24 @@ def _most_negative(np_dtype) -> float:
     return float(np.finfo(np_dtype).min)
 
 
-def padding_mask(op, attention_mask, dtype: ir.DataType):
+def padding_mask(op, attention_mask, dtype: ir.DataType, window: int | None = None):
     """Bidirectional (encoder) additive mask [batch, 1, seq, seq] from a 0/1 attention_mask.
 
     Materialized over the query axis too: onnxruntime's Attention kernel does
-    not broadcast the mask's query dimension.
+    not broadcast the mask's query dimension. ``window``: a query also sees only
+    keys at most ``window`` positions away, either side (ModernBERT's local layers).
     """
     np_dtype = numpy_dtype(dtype)
     keys = op.Cast(op.Unsqueeze(attention_mask, op.Constant(value_ints=[1, 2])), to=ir.DataType.BOOL)
     queries = op.Unsqueeze(op.GreaterOrEqual(attention_mask, op.Constant(value_int=0)),
                            op.Constant(value_ints=[1, 3]))  # all true, [batch, 1, seq, 1]
-    return op.Where(op.And(queries, keys), op.Constant(value=ir.tensor(np.array(0, dtype=np_dtype))),
+    allowed = op.And(queries, keys)
+    if window is not None:
+        one = op.Constant(value_int=1)
+        ones = op.Add(op.Mul(attention_mask, op.Constant(value_int=0)), one)
+        slots = op.Sub(op.CumSum(ones, one), one)  # 0..seq-1, [batch, seq]
+        distance = op.Abs(op.Sub(op.Unsqueeze(slots, op.Constant(value_ints=[1, 3])),
+                                 op.Unsqueeze(slots, op.Constant(value_ints=[1, 2]))))
+        allowed = op.And(allowed, op.LessOrEqual(distance, op.Constant(value_int=window)))
+    return op.Where(allowed, op.Constant(value=ir.tensor(np.array(0, dtype=np_dtype))),
                     op.Constant(value=ir.tensor(np.array(_most_negative(np_dtype), dtype=np_dtype))))

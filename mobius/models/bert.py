@@ -25,6 +25,14 @@ from mobius.tasks import encoder
 from mobius.weights.attach import IgnoredTensors
 
 
+def padded_positions(op, input_ids, padding_idx: int):
+    """RoBERTa's numbering: real tokens (input_ids != padding_idx) count up from
+    padding_idx + 1, padding tokens sit at padding_idx."""
+    pad = op.Constant(value_int=padding_idx)
+    real = op.Cast(op.Not(op.Equal(input_ids, pad)), to=ir.DataType.INT64)
+    return op.Add(op.Mul(op.CumSum(real, op.Constant(value_int=1)), real), pad)
+
+
 class BertEmbeddings(nn.Module):
     """Word + position + token-type embeddings, LayerNorm.
 
@@ -50,9 +58,7 @@ class BertEmbeddings(nn.Module):
             # inference keeps the named dims the Skip*Norm fusions check)
             ones = op.Add(op.Mul(input_ids, op.Constant(value_int=0)), op.Constant(value_int=1))
             return op.Sub(op.CumSum(ones, op.Constant(value_int=1)), op.Constant(value_int=1))
-        pad = op.Constant(value_int=self.padding_idx)
-        real = op.Cast(op.Not(op.Equal(input_ids, pad)), to=ir.DataType.INT64)
-        return op.Add(op.Mul(op.CumSum(real, op.Constant(value_int=1)), real), pad)
+        return padded_positions(op, input_ids, self.padding_idx)
 
     def forward(self, op, input_ids, token_type_ids=None):
         positions = self._positions(op, input_ids)

@@ -9,6 +9,7 @@ config.json (id2label) and go into the package metadata (mobius/tasks/labels.py)
   first token, ``classifier.out_proj``; tokens: ``classifier``.
 * ``DistilBertFor*``: ``distilbert.*``; sequences: ``pre_classifier`` + ReLU on the
   first token, ``classifier``; tokens: ``classifier``.
+* ``MPNetFor*``: ``mpnet.*``; as RoBERTa's (``classifier.dense``, ``classifier.out_proj``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from onnxscript import nn
 
 from mobius.components.linear import Linear
 from mobius.config.architecture import ArchitectureConfig
-from mobius.models import bert, distilbert
+from mobius.models import bert, distilbert, mpnet
 from mobius.models.bert import first_token
 from mobius.models.family import ModelFamily
 from mobius.tasks import text_classification, token_classification
@@ -114,6 +115,30 @@ class DistilBertForTokenClassification(nn.Module):
         return self.classifier(op, self.distilbert(op, *inputs))
 
 
+class MPNetForSequenceClassification(nn.Module):
+    text_inputs = mpnet.MPNetModel.text_inputs
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.mpnet = mpnet.MPNetModel(config)
+        self.classifier = RobertaClassificationHead(config)
+
+    def forward(self, op, *inputs):
+        return self.classifier(op, self.mpnet(op, *inputs))
+
+
+class MPNetForTokenClassification(nn.Module):
+    text_inputs = mpnet.MPNetModel.text_inputs
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.mpnet = mpnet.MPNetModel(config)
+        self.classifier = Linear(config.hidden_size, _labels(config), True)
+
+    def forward(self, op, *inputs):
+        return self.classifier(op, self.mpnet(op, *inputs))
+
+
 def _classifier(base: ModelFamily, kind: str, module, task, architectures) -> ModelFamily:
     """``base`` (an encoder family) with a head: matched by architecture name only."""
     return dataclasses.replace(
@@ -140,4 +165,8 @@ FAMILIES = (
                 ("XLMRobertaForTokenClassification",)),
     _classifier(distilbert.FAMILY, "tok-cls", DistilBertForTokenClassification, _TOK,
                 ("DistilBertForTokenClassification",)),
+    _classifier(mpnet.FAMILY, "seq-cls", MPNetForSequenceClassification, _SEQ,
+                ("MPNetForSequenceClassification",)),
+    _classifier(mpnet.FAMILY, "tok-cls", MPNetForTokenClassification, _TOK,
+                ("MPNetForTokenClassification",)),
 )

@@ -7,6 +7,7 @@ default for these families: true); see _decoder for where its bias is saved.
   (activation: hidden_act), ``cls.predictions.decoder``, bias ``cls.predictions.bias``.
 * ``(XLM)RobertaForMaskedLM``: ``roberta.*``; ``lm_head.{dense,layer_norm,decoder}``
   (activation: gelu), bias ``lm_head.bias``.
+* ``MPNetForMaskedLM``: ``mpnet.*``; as RoBERTa's (``lm_head.*``, bias ``lm_head.bias``).
 * ``DistilBertForMaskedLM``: ``distilbert.*``; ``vocab_transform`` (activation: the
   config's), ``vocab_layer_norm``, ``vocab_projector``.
 """
@@ -21,7 +22,7 @@ from mobius.components.activations import apply_activation
 from mobius.components.layer_norm import LayerNorm
 from mobius.components.linear import Linear
 from mobius.config.architecture import ArchitectureConfig
-from mobius.models import bert, distilbert
+from mobius.models import bert, distilbert, mpnet
 from mobius.models.family import ModelFamily
 from mobius.tasks import fill_mask
 from mobius.weights.attach import IgnoredTensors
@@ -82,11 +83,11 @@ class BertForMaskedLM(nn.Module):
 
 
 class RobertaLMHead(nn.Module):
-    def __init__(self, config: ArchitectureConfig):
+    def __init__(self, config: ArchitectureConfig, body: str = "roberta"):
         super().__init__()
         self.dense = Linear(config.hidden_size, config.hidden_size, True)
         self.layer_norm = LayerNorm(config.hidden_size, config.rms_norm_eps)
-        self.decoder = _decoder(config, "roberta.embeddings.word_embeddings.weight",
+        self.decoder = _decoder(config, f"{body}.embeddings.word_embeddings.weight",
                                 "lm_head.bias")
 
     def forward(self, op, x):
@@ -104,6 +105,18 @@ class RobertaForMaskedLM(nn.Module):
 
     def forward(self, op, *inputs):
         return self.lm_head(op, self.roberta(op, *inputs))
+
+
+class MPNetForMaskedLM(nn.Module):
+    text_inputs = mpnet.MPNetModel.text_inputs
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.mpnet = mpnet.MPNetModel(config)
+        self.lm_head = RobertaLMHead(config, body="mpnet")
+
+    def forward(self, op, *inputs):
+        return self.lm_head(op, self.mpnet(op, *inputs))
 
 
 class DistilBertForMaskedLM(nn.Module):
@@ -163,4 +176,6 @@ FAMILIES = (
                _ignored(r"lm_head\.decoder", r"lm_head\.bias")),
     _masked_lm(distilbert.FAMILY, DistilBertForMaskedLM, ("DistilBertForMaskedLM",),
                _ignored(r"vocab_projector")),
+    _masked_lm(mpnet.FAMILY, MPNetForMaskedLM, ("MPNetForMaskedLM",),
+               _ignored(r"lm_head\.decoder", r"lm_head\.bias")),
 )

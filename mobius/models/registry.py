@@ -16,6 +16,7 @@ from mobius.models import deepseek
 from mobius.models import clip_models, dinov2, siglip, vit
 from mobius.models import wav2vec2
 from mobius.models import gpt_oss
+from mobius.models import deberta_v2, modernbert, modernbert_heads, mpnet
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -56,8 +57,12 @@ FAMILIES: tuple[ModelFamily, ...] = (
     bert.ROBERTA,
     bert.XLM_ROBERTA,
     distilbert.FAMILY,
+    mpnet.FAMILY,
+    modernbert.FAMILY,
     *classifiers.FAMILIES,
     *masked_lm.FAMILIES,
+    *modernbert_heads.FAMILIES,
+    *deberta_v2.FAMILIES,
     llava.FAMILY,
     whisper.FAMILY,
     vit.FAMILY,

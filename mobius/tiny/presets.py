@@ -277,6 +277,27 @@ TINY_PRESETS: dict[str, dict] = {
         "do_stable_layer_norm": True, "feat_proj_layer_norm": True, "pad_token_id": 0,
         "bos_token_id": 1, "eos_token_id": 2,
     },
+    # MPNet: positions count from padding_idx 1 + 1 (hence 258); 40 bias-table rows where
+    # transformers indexes 32 buckets: reading the table size as the bucket count fails.
+    "tiny-mpnet": {
+        "model_type": "mpnet", "architectures": ["MPNetModel"], "vocab_size": VOCAB_SIZE,
+        "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "max_position_embeddings": 258,
+        "relative_attention_num_buckets": 40, "hidden_act": "gelu", "layer_norm_eps": 1e-5,
+        "pad_token_id": 1,
+    },
+    # ModernBERT: 3 layers, global every 2nd (full, sliding, full; the default 3 would make
+    # layer 2 local), local window 4 (2 either side) well inside the test sequence, distinct
+    # global/local RoPE bases; GeGLU intermediate 88 (Wi: 176). Biases off, as released.
+    "tiny-modernbert": {
+        "model_type": "modernbert", "architectures": ["ModernBertModel"],
+        "vocab_size": VOCAB_SIZE, "hidden_size": 64, "intermediate_size": 88,
+        "num_hidden_layers": 3, "num_attention_heads": 4, "max_position_embeddings": 256,
+        "global_attn_every_n_layers": 2, "local_attention": 4, "global_rope_theta": 160000.0,
+        "local_rope_theta": 10000.0, "hidden_activation": "gelu", "norm_eps": 1e-5,
+        "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 1,
+        "sep_token_id": 2,
+    },
 }
 
 #: classifier heads on the tiny encoders (mobius/models/classifiers.py): label counts
@@ -284,7 +305,7 @@ TINY_PRESETS: dict[str, dict] = {
 _HEADS = {"seq-cls": ("ForSequenceClassification", ["NEGATIVE", "NEUTRAL", "POSITIVE"]),
           "tok-cls": ("ForTokenClassification", ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"])}
 _ARCH_PREFIX = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta",
-                "distilbert": "DistilBert"}
+                "distilbert": "DistilBert", "mpnet": "MPNet", "modernbert": "ModernBert"}
 for _base, _prefix in _ARCH_PREFIX.items():
     for _kind, (_suffix, _labels) in _HEADS.items():
         TINY_PRESETS[f"tiny-{_base}-{_kind}"] = {
@@ -338,3 +359,20 @@ TINY_PRESETS.update({
     "tiny-clip": {"model_type": "clip", "architectures": ["CLIPModel"], "text_config": _CLIP_TEXT,
                   "vision_config": _CLIP_VISION, "projection_dim": 40},
 })
+# DeBERTa-v3 style: relative attention only (no absolute positions, no token types),
+# shared attention keys, both c2p and p2c, LayerNorm'ed relative embeddings; 6 buckets
+# (exact to 3, log-spaced to max distance 16): the test sequence reaches the log range.
+_DEBERTA = {
+    "model_type": "deberta-v2", "vocab_size": VOCAB_SIZE, "hidden_size": 64,
+    "intermediate_size": 172, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "max_position_embeddings": 128, "type_vocab_size": 0, "hidden_act": "gelu",
+    "layer_norm_eps": 1e-7, "pad_token_id": 0, "relative_attention": True,
+    "position_buckets": 6, "max_relative_positions": 16, "pos_att_type": ["p2c", "c2p"],
+    "share_att_key": True, "norm_rel_ebd": "layer_norm", "position_biased_input": False,
+    "pooler_hidden_act": "gelu",
+}
+for _kind, (_suffix, _labels) in _HEADS.items():
+    TINY_PRESETS[f"tiny-deberta-v2-{_kind}"] = {
+        **_DEBERTA, "architectures": ["DebertaV2" + _suffix],
+        "id2label": {str(i): name for i, name in enumerate(_labels)},
+        "label2id": {name: i for i, name in enumerate(_labels)}}

@@ -1,0 +1,370 @@
+"""DeBERTa-v2 / v3 text- and token-classification: BERT's post-norm layers with disentangled
+attention. Besides content-to-content q.k, each layer adds content-to-position (c2p:
+the query against the relative-position embedding of the key's distance) and
+position-to-content (p2c: the key against the embedding of the query's distance),
+all scaled by sqrt(head_dim * (1 + number of those terms)).
+
+Relative distances i - j are log-bucketed past position_buckets // 2 (when
+position_buckets > 0), then clamped to the ``2 * span`` rows of
+``encoder.rel_embeddings`` (LayerNorm'ed when norm_rel_ebd has layer_norm).
+share_att_key projects those rows with the layer's own query/key projections, else
+with pos_query_proj / pos_key_proj. The bucket of each |distance| is a constant table
+(float32 logs evaluated once, as torch does); the graph gathers it for the actual
+length. Embeddings: words (+ positions if position_biased_input, + token types if
+type_vocab_size > 0, through embed_proj if embedding_size differs), LayerNorm, times
+the mask. The first layer's convolution (conv_kernel_size > 0) is not supported.
+Heads (transformers' names, body under ``deberta.``): sequences ``pooler.dense`` +
+pooler_hidden_act on the first token, then ``classifier``; tokens ``classifier``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+import numpy as np
+import onnx_ir as ir
+from onnxscript import nn
+
+from mobius.components.activations import apply_activation
+from mobius.components.attention import scaled_dot_product_attention
+from mobius.components.attention_mask import padding_mask
+from mobius.components.embedding import Embedding
+from mobius.components.layer_norm import LayerNorm
+from mobius.components.linear import Linear
+from mobius.components.weight import Weight
+from mobius.config.architecture import ArchitectureConfig
+from mobius.config.fields import boolean
+from mobius.context import get_build_dtype
+from mobius.errors import ConfigError, UnsupportedModelError
+from mobius.models.bert import BertIntermediate, BertResidualOutput, first_token
+from mobius.models.family import ModelFamily
+from mobius.tasks import text_classification, token_classification
+from mobius.tasks.labels import id2label
+from mobius.weights.attach import IgnoredTensors
+
+
+@dataclasses.dataclass(frozen=True)
+class DebertaSettings:
+    """The config.json switches of the disentangled attention and the embeddings."""
+
+    relative_attention: bool = False
+    c2p: bool = False
+    p2c: bool = False
+    share_att_key: bool = False
+    position_buckets: int = -1
+    max_relative_positions: int = 512
+    norm_rel_embeddings: bool = False
+    position_biased_input: bool = True
+    type_vocab_size: int = 0
+    embedding_size: int = 0
+
+    @property
+    def span(self) -> int:
+        """Rows of rel_embeddings per direction."""
+        return self.position_buckets if self.position_buckets > 0 else self.max_relative_positions
+
+    @property
+    def scale_factor(self) -> int:
+        return 1 + self.c2p + self.p2c
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any]) -> "DebertaSettings":
+        kinds = raw.get("pos_att_type") or []
+        if isinstance(kinds, str):  # the older "p2c|c2p" spelling
+            kinds = [k.strip() for k in kinds.lower().split("|")]
+        unknown = sorted(set(kinds) - {"c2p", "p2c"})
+        if unknown:
+            raise UnsupportedModelError(f"config.json: pos_att_type {unknown} is not supported "
+                                        f"(supported: c2p, p2c)")
+        if (raw.get("conv_kernel_size") or 0) > 0:
+            raise UnsupportedModelError("config.json: DeBERTa-v2's convolution layer "
+                                        "(conv_kernel_size > 0) is not supported")
+        hidden, heads = _int(raw, "hidden_size", 0), _int(raw, "num_attention_heads", 0)
+        for key, expected in (("pooler_hidden_size", hidden),
+                              ("attention_head_size", hidden // max(heads, 1))):
+            if raw.get(key) not in (None, expected):
+                raise UnsupportedModelError(f"config.json: {key} {raw[key]} != {expected} is not "
+                                            f"supported")
+        max_relative = _int(raw, "max_relative_positions", -1)
+        norm = [x.strip() for x in str(raw.get("norm_rel_ebd") or "none").lower().split("|")]
+        settings = cls(relative_attention=boolean(raw, "relative_attention", False),
+                   c2p="c2p" in kinds, p2c="p2c" in kinds,
+                   share_att_key=boolean(raw, "share_att_key", False),
+                   position_buckets=_int(raw, "position_buckets", -1),
+                   max_relative_positions=(max_relative if max_relative >= 1
+                                           else _int(raw, "max_position_embeddings", 512)),
+                   norm_rel_embeddings="layer_norm" in norm,
+                   position_biased_input=boolean(raw, "position_biased_input", True),
+                   type_vocab_size=max(_int(raw, "type_vocab_size", 0), 0),
+                   embedding_size=_int(raw, "embedding_size", hidden))
+        buckets = settings.position_buckets
+        if buckets > 0 and settings.max_relative_positions - 1 <= buckets // 2:
+            raise ConfigError(f"config.json: max_relative_positions "
+                              f"{settings.max_relative_positions} must exceed position_buckets "
+                              f"// 2 + 1 ({buckets // 2 + 1}) for log-bucketed positions")
+        return settings
+
+
+def _int(raw: Mapping[str, Any], key: str, default: int) -> int:
+    value = raw.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"config.json: {key!r} must be an integer, got {value!r}")
+    return value
+
+
+def settings(config: ArchitectureConfig) -> DebertaSettings:
+    return DebertaSettings.from_raw(config.raw)
+
+
+def bucket_table(bucket_size: int, max_position: int) -> np.ndarray:
+    """The bucket of |distance| = 0, 1, ... up to the first one every longer distance
+    shares after clamping (int64): exact to bucket_size // 2, log-spaced beyond."""
+    mid = bucket_size // 2
+    limit = 2 * mid + 1  # from here on both directions clamp to the table's ends
+    scale = np.log(np.float32((max_position - 1) / mid))
+    out, distance = [], 0
+    while True:
+        if distance <= mid:
+            value = distance
+        else:
+            ratio = np.log(np.float32(distance) / np.float32(mid)) / scale
+            value = int(np.ceil(ratio * np.float32(mid - 1))) + mid
+        out.append(value)
+        if value >= limit:
+            return np.array(out, dtype=np.int64)
+        distance += 1
+
+
+def position_index(op, hidden, s: DebertaSettings):
+    """[seq, seq] row of rel_embeddings for (query i, key j): bucket(i - j) + span, clamped."""
+    seq = op.Squeeze(op.Shape(hidden, start=1, end=2))
+    positions = op.Range(op.Constant(value_int=0), seq, op.Constant(value_int=1))
+    relative = op.Sub(op.Unsqueeze(positions, op.Constant(value_ints=[1])),
+                      op.Unsqueeze(positions, op.Constant(value_ints=[0])))
+    if s.position_buckets > 0:
+        table = bucket_table(s.position_buckets, s.max_relative_positions)
+        distance = op.Min(op.Abs(relative), op.Constant(value_int=len(table) - 1))
+        relative = op.Mul(op.Sign(relative),
+                          op.Gather(op.Constant(value=ir.tensor(table)), distance, axis=0))
+    return op.Clip(op.Add(relative, op.Constant(value_int=s.span)), op.Constant(value_int=0),
+                   op.Constant(value_int=2 * s.span - 1))
+
+
+class DebertaV2Embeddings(nn.Module):
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        s = settings(config)
+        size = s.embedding_size
+        self.word_embeddings = Embedding(config.vocab_size, size)
+        self.position_embeddings = (Embedding(config.max_position_embeddings, size)
+                                    if s.position_biased_input else None)
+        self.token_type_embeddings = (Embedding(s.type_vocab_size, size)
+                                      if s.type_vocab_size else None)
+        self.embed_proj = (Linear(size, config.hidden_size)
+                           if size != config.hidden_size else None)
+        self.LayerNorm = LayerNorm(config.hidden_size, config.rms_norm_eps)
+
+    def forward(self, op, input_ids, attention_mask, token_type_ids=None):
+        hidden = self.word_embeddings(op, input_ids)
+        if self.position_embeddings is not None:
+            one = op.Constant(value_int=1)
+            ones = op.Add(op.Mul(input_ids, op.Constant(value_int=0)), one)
+            hidden = op.Add(hidden, self.position_embeddings(op, op.Sub(op.CumSum(ones, one), one)))
+        if self.token_type_embeddings is not None:
+            hidden = op.Add(hidden, self.token_type_embeddings(op, token_type_ids))
+        if self.embed_proj is not None:
+            hidden = self.embed_proj(op, hidden)
+        hidden = self.LayerNorm(op, hidden)
+        mask = op.Unsqueeze(op.CastLike(attention_mask, hidden), op.Constant(value_ints=[-1]))
+        return op.Mul(hidden, mask)
+
+
+class DisentangledSelfAttention(nn.Module):
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        hidden, s = config.hidden_size, settings(config)
+        self.s = s
+        self.num_heads, self.head_dim = config.num_attention_heads, config.head_dim
+        self.query_proj = Linear(hidden, hidden, True)
+        self.key_proj = Linear(hidden, hidden, True)
+        self.value_proj = Linear(hidden, hidden, True)
+        relative = s.relative_attention and not s.share_att_key
+        self.pos_key_proj = Linear(hidden, hidden, True) if relative and s.c2p else None
+        self.pos_query_proj = Linear(hidden, hidden, True) if relative and s.p2c else None
+
+    def _heads(self, op, x):
+        x = op.Reshape(x, op.Constant(value_ints=[0, 0, self.num_heads, self.head_dim]))
+        return op.Transpose(x, perm=[0, 2, 1, 3])
+
+    def _position_scores(self, op, states, rel, proj, index):
+        """states [B, H, S, D] against the projected rel rows, gathered at ``index`` [S, S]."""
+        pos = self._heads(op, proj(op, op.Unsqueeze(rel, op.Constant(value_ints=[0]))))
+        scores = op.MatMul(states, op.Transpose(pos, perm=[0, 1, 3, 2]))  # [B, H, S, 2 span]
+        shape = op.Concat(op.Shape(states, start=0, end=3), op.Shape(states, start=2, end=3),
+                          axis=0)
+        return op.GatherElements(scores, op.Expand(index, shape), axis=-1)
+
+    def forward(self, op, hidden, mask, rel, index):
+        s = self.s
+        q, k, v = (self._heads(op, p(op, hidden))
+                   for p in (self.query_proj, self.key_proj, self.value_proj))
+        scale = 1.0 / math.sqrt(self.head_dim * s.scale_factor)
+        bias = None
+        if s.relative_attention and s.c2p:
+            proj = self.key_proj if s.share_att_key else self.pos_key_proj
+            bias = self._position_scores(op, q, rel, proj, index)
+        if s.relative_attention and s.p2c:
+            proj = self.query_proj if s.share_att_key else self.pos_query_proj
+            p2c = self._position_scores(op, k, rel, proj, op.Transpose(index, perm=[1, 0]))
+            p2c = op.Transpose(p2c, perm=[0, 1, 3, 2])
+            bias = p2c if bias is None else op.Add(bias, p2c)
+        if bias is not None:
+            mask = op.Add(mask, op.Mul(bias, op.CastLike(op.Constant(value_float=scale), bias)))
+        attn, _, _ = scaled_dot_product_attention(op, q, k, v, mask, scale=scale)
+        attn = op.Transpose(attn, perm=[0, 2, 1, 3])
+        return op.Reshape(attn, op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))
+
+
+class DebertaV2Attention(nn.Module):
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.self = DisentangledSelfAttention(config)
+        self.output = BertResidualOutput(config.hidden_size, config)
+
+    def forward(self, op, hidden, mask, rel, index):
+        return self.output(op, self.self(op, hidden, mask, rel, index), hidden)
+
+
+class DebertaV2Layer(nn.Module):
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.attention = DebertaV2Attention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertResidualOutput(config.intermediate_size, config)
+
+    def forward(self, op, hidden, mask, rel, index):
+        attention = self.attention(op, hidden, mask, rel, index)
+        return self.output(op, self.intermediate(op, attention), attention)
+
+
+class RelativeEmbeddings(nn.Module):
+    """The [2 * span, hidden] table every layer projects whole (no lookup)."""
+
+    def __init__(self, rows: int, hidden: int):
+        super().__init__()
+        self.weight = Weight([rows, hidden])
+
+    def forward(self, op):
+        return op.Identity(self.weight)
+
+
+class ContextPooler(nn.Module):
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.activation = str(config.raw.get("pooler_hidden_act", "gelu"))
+        self.dense = Linear(config.hidden_size, config.hidden_size, True)
+
+    def forward(self, op, hidden):
+        return apply_activation(op, self.dense(op, first_token(op, hidden)), self.activation)
+
+
+class DebertaV2Encoder(nn.Module):
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        s = settings(config)
+        self.s = s
+        self.layer = nn.ModuleList([DebertaV2Layer(config)
+                                    for _ in range(config.num_hidden_layers)])
+        self.rel_embeddings = (RelativeEmbeddings(2 * s.span, config.hidden_size)
+                               if s.relative_attention else None)
+        self.LayerNorm = (LayerNorm(config.hidden_size, config.rms_norm_eps)
+                          if s.relative_attention and s.norm_rel_embeddings else None)
+
+    def forward(self, op, hidden, mask):
+        rel = index = None
+        if self.rel_embeddings is not None:
+            rel = self.rel_embeddings(op)
+            if self.LayerNorm is not None:
+                rel = self.LayerNorm(op, rel)
+            index = position_index(op, hidden, self.s)
+        for layer in self.layer:
+            hidden = layer(op, hidden, mask, rel, index)
+        return hidden
+
+
+class DebertaV2Model(nn.Module):
+    """The encoder module protocol of mobius/tasks/encoder.py; token_type_ids only when
+    the checkpoint has token types."""
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.text_inputs = text_inputs(config)
+        self.embeddings = DebertaV2Embeddings(config)
+        self.encoder = DebertaV2Encoder(config)
+
+    def forward(self, op, input_ids, attention_mask, token_type_ids=None):
+        mask = padding_mask(op, attention_mask, get_build_dtype())
+        hidden = self.embeddings(op, input_ids, attention_mask, token_type_ids)
+        return self.encoder(op, hidden, mask)
+
+
+def text_inputs(config: ArchitectureConfig) -> tuple[str, ...]:
+    return ("input_ids", "attention_mask") + (
+        ("token_type_ids",) if settings(config).type_vocab_size else ())
+
+
+class DebertaV2ForSequenceClassification(nn.Module):
+    """``pooler.dense`` + pooler_hidden_act on the first token, then ``classifier``."""
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.text_inputs = text_inputs(config)
+        self.deberta = DebertaV2Model(config)
+        self.pooler = ContextPooler(config)
+        self.classifier = Linear(config.hidden_size, len(id2label(config.raw)), True)
+
+    def forward(self, op, *inputs):
+        return self.classifier(op, self.pooler(op, self.deberta(op, *inputs)))
+
+
+class DebertaV2ForTokenClassification(nn.Module):
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.text_inputs = text_inputs(config)
+        self.deberta = DebertaV2Model(config)
+        self.classifier = Linear(config.hidden_size, len(id2label(config.raw)), True)
+
+    def forward(self, op, *inputs):
+        return self.classifier(op, self.deberta(op, *inputs))
+
+
+def config_overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
+    DebertaSettings.from_raw(raw)  # checked before any graph is built
+    return {"rms_norm_eps": float(raw.get("layer_norm_eps", 1e-7)),
+            "hidden_act": raw.get("hidden_act", "gelu")}
+
+
+def _family(kind: str, module, task, architecture: str) -> ModelFamily:
+    return ModelFamily(name=f"deberta-v2-{kind}", model_types=(), architectures=(architecture,),
+                       module=module, task=task, tiny_preset=f"tiny-deberta-v2-{kind}",
+                       config_overrides=config_overrides, ignored_tensors=_ignored)
+
+
+def _ignored(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
+    s = settings(config)
+    if s.norm_rel_embeddings and not s.relative_attention:
+        return (IgnoredTensors(r"deberta\.encoder\.LayerNorm\.(weight|bias)",
+                               "norm_rel_ebd without relative_attention: no table to normalize"),)
+    return ()
+
+
+FAMILIES = (
+    _family("seq-cls", DebertaV2ForSequenceClassification, text_classification.TASK,
+            "DebertaV2ForSequenceClassification"),
+    _family("tok-cls", DebertaV2ForTokenClassification, token_classification.TASK,
+            "DebertaV2ForTokenClassification"),
+)
