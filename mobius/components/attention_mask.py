@@ -60,15 +60,17 @@ def _most_negative(np_dtype) -> float:
     return float(np.finfo(np_dtype).min)
 
 
-def padding_mask(op, attention_mask, dtype: ir.DataType):
-    """Bidirectional (encoder) additive mask [batch, 1, seq, seq] from a 0/1 attention_mask.
+def padding_mask(op, attention_mask, dtype: ir.DataType, query_ids=None):
+    """Bidirectional (encoder) additive mask [batch, 1, seq, seq] from a 0/1 attention_mask;
+    with ``query_ids`` [batch, q] (cross-attention's decoder tokens): [batch, 1, q, seq].
 
     Materialized over the query axis too: onnxruntime's Attention kernel does
     not broadcast the mask's query dimension.
     """
     np_dtype = numpy_dtype(dtype)
     keys = op.Cast(op.Unsqueeze(attention_mask, op.Constant(value_ints=[1, 2])), to=ir.DataType.BOOL)
-    queries = op.Unsqueeze(op.GreaterOrEqual(attention_mask, op.Constant(value_int=0)),
+    queries = attention_mask if query_ids is None else query_ids
+    queries = op.Unsqueeze(op.GreaterOrEqual(queries, op.Constant(value_int=0)),
                            op.Constant(value_ints=[1, 3]))  # all true, [batch, 1, seq, 1]
     return op.Where(op.And(queries, keys), op.Constant(value=ir.tensor(np.array(0, dtype=np_dtype))),
                     op.Constant(value=ir.tensor(np.array(_most_negative(np_dtype), dtype=np_dtype))))

@@ -52,7 +52,6 @@ defaults (whisper-tiny's dimensions).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from typing import Any, Mapping
 
@@ -68,6 +67,7 @@ from mobius.components.embedding import Embedding
 from mobius.components.layer_norm import LayerNorm
 from mobius.components.linear import Linear
 from mobius.components.lm_head import LMHead
+from mobius.components.scope import module_scope
 from mobius.components.weight import Weight
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
@@ -141,20 +141,6 @@ class WhisperEncoderConfig:
     def num_frames(self) -> int:
         """The mel frames the encoder takes: conv2's stride 2 halves them to the positions."""
         return 2 * self.max_source_positions
-
-
-@contextlib.contextmanager
-def _scope(op, *names: str):
-    """Qualifies the initializer names of modules called inside (``a.b.<param>``), for
-    submodules called through a method rather than their parent's ``__call__``."""
-    builder = op.builder
-    for name in names:
-        builder.push_module(name, "")
-    try:
-        yield
-    finally:
-        for _ in names:
-            builder.pop_module()
 
 
 class WhisperAttention(nn.Module):
@@ -335,17 +321,17 @@ class WhisperForConditionalGeneration(nn.Module):
     def encode(self, op, audio_features):
         """-> (encoder_hidden_states, [(cross key, cross value) per decoder layer])."""
         decoder = self.model.decoder
-        with _scope(op, self.model.name):
+        with module_scope(op, self.model.name):
             hidden = self.model.encoder(op, audio_features)
             cross = []
             for layer in decoder.layers:
-                with _scope(op, decoder.name, layer.name, layer.encoder_attn.name):
+                with module_scope(op, decoder.name, layer.name, layer.encoder_attn.name):
                     cross.append(layer.encoder_attn.project_key_value(op, hidden))
         return hidden, cross
 
     def decode(self, op, input_ids, past, cross):
         """-> (logits, [(present key, present value) per decoder layer])."""
-        with _scope(op, self.model.name):
+        with module_scope(op, self.model.name):
             hidden, presents = self.model.decoder(op, input_ids, past, cross)
         return self.proj_out(op, hidden), presents
 

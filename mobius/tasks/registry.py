@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from mobius.tasks import (causal_lm, encoder, fill_mask, speech_seq2seq, text_classification,
                           token_classification, vision_language)
+from mobius.tasks import text2text
 from mobius.tasks.task import Task
 
 TASKS: dict[str, Task] = {task.name: task for task in (
@@ -15,6 +16,7 @@ TASKS: dict[str, Task] = {task.name: task for task in (
     fill_mask.TASK,
     vision_language.TASK,
     speech_seq2seq.TASK,
+    text2text.TASK,
 )}
 
 

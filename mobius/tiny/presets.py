@@ -200,6 +200,25 @@ TINY_PRESETS: dict[str, dict] = {
         "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "decoder_start_token_id": 3,
         "begin_suppress_tokens": None, "suppress_tokens": None, "tie_word_embeddings": True,
     },
+    # Text2text: d_model 48 but 4 heads of d_kv 16 (inner 64); 8 buckets over distance 6, so
+    # the exact, logarithmic and saturated buckets all occur at tiny lengths. tiny-t5: ReLU
+    # feed-forward, head tied to `shared` (scaled); tiny-mt5: gated-gelu, 3 + 1 layers.
+    "tiny-t5": {
+        "model_type": "t5", "architectures": ["T5ForConditionalGeneration"],
+        "vocab_size": VOCAB_SIZE, "d_model": 48, "d_kv": 16, "d_ff": 88, "num_layers": 2,
+        "num_decoder_layers": 2, "num_heads": 4, "relative_attention_num_buckets": 8,
+        "relative_attention_max_distance": 6, "feed_forward_proj": "relu",
+        "layer_norm_epsilon": 1e-6, "pad_token_id": 0, "eos_token_id": 2,
+        "decoder_start_token_id": 0, "tie_word_embeddings": True,
+    },
+    "tiny-mt5": {
+        "model_type": "mt5", "architectures": ["MT5ForConditionalGeneration"],
+        "vocab_size": VOCAB_SIZE, "d_model": 48, "d_kv": 16, "d_ff": 88, "num_layers": 3,
+        "num_decoder_layers": 1, "num_heads": 4, "relative_attention_num_buckets": 8,
+        "relative_attention_max_distance": 6, "feed_forward_proj": "gated-gelu",
+        "layer_norm_epsilon": 1e-6, "pad_token_id": 0, "eos_token_id": 2,
+        "decoder_start_token_id": 0,
+    },
     "tiny-bert": {
         "model_type": "bert", "architectures": ["BertModel"], "vocab_size": VOCAB_SIZE,
         "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
