@@ -22,7 +22,6 @@ f16 / bf16 builds run on onnxruntime's CPU EP against the f32 reference.
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -32,7 +31,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint  # noqa: E402
+from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint, untie_t5_head  # noqa: E402
 from testing.model_runs import ort_session  # noqa: E402
 from testing.parity import run_session  # noqa: E402
 
@@ -52,24 +51,6 @@ CASES = {
 }
 
 
-def _untie(folder: str) -> None:
-    """Adds a random ``lm_head.weight`` and ``tie_word_embeddings: false`` (flan-t5's layout)."""
-    from safetensors.numpy import load_file, save_file
-
-    path = os.path.join(folder, "model.safetensors")
-    tensors = load_file(path)
-    rng = np.random.default_rng(5)
-    tensors["lm_head.weight"] = (0.5 * rng.standard_normal(tensors["shared.weight"].shape)
-                                 ).astype(np.float32)
-    save_file(tensors, path, metadata={"format": "pt"})
-    with open(os.path.join(folder, "config.json")) as f:
-        raw = json.load(f)
-    raw.pop("scale_decoder_outputs", None)
-    raw["tie_word_embeddings"] = False
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(raw, f)
-
-
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     made = {}
@@ -80,7 +61,7 @@ def checkpoint(tmp_path_factory):
             folder = str(tmp_path_factory.mktemp(name) / "ckpt")
             make_hf_checkpoint(folder, preset, **overrides)
             if untied:
-                _untie(folder)
+                untie_t5_head(folder)
             model = load_hf_model(folder)
             tied = model.lm_head.weight.data_ptr() == model.shared.weight.data_ptr()
             assert tied != untied, name  # the case is what it says
