@@ -14,6 +14,7 @@ mobius_py_test's `tiny = [...]`); the test runner points $MOBIUS_TINY_DIR at
 # family (//testing/tiny:presets_test keeps both equal to the registry). The module
 # names the family:<module> scope tag of the preset's packages (//tools:affected).
 TINY_PRESET_FAMILIES = {
+    "tiny-bart": "bart",
     "tiny-bert": "bert",
     "tiny-bert-mlm": "masked_lm",
     "tiny-bert-seq-cls": "classifiers",

@@ -219,6 +219,16 @@ TINY_PRESETS: dict[str, dict] = {
         "layer_norm_epsilon": 1e-6, "pad_token_id": 0, "eos_token_id": 2,
         "decoder_start_token_id": 0,
     },
+    # BART: encoder 3 layers x 6 heads, decoder 2 x 4 heads (the cross K/V are the
+    # decoder's), scaled embeddings, 40 positions (+2 offset rows).
+    "tiny-bart": {
+        "model_type": "bart", "architectures": ["BartForConditionalGeneration"],
+        "vocab_size": VOCAB_SIZE, "d_model": 48, "encoder_layers": 3, "decoder_layers": 2,
+        "encoder_attention_heads": 6, "decoder_attention_heads": 4, "encoder_ffn_dim": 100,
+        "decoder_ffn_dim": 88, "max_position_embeddings": 40, "activation_function": "gelu",
+        "scale_embedding": True, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+        "decoder_start_token_id": 2, "forced_eos_token_id": None, "tie_word_embeddings": True,
+    },
     "tiny-bert": {
         "model_type": "bert", "architectures": ["BertModel"], "vocab_size": VOCAB_SIZE,
         "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,

@@ -1,7 +1,8 @@
-"""L3: the two-model T5 / mT5 package vs transformers' T5/MT5ForConditionalGeneration.
+"""L3: the two-model text2text packages (t5, mt5, bart) vs transformers' *ForConditionalGeneration.
 
 Checkpoints are written by transformers itself (testing/hf_checkpoints.py, every
-constant parameter re-randomized). A right-padded batch of two sources (lengths 9
+constant parameter and every all-zero tensor, such as BART's final_logits_bias,
+re-randomized). A right-padded batch of two sources (lengths 9
 and 6) and two different 4-token decoder prompts run through the package as a
 generation loop chains it -- encoder once; decoder prefill with an empty self
 cache, then 3 greedy steps feeding ``present_*_self_*`` back and the encoder's
@@ -15,7 +16,9 @@ mt5: not) vs an untied ``lm_head.weight`` (the layout of flan-t5 / mT5 hub
 checkpoints, which transformers 5 only writes by hand); relative_attention
 num_buckets / max_distance (8 / 6 and 16 / 10: the exact, logarithmic and
 saturated buckets all occur at these lengths, both directions); num_decoder_layers
-!= num_layers; d_kv * heads != d_model. (The bucket table and the bias
+!= num_layers; d_kv * heads != d_model. BART: scale_embedding on / off, tied / untied
+head (final_logits_bias in both), encoder heads and layers != the decoder's, the +2
+position offset (a wrong offset reads other rows of the random position table). (The bucket table and the bias
 graph are checked against transformers in mobius/components/relative_position_test.py.)
 f16 / bf16 builds run on onnxruntime's CPU EP against the f32 reference.
 """
@@ -31,7 +34,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint, untie_t5_head  # noqa: E402
+from testing.hf_checkpoints import (load_hf_model, make_hf_checkpoint,  # noqa: E402
+                                    randomize_zero_tensors, untie_t5_head)  # noqa: E402
 from testing.model_runs import ort_session  # noqa: E402
 from testing.parity import run_session  # noqa: E402
 
@@ -39,7 +43,8 @@ F32_TOLERANCE = 1e-4
 STEPS, PROMPT = 3, 4
 LENGTHS = (9, 6)  # source lengths: the second row is right-padded
 
-#: name -> (preset, overrides, untied lm_head)
+#: name -> (preset, overrides, untied lm_head: True adds one to a t5 checkpoint, "config"
+#: is an override transformers itself honours)
 CASES = {
     "t5_relu_tied": ("tiny-t5", {}, False),
     "t5_gated_untied": ("tiny-t5", {"feed_forward_proj": "gated-gelu",
@@ -48,6 +53,9 @@ CASES = {
     "t5_gated_silu_untied": ("tiny-t5", {"feed_forward_proj": "gated-silu"}, True),
     "mt5_tied": ("tiny-mt5", {}, False),
     "mt5_untied": ("tiny-mt5", {}, True),
+    "bart_tied_scaled": ("tiny-bart", {}, False),
+    "bart_untied_unscaled": ("tiny-bart", {"tie_word_embeddings": False, "scale_embedding": False,
+                                           "activation_function": "relu"}, "config"),
 }
 
 
@@ -60,11 +68,13 @@ def checkpoint(tmp_path_factory):
             preset, overrides, untied = CASES[name]
             folder = str(tmp_path_factory.mktemp(name) / "ckpt")
             make_hf_checkpoint(folder, preset, **overrides)
-            if untied:
+            randomize_zero_tensors(folder)
+            if untied is True:
                 untie_t5_head(folder)
             model = load_hf_model(folder)
-            tied = model.lm_head.weight.data_ptr() == model.shared.weight.data_ptr()
-            assert tied != untied, name  # the case is what it says
+            shared = model.get_input_embeddings().weight
+            tied = model.lm_head.weight.data_ptr() == shared.data_ptr()
+            assert tied != bool(untied), name  # the case is what it says
             made[name] = folder, model
         return made[name]
 
@@ -125,18 +135,14 @@ def _hf_run(model, ids, mask, prompt, tokens):
         mask_t = torch.from_numpy(mask)
         encoded = model.get_encoder()(input_ids=torch.from_numpy(ids), attention_mask=mask_t)
         states = encoded.last_hidden_state
-        batch, length = states.shape[:2]
-        cross = []
-        for block in model.decoder.block:
-            attn = block.layer[1].EncDecAttention
-            for proj in (attn.k, attn.v):
-                cross.append(proj(states).view(batch, length, attn.n_heads, attn.key_value_proj_dim)
-                             .transpose(1, 2).numpy())
-        logits, presents, cache, step_ids = [], [], None, torch.from_numpy(prompt)
+        cross, logits, presents, cache, step_ids = None, [], [], None, torch.from_numpy(prompt)
         for step in range(len(tokens) + 1):
             out = model(encoder_outputs=encoded, attention_mask=mask_t, decoder_input_ids=step_ids,
                         cache=cache, use_cache=True)
             cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+            if cross is None:  # what transformers cached of the encoder states
+                cross = [t.numpy().copy() for layer in cache.cross_attention_cache.layers
+                         for t in (layer.keys, layer.values)]
             logits.append(out.logits.numpy())
             presents.append([t.numpy().copy() for layer in cache.self_attention_cache.layers
                              for t in (layer.keys, layer.values)])
