@@ -198,12 +198,13 @@ def test_matches_transformers(checkpoint, tmp_path, case):
 EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
 
 
+@pytest.mark.parametrize("case", ["t5_gated_untied", "bart_tied_scaled"])
 @pytest.mark.parametrize("dtype", sorted(EPS))
-def test_low_precision_close_to_f32_reference(checkpoint, tmp_path, dtype):
-    diffs, scales, logits = _compare(checkpoint, tmp_path, "t5_gated_untied", dtype)
+def test_low_precision_close_to_f32_reference(checkpoint, tmp_path, dtype, case):
+    diffs, scales, logits = _compare(checkpoint, tmp_path, case, dtype)
     assert all(np.isfinite(step).all() for step in logits)
-    print(dtype, {n: round(d / (EPS[dtype] * max(1.0, scales[n])), 2) for n, d in diffs.items()},
+    print(case, dtype, {n: round(d / (EPS[dtype] * max(1.0, scales[n])), 2) for n, d in diffs.items()},
           "eps of max(1, |ref|)")
     for name, diff in diffs.items():
         atol = 4 * EPS[dtype] * max(1.0, scales[name])
-        assert diff <= atol, f"{dtype} {name}: {diff:.3g} > {atol:.3g} ({diff / atol * 8:.2f} eps)"
+        assert diff <= atol, f"{case} {dtype} {name}: {diff:.3g} > {atol:.3g} ({diff / atol * 8:.2f} eps)"
