@@ -39,6 +39,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-hunyuan_v1_dense": "hunyuan_v1_dense",
     "tiny-llama": "llama",
     "tiny-llava": "llava",
+    "tiny-marian": "marian",
     "tiny-mistral": "mistral",
     "tiny-mixtral": "mixtral",
     "tiny-mt5": "t5",

@@ -1,4 +1,4 @@
-"""Text-to-text generation (T5, mT5, BART) with a mobius package, onnxruntime and a tokenizer.
+"""Text-to-text generation (T5, mT5, BART, Marian) with a mobius package, onnxruntime and a tokenizer.
 
     mobius build --model google-t5/t5-small out/t5-small --ep cpu
     python docs/examples/text2text.py out/t5-small "translate English to German: Hello."

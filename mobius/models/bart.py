@@ -132,22 +132,39 @@ class BartLayer(nn.Module):
         return self.final_layer_norm(op, op.Add(hidden, mlp)), key, value
 
 
+class LearnedPositions(nn.Module):
+    """BART's position table, read at position + 2."""
+
+    def __init__(self, num_positions: int, hidden: int):
+        super().__init__()
+        self.weight = Weight([num_positions + POSITION_OFFSET, hidden])
+
+    def forward(self, op, positions):
+        offset = op.Constant(value=ir.tensor(np.array(POSITION_OFFSET, np.int64)))
+        return op.Gather(self.weight, op.Add(positions, offset), axis=0)
+
+
 class BartStack(nn.Module):
-    """Learned positions (+2) and ``layernorm_embedding``, then the layers."""
+    """Positions (BART: learned, then ``layernorm_embedding``; ``positions`` given: that
+    module, no embedding norm), then the layers."""
 
     def __init__(self, config: ArchitectureConfig, layers: int, heads: int, ffn_dim: int,
-                 decoder: bool):
+                 decoder: bool, positions: nn.Module | None = None):
         super().__init__()
         hidden = config.hidden_size
-        self.embed_positions = Embedding(config.max_position_embeddings + POSITION_OFFSET, hidden)
-        self.layernorm_embedding = LayerNorm(hidden, LAYER_NORM_EPS)
+        if positions is None:
+            self.embed_positions = LearnedPositions(config.max_position_embeddings, hidden)
+            self.layernorm_embedding = LayerNorm(hidden, LAYER_NORM_EPS)
+        else:
+            self.embed_positions, self.layernorm_embedding = positions, None
         self.layers = nn.ModuleList([BartLayer(hidden, heads, ffn_dim, config.hidden_act, decoder)
                                      for _ in range(layers)])
 
     def forward(self, op, embeds, positions, mask, past=None, cross=None, cross_mask=None):
-        """``positions`` [seq] int64, from 0 (the offset is added here)."""
-        offset = op.Add(positions, op.Constant(value=ir.tensor(np.array(POSITION_OFFSET, np.int64))))
-        hidden = self.layernorm_embedding(op, op.Add(embeds, self.embed_positions(op, offset)))
+        """``positions`` [seq] int64, from 0."""
+        hidden = op.Add(embeds, self.embed_positions(op, positions))
+        if self.layernorm_embedding is not None:
+            hidden = self.layernorm_embedding(op, hidden)
         presents = []
         for i, layer in enumerate(self.layers):
             past_key, past_value = past[i] if past is not None else (None, None)
@@ -161,13 +178,14 @@ class BartModel(nn.Module):
     """The ``model.`` container of the checkpoint: ``encoder`` and ``decoder``, each with
     its ``embed_tokens`` (read from ``model.shared`` where the checkpoint has no copy)."""
 
-    def __init__(self, config: ArchitectureConfig, encoder: BartEncoderConfig):
+    def __init__(self, config: ArchitectureConfig, encoder: BartEncoderConfig, positions=None):
         super().__init__()
         hidden, vocab = config.hidden_size, config.vocab_size
         self.encoder = BartStack(config, encoder.num_layers, encoder.num_heads, encoder.ffn_dim,
-                                 decoder=False)
+                                 decoder=False, positions=positions and positions())
         self.decoder = BartStack(config, config.num_hidden_layers, config.num_attention_heads,
-                                 config.intermediate_size, decoder=True)
+                                 config.intermediate_size, decoder=True,
+                                 positions=positions and positions())
         self.encoder.embed_tokens = Embedding(vocab, hidden)
         self.decoder.embed_tokens = Embedding(vocab, hidden)
 
@@ -177,11 +195,13 @@ def _range(op, start, end):
 
 
 class BartForConditionalGeneration(nn.Module):
-    """The text2text module protocol of mobius/tasks/text2text.py."""
+    """The text2text module protocol of mobius/tasks/text2text.py. ``positions``: a
+    factory of each stack's position module (Marian's sinusoids), else BART's."""
 
-    def __init__(self, config: ArchitectureConfig):
+    def __init__(self, config: ArchitectureConfig, positions=None):
         super().__init__()
-        self.model = BartModel(config, BartEncoderConfig.from_raw(config.raw, config.hidden_size))
+        self.model = BartModel(config, BartEncoderConfig.from_raw(config.raw, config.hidden_size),
+                               positions)
         scale = config.raw.get("scale_embedding", False)
         self.embed_scale = math.sqrt(config.hidden_size) if scale else None
         tied = self.model.decoder.embed_tokens if config.tie_word_embeddings else None

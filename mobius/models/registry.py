@@ -12,7 +12,7 @@ from mobius.models import classifiers, distilbert, masked_lm, whisper
 from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, hunyuan_v1_dense, nemotron
 from mobius.models import olmo, stablelm, starcoder2
 from mobius.models import granitemoe, olmoe, phimoe
-from mobius.models import bart, t5
+from mobius.models import bart, marian, t5
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -57,6 +57,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     whisper.FAMILY,
     *t5.FAMILIES,
     bart.FAMILY,
+    marian.FAMILY,
 )
 
 _BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}

@@ -18,7 +18,9 @@ num_buckets / max_distance (8 / 6 and 16 / 10: the exact, logarithmic and
 saturated buckets all occur at these lengths, both directions); num_decoder_layers
 != num_layers; d_kv * heads != d_model. BART: scale_embedding on / off, tied / untied
 head (final_logits_bias in both), encoder heads and layers != the decoder's, the +2
-position offset (a wrong offset reads other rows of the random position table). (The bucket table and the bias
+position offset (a wrong offset reads other rows of the random position table).
+Marian: sinusoidal positions (computed, never in the checkpoint), no embedding norm,
+swish, decoder heads != encoder heads. (The bucket table and the bias
 graph are checked against transformers in mobius/components/relative_position_test.py.)
 f16 / bf16 builds run on onnxruntime's CPU EP against the f32 reference.
 """
@@ -56,6 +58,7 @@ CASES = {
     "bart_tied_scaled": ("tiny-bart", {}, False),
     "bart_untied_unscaled": ("tiny-bart", {"tie_word_embeddings": False, "scale_embedding": False,
                                            "activation_function": "relu"}, "config"),
+    "marian_tied": ("tiny-marian", {}, False),
 }
 
 

@@ -229,6 +229,15 @@ TINY_PRESETS: dict[str, dict] = {
         "scale_embedding": True, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
         "decoder_start_token_id": 2, "forced_eos_token_id": None, "tie_word_embeddings": True,
     },
+    # Marian (opus-mt): BART's shape with sinusoidal positions, swish, no embedding norm.
+    "tiny-marian": {
+        "model_type": "marian", "architectures": ["MarianMTModel"],
+        "vocab_size": VOCAB_SIZE, "d_model": 48, "encoder_layers": 2, "decoder_layers": 2,
+        "encoder_attention_heads": 4, "decoder_attention_heads": 6, "encoder_ffn_dim": 100,
+        "decoder_ffn_dim": 88, "max_position_embeddings": 40, "activation_function": "swish",
+        "scale_embedding": True, "pad_token_id": 0, "eos_token_id": 2,
+        "decoder_start_token_id": 0, "forced_eos_token_id": None, "tie_word_embeddings": True,
+    },
     "tiny-bert": {
         "model_type": "bert", "architectures": ["BertModel"], "vocab_size": VOCAB_SIZE,
         "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
