@@ -161,7 +161,7 @@ class BartStack(nn.Module):
                                      for _ in range(layers)])
 
     def forward(self, op, embeds, positions, mask, past=None, cross=None, cross_mask=None):
-        """``positions`` [seq] int64, from 0."""
+        """``positions`` [batch, seq] int64, from 0."""
         hidden = op.Add(embeds, self.embed_positions(op, positions))
         if self.layernorm_embedding is not None:
             hidden = self.layernorm_embedding(op, hidden)
@@ -190,8 +190,13 @@ class BartModel(nn.Module):
         self.decoder.embed_tokens = Embedding(vocab, hidden)
 
 
-def _range(op, start, end):
-    return op.Range(op.Squeeze(start), op.Squeeze(end), op.Constant(value_int=1))
+def _positions(op, input_ids, past_len=None):
+    """past .. past + seq - 1 as [batch, seq], counted over input_ids so that shape
+    inference keeps [batch_size, sequence_length] (the Skip*Norm fusions check it)."""
+    one = op.Constant(value_int=1)
+    ones = op.Add(op.Mul(input_ids, op.Constant(value_int=0)), one)
+    positions = op.Sub(op.CumSum(ones, one), one)
+    return positions if past_len is None else op.Add(positions, past_len)
 
 
 class BartForConditionalGeneration(nn.Module):
@@ -223,9 +228,8 @@ class BartForConditionalGeneration(nn.Module):
         with module_scope(op, model.name):
             with module_scope(op, model.encoder.name):
                 embeds = self._scaled(op, model.encoder.embed_tokens(op, input_ids))
-            positions = _range(op, op.Constant(value_int=0), op.Shape(input_ids, start=1, end=2))
             mask = padding_mask(op, attention_mask, get_build_dtype())
-            hidden, _ = model.encoder(op, embeds, positions, mask)
+            hidden, _ = model.encoder(op, embeds, _positions(op, input_ids), mask)
             cross = []
             for layer in decoder.layers:
                 with module_scope(op, decoder.name, layer.name, layer.encoder_attn.name):
@@ -244,8 +248,8 @@ class BartForConditionalGeneration(nn.Module):
         with module_scope(op, model.name):
             with module_scope(op, model.decoder.name):
                 embeds = self._scaled(op, model.decoder.embed_tokens(op, input_ids))
-            hidden, presents = model.decoder(op, embeds, _range(op, past_len, total_len), mask,
-                                             past, cross, cross_mask)
+            hidden, presents = model.decoder(op, embeds, _positions(op, input_ids, past_len),
+                                             mask, past, cross, cross_mask)
         return self.lm_head(op, hidden), presents
 
 

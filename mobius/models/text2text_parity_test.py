@@ -22,7 +22,8 @@ position offset (a wrong offset reads other rows of the random position table).
 Marian: sinusoidal positions (computed, never in the checkpoint), no embedding norm,
 swish, decoder heads != encoder heads. (The bucket table and the bias
 graph are checked against transformers in mobius/components/relative_position_test.py.)
-f16 / bf16 builds run on onnxruntime's CPU EP against the f32 reference.
+The cpu EP's fused build keeps f32 parity; f16 / bf16 builds run on onnxruntime's
+CPU EP against the f32 reference.
 """
 
 from __future__ import annotations
@@ -158,9 +159,9 @@ def _max_diff(a_list, b_list) -> float:
     return max(float(np.abs(a - b).max()) for a, b in zip(a_list, b_list, strict=True))
 
 
-def _compare(checkpoint, tmp_path, case, dtype="f32"):
+def _compare(checkpoint, tmp_path, case, dtype="f32", ep="default"):
     folder, hf_model = checkpoint(case)
-    package = build(folder, dtype=dtype)
+    package = build(folder, dtype=dtype, execution_provider=ep)
     onnx = Package(package.save(str(tmp_path / "pkg")), package.config)
     ids, mask, prompt = _inputs(package.config.vocab_size)
     logits, presents, tokens, encoded = onnx.generate(ids, mask, prompt, STEPS)
@@ -189,6 +190,14 @@ def test_matches_transformers(checkpoint, tmp_path, case):
     diffs, _, logits = _compare(checkpoint, tmp_path, case)
     assert all(d <= F32_TOLERANCE for d in diffs.values()), diffs
     assert logits[0].shape[:2] == (2, PROMPT) and all(s.shape[1] == 1 for s in logits[1:])
+
+
+@pytest.mark.parametrize("case", ["t5_gated_untied", "bart_tied_scaled"])
+def test_cpu_build_matches_transformers(checkpoint, tmp_path, case):
+    """The cpu EP's fused graphs (SkipSimplifiedLayerNormalization for T5's pre-norm;
+    SkipLayerNormalization and BiasGelu for BART's post-norm) keep f32 parity."""
+    diffs, _, _ = _compare(checkpoint, tmp_path, case, ep="cpu")
+    assert all(d <= F32_TOLERANCE for d in diffs.values()), diffs
 
 
 # f16 / bf16: |onnx_lowp - reference_f32| <= 4 * eps(dtype) * max(1, max|ref|) per output,
