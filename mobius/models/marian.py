@@ -27,6 +27,7 @@ from mobius.errors import ConfigError
 from mobius.models import bart
 from mobius.models.family import ModelFamily
 from mobius.tasks import text2text
+from mobius.weights.attach import IgnoredTensors
 from mobius.weights.dtypes import numpy_dtype
 
 #: transformers' MarianConfig defaults, for keys a config.json leaves out.
@@ -82,5 +83,9 @@ FAMILY = ModelFamily(
     normalize_raw=normalize_marian,
     config_overrides=bart.FAMILY.config_overrides,
     checkpoint_aliases=bart.FAMILY.checkpoint_aliases,
-    ignored_tensors=bart.FAMILY.ignored_tensors,
+    ignored_tensors=lambda config: (
+        *bart.FAMILY.ignored_tensors(config),
+        IgnoredTensors(r"model\.(encoder|decoder)\.embed_positions\.weight",
+                       "older opus-mt files save the sinusoids; they are recomputed"),
+    ),
 )
