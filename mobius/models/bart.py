@@ -14,8 +14,9 @@ Math as transformers' BartForConditionalGeneration:
   ``layernorm_embedding``;
 * post-norm layers: x = LN(x + attn(x)), [x = LN(x + cross_attn(x))],
   x = LN(x + fc2(act(fc1(x)))); LayerNorm epsilon 1e-5 (PyTorch's default);
-* attention as Whisper's, with a bias on the key projection too; queries scaled by
-  head_dim**-0.5; encoder and decoder head counts may differ;
+* attention (mobius/components/cross_attention.py) with biases on all four
+  projections; queries scaled by head_dim**-0.5; encoder and decoder head counts may
+  differ;
 * the LM head: ``model.shared`` unless ``tie_word_embeddings`` is false
   (``lm_head.weight``), plus ``final_logits_bias`` [1, vocab].
 
@@ -35,6 +36,7 @@ from onnxscript import nn
 
 from mobius.components.activations import apply_activation
 from mobius.components.attention_mask import causal_padding_mask, padding_mask
+from mobius.components.cross_attention import ProjectedAttention
 from mobius.components.embedding import Embedding
 from mobius.components.layer_norm import LayerNorm
 from mobius.components.linear import Linear
@@ -45,7 +47,6 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
-from mobius.models.whisper import WhisperAttention
 from mobius.tasks import text2text
 from mobius.weights.attach import IgnoredTensors
 from mobius.weights.dtypes import numpy_dtype
@@ -98,24 +99,16 @@ class BartEncoderConfig:
         return cls(*values)
 
 
-class BartAttention(WhisperAttention):
-    """Whisper's attention with a biased key projection."""
-
-    def __init__(self, hidden_size: int, num_heads: int):
-        super().__init__(hidden_size, num_heads)
-        self.k_proj = Linear(hidden_size, hidden_size, True)
-
-
 class BartLayer(nn.Module):
     """A post-norm encoder layer, or with ``cross`` a decoder layer."""
 
     def __init__(self, hidden: int, heads: int, ffn_dim: int, activation: str, cross: bool):
         super().__init__()
         self.activation = activation
-        self.self_attn = BartAttention(hidden, heads)
+        self.self_attn = ProjectedAttention(hidden, heads, key_bias=True)
         self.self_attn_layer_norm = LayerNorm(hidden, LAYER_NORM_EPS)
         if cross:
-            self.encoder_attn = BartAttention(hidden, heads)
+            self.encoder_attn = ProjectedAttention(hidden, heads, key_bias=True)
             self.encoder_attn_layer_norm = LayerNorm(hidden, LAYER_NORM_EPS)
         self.fc1 = Linear(hidden, ffn_dim, True)
         self.fc2 = Linear(ffn_dim, hidden, True)
