@@ -1,4 +1,4 @@
-"""Text-to-text generation with an encoder-decoder (T5, mT5): two models, with the
+"""Text-to-text generation with an encoder-decoder (T5, mT5, BART, Marian): two models, with the
 same cache names and the same split as the whisper task (mobius/tasks/speech_seq2seq.py).
 
 ``encoder`` (optimizer role encoder)
@@ -25,7 +25,7 @@ no text encoder-decoder (its seq2seq types are whisper and Marian-NMT's SSRU), s
 package is for plain onnxruntime (docs/examples/text2text.py drives it); the decoder's
 metadata carries the token ids a generation loop needs.
 
-The module protocol (mobius/models/t5.py implements it): ``encode(op, input_ids,
+The module protocol (mobius/models/t5.py and bart.py implement it): ``encode(op, input_ids,
 attention_mask)`` -> (encoder_hidden_states, [(cross key, cross value)]) and
 ``decode(op, input_ids, encoder_attention_mask, past, cross)`` -> (logits, [(present
 key, present value)]); ``config.head_dim`` / ``num_attention_heads`` /
