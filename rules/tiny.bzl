@@ -14,6 +14,7 @@ mobius_py_test's `tiny = [...]`); the test runner points $MOBIUS_TINY_DIR at
 # family (//testing/tiny:presets_test keeps both equal to the registry). The module
 # names the family:<module> scope tag of the preset's packages (//tools:affected).
 TINY_PRESET_FAMILIES = {
+    "tiny-bart": "bart",
     "tiny-bert": "bert",
     "tiny-bert-mlm": "masked_lm",
     "tiny-bert-seq-cls": "classifiers",
@@ -44,6 +45,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-hunyuan_v1_dense": "hunyuan_v1_dense",
     "tiny-llama": "llama",
     "tiny-llava": "llava",
+    "tiny-marian": "marian",
     "tiny-mistral": "mistral",
     "tiny-modernbert": "modernbert",
     "tiny-modernbert-mlm": "modernbert_heads",
@@ -54,6 +56,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-mpnet-mlm": "masked_lm",
     "tiny-mpnet-seq-cls": "classifiers",
     "tiny-mpnet-tok-cls": "classifiers",
+    "tiny-mt5": "t5",
     "tiny-nemotron": "nemotron",
     "tiny-olmo": "olmo",
     "tiny-olmo2": "olmo2",
@@ -74,6 +77,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-stablelm": "stablelm",
     "tiny-starcoder2": "starcoder2",
     "tiny-wav2vec2": "wav2vec2",
+    "tiny-t5": "t5",
     "tiny-whisper": "whisper",
     "tiny-xlm-roberta": "bert",
     "tiny-xlm-roberta-mlm": "masked_lm",

@@ -93,3 +93,24 @@ def load_hf_model(folder: str):
 def read_config(folder: str) -> dict:
     with open(os.path.join(folder, "config.json")) as f:
         return json.load(f)
+
+
+def untie_t5_head(folder: str, seed: int = 5) -> str:
+    """Gives a transformers-5-written T5 / mT5 checkpoint its own random ``lm_head.weight``
+    and ``tie_word_embeddings: false``: the layout of the flan-t5 / mT5 hub checkpoints,
+    which transformers 5 (it always ties T5 on save) does not write itself."""
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    path = os.path.join(folder, "model.safetensors")
+    tensors = load_file(path)
+    rng = np.random.default_rng(seed)
+    tensors["lm_head.weight"] = (0.5 * rng.standard_normal(tensors["shared.weight"].shape)
+                                 ).astype(np.float32)
+    save_file(tensors, path, metadata={"format": "pt"})
+    raw = read_config(folder)
+    raw.pop("scale_decoder_outputs", None)
+    raw["tie_word_embeddings"] = False
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(raw, f, indent=2)
+    return folder

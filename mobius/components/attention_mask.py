@@ -60,16 +60,20 @@ def _most_negative(np_dtype) -> float:
     return float(np.finfo(np_dtype).min)
 
 
-def padding_mask(op, attention_mask, dtype: ir.DataType, window: int | None = None):
-    """Bidirectional (encoder) additive mask [batch, 1, seq, seq] from a 0/1 attention_mask.
+def padding_mask(op, attention_mask, dtype: ir.DataType, window: int | None = None,
+                 query_ids=None):
+    """Bidirectional (encoder) additive mask [batch, 1, seq, seq] from a 0/1 attention_mask;
+    with ``query_ids`` [batch, q] (cross-attention's decoder tokens): [batch, 1, q, seq].
 
     Materialized over the query axis too: onnxruntime's Attention kernel does
-    not broadcast the mask's query dimension. ``window``: a query also sees only
-    keys at most ``window`` positions away, either side (ModernBERT's local layers).
+    not broadcast the mask's query dimension. ``window`` (self-attention only): a
+    query also sees only keys at most ``window`` positions away, either side
+    (ModernBERT's local layers).
     """
     np_dtype = numpy_dtype(dtype)
     keys = op.Cast(op.Unsqueeze(attention_mask, op.Constant(value_ints=[1, 2])), to=ir.DataType.BOOL)
-    queries = op.Unsqueeze(op.GreaterOrEqual(attention_mask, op.Constant(value_int=0)),
+    queries = attention_mask if query_ids is None else query_ids
+    queries = op.Unsqueeze(op.GreaterOrEqual(queries, op.Constant(value_int=0)),
                            op.Constant(value_ints=[1, 3]))  # all true, [batch, 1, seq, 1]
     allowed = op.And(queries, keys)
     if window is not None:

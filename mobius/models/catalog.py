@@ -67,7 +67,7 @@ def models_markdown() -> str:
         "Generated from the task registry (mobius/tasks). Packages of onnxruntime-genai",
         "tasks carry a genai_config.json; the others are for plain onnxruntime: see",
         "docs/examples/ (sentence_embeddings.py, text_classification.py, fill_mask.py,",
-        "image_classification.py, speech_recognition.py).",
+        "image_classification.py, speech_recognition.py, text2text.py).",
         "",
         *_markdown_table(tasks_table()),
         "",

@@ -17,6 +17,7 @@ from mobius.models import clip_models, dinov2, siglip, vit
 from mobius.models import wav2vec2
 from mobius.models import gpt_oss
 from mobius.models import deberta_v2, modernbert, modernbert_heads, mpnet
+from mobius.models import bart, marian, t5
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -77,6 +78,9 @@ FAMILIES: tuple[ModelFamily, ...] = (
     clip_models.ZERO_SHOT,
     wav2vec2.FAMILY,
     wav2vec2.HUBERT,
+    *t5.FAMILIES,
+    bart.FAMILY,
+    marian.FAMILY,
 )
 
 _BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}

@@ -52,7 +52,6 @@ defaults (whisper-tiny's dimensions).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from typing import Any, Mapping
 
@@ -61,13 +60,14 @@ import onnx_ir as ir
 from onnxscript import nn
 
 from mobius.components.activations import apply_activation
-from mobius.components.attention import scaled_dot_product_attention
 from mobius.components.attention_mask import causal_padding_mask
 from mobius.components.conv import Conv1d
+from mobius.components.cross_attention import ProjectedAttention
 from mobius.components.embedding import Embedding
 from mobius.components.layer_norm import LayerNorm
 from mobius.components.linear import Linear
 from mobius.components.lm_head import LMHead
+from mobius.components.scope import module_scope
 from mobius.components.weight import Weight
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
@@ -143,54 +143,6 @@ class WhisperEncoderConfig:
         return 2 * self.max_source_positions
 
 
-@contextlib.contextmanager
-def _scope(op, *names: str):
-    """Qualifies the initializer names of modules called inside (``a.b.<param>``), for
-    submodules called through a method rather than their parent's ``__call__``."""
-    builder = op.builder
-    for name in names:
-        builder.push_module(name, "")
-    try:
-        yield
-    finally:
-        for _ in names:
-            builder.pop_module()
-
-
-class WhisperAttention(nn.Module):
-    """transformers' WhisperAttention: q/v/out projections with bias, k without."""
-
-    def __init__(self, hidden_size: int, num_heads: int):
-        super().__init__()
-        self.num_heads, self.head_dim = num_heads, hidden_size // num_heads
-        self.q_proj = Linear(hidden_size, hidden_size, True)
-        self.k_proj = Linear(hidden_size, hidden_size, False)
-        self.v_proj = Linear(hidden_size, hidden_size, True)
-        self.out_proj = Linear(hidden_size, hidden_size, True)
-
-    def _heads(self, op, x):
-        """[batch, seq, heads*dim] -> [batch, heads, seq, dim]."""
-        x = op.Reshape(x, op.Constant(value_ints=[0, 0, self.num_heads, self.head_dim]))
-        return op.Transpose(x, perm=[0, 2, 1, 3])
-
-    def project_key_value(self, op, states):
-        """Keys and values of ``states`` [batch, len, hidden] as [batch, heads, len, dim]."""
-        return self._heads(op, self.k_proj(op, states)), self._heads(op, self.v_proj(op, states))
-
-    def forward(self, op, hidden, mask=None, past_key=None, past_value=None, *, key=None,
-                value=None):
-        """Self-attention over ``hidden`` (with a cache if ``past_key`` is given), or
-        cross-attention to precomputed ``key``/``value`` [batch, heads, len, dim]."""
-        query = self._heads(op, self.q_proj(op, hidden))
-        if key is None:
-            key, value = self.project_key_value(op, hidden)
-        attn, present_key, present_value = scaled_dot_product_attention(
-            op, query, key, value, mask, past_key, past_value, scale=self.head_dim**-0.5)
-        attn = op.Transpose(attn, perm=[0, 2, 1, 3])
-        attn = op.Reshape(attn, op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))
-        return self.out_proj(op, attn), present_key, present_value
-
-
 def _clamp_f16(op, hidden):
     """transformers clamps float16 encoder states to +-(max - 1000) after each layer."""
     if get_build_dtype() != ir.DataType.FLOAT16:
@@ -205,7 +157,7 @@ class WhisperEncoderLayer(nn.Module):
         super().__init__()
         hidden = config.hidden_size
         self.activation = config.activation
-        self.self_attn = WhisperAttention(hidden, config.num_heads)
+        self.self_attn = ProjectedAttention(hidden, config.num_heads, key_bias=False)
         self.self_attn_layer_norm = LayerNorm(hidden, LAYER_NORM_EPS)
         self.fc1 = Linear(hidden, config.ffn_dim, True)
         self.fc2 = Linear(config.ffn_dim, hidden, True)
@@ -254,9 +206,11 @@ class WhisperDecoderLayer(nn.Module):
         super().__init__()
         hidden, eps = config.hidden_size, config.rms_norm_eps
         self.activation = config.hidden_act
-        self.self_attn = WhisperAttention(hidden, config.num_attention_heads)
+        self.self_attn = ProjectedAttention(hidden, config.num_attention_heads,
+                                            key_bias=False)
         self.self_attn_layer_norm = LayerNorm(hidden, eps)
-        self.encoder_attn = WhisperAttention(hidden, config.num_attention_heads)
+        self.encoder_attn = ProjectedAttention(hidden, config.num_attention_heads,
+                                            key_bias=False)
         self.encoder_attn_layer_norm = LayerNorm(hidden, eps)
         self.fc1 = Linear(hidden, config.intermediate_size, True)
         self.fc2 = Linear(config.intermediate_size, hidden, True)
@@ -335,17 +289,17 @@ class WhisperForConditionalGeneration(nn.Module):
     def encode(self, op, audio_features):
         """-> (encoder_hidden_states, [(cross key, cross value) per decoder layer])."""
         decoder = self.model.decoder
-        with _scope(op, self.model.name):
+        with module_scope(op, self.model.name):
             hidden = self.model.encoder(op, audio_features)
             cross = []
             for layer in decoder.layers:
-                with _scope(op, decoder.name, layer.name, layer.encoder_attn.name):
+                with module_scope(op, decoder.name, layer.name, layer.encoder_attn.name):
                     cross.append(layer.encoder_attn.project_key_value(op, hidden))
         return hidden, cross
 
     def decode(self, op, input_ids, past, cross):
         """-> (logits, [(present key, present value) per decoder layer])."""
-        with _scope(op, self.model.name):
+        with module_scope(op, self.model.name):
             hidden, presents = self.model.decoder(op, input_ids, past, cross)
         return self.proj_out(op, hidden), presents
 

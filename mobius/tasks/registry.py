@@ -7,6 +7,7 @@ from mobius.tasks import (causal_lm, ctc, encoder, fill_mask, speech_seq2seq, te
                           token_classification, vision_language)
 from mobius.tasks import image_classification, image_feature_extraction
 from mobius.tasks import zero_shot_image_classification
+from mobius.tasks import text2text
 from mobius.tasks.task import Task
 
 TASKS: dict[str, Task] = {task.name: task for task in (
@@ -21,6 +22,7 @@ TASKS: dict[str, Task] = {task.name: task for task in (
     image_feature_extraction.TASK,
     zero_shot_image_classification.TASK,
     ctc.TASK,
+    text2text.TASK,
 )}
 
 

@@ -229,6 +229,44 @@ TINY_PRESETS: dict[str, dict] = {
         "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "decoder_start_token_id": 3,
         "begin_suppress_tokens": None, "suppress_tokens": None, "tie_word_embeddings": True,
     },
+    # Text2text: d_model 48 but 4 heads of d_kv 16 (inner 64); 8 buckets over distance 6, so
+    # the exact, logarithmic and saturated buckets all occur at tiny lengths. tiny-t5: ReLU
+    # feed-forward, head tied to `shared` (scaled); tiny-mt5: gated-gelu, 3 + 1 layers.
+    "tiny-t5": {
+        "model_type": "t5", "architectures": ["T5ForConditionalGeneration"],
+        "vocab_size": VOCAB_SIZE, "d_model": 48, "d_kv": 16, "d_ff": 88, "num_layers": 2,
+        "num_decoder_layers": 2, "num_heads": 4, "relative_attention_num_buckets": 8,
+        "relative_attention_max_distance": 6, "feed_forward_proj": "relu",
+        "layer_norm_epsilon": 1e-6, "pad_token_id": 0, "eos_token_id": 2,
+        "decoder_start_token_id": 0, "tie_word_embeddings": True,
+    },
+    "tiny-mt5": {
+        "model_type": "mt5", "architectures": ["MT5ForConditionalGeneration"],
+        "vocab_size": VOCAB_SIZE, "d_model": 48, "d_kv": 16, "d_ff": 88, "num_layers": 3,
+        "num_decoder_layers": 1, "num_heads": 4, "relative_attention_num_buckets": 8,
+        "relative_attention_max_distance": 6, "feed_forward_proj": "gated-gelu",
+        "layer_norm_epsilon": 1e-6, "pad_token_id": 0, "eos_token_id": 2,
+        "decoder_start_token_id": 0,
+    },
+    # BART: encoder 3 layers x 6 heads, decoder 2 x 4 heads (the cross K/V are the
+    # decoder's), scaled embeddings, 40 positions (+2 offset rows).
+    "tiny-bart": {
+        "model_type": "bart", "architectures": ["BartForConditionalGeneration"],
+        "vocab_size": VOCAB_SIZE, "d_model": 48, "encoder_layers": 3, "decoder_layers": 2,
+        "encoder_attention_heads": 6, "decoder_attention_heads": 4, "encoder_ffn_dim": 100,
+        "decoder_ffn_dim": 88, "max_position_embeddings": 40, "activation_function": "gelu",
+        "scale_embedding": True, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+        "decoder_start_token_id": 2, "forced_eos_token_id": None, "tie_word_embeddings": True,
+    },
+    # Marian (opus-mt): BART's shape with sinusoidal positions, swish, no embedding norm.
+    "tiny-marian": {
+        "model_type": "marian", "architectures": ["MarianMTModel"],
+        "vocab_size": VOCAB_SIZE, "d_model": 48, "encoder_layers": 2, "decoder_layers": 2,
+        "encoder_attention_heads": 4, "decoder_attention_heads": 6, "encoder_ffn_dim": 100,
+        "decoder_ffn_dim": 88, "max_position_embeddings": 40, "activation_function": "swish",
+        "scale_embedding": True, "pad_token_id": 0, "eos_token_id": 2,
+        "decoder_start_token_id": 0, "forced_eos_token_id": None, "tie_word_embeddings": True,
+    },
     "tiny-bert": {
         "model_type": "bert", "architectures": ["BertModel"], "vocab_size": VOCAB_SIZE,
         "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
