@@ -1,5 +1,5 @@
-"""L4 for the decoder families of issue 11 (dense, and gpt-oss), on checkpoints with every parameter
-random (biases included): onnxruntime-genai greedy-generates exactly what
+"""L4 for the decoder families of issue 11 (dense, gpt-oss and deepseek), on checkpoints with
+every parameter random (biases included): onnxruntime-genai greedy-generates exactly what
 transformers' ``generate`` does, for the default-EP package (standard Attention,
 separate KV buffers) and the cpu-EP package (GroupQueryAttention, shared buffer).
 
@@ -20,6 +20,7 @@ pytest.importorskip("transformers")
 import mobius  # noqa: E402
 from mobius.package.genai_config import genai_model_type  # noqa: E402
 from testing import genai_harness as harness  # noqa: E402
+from testing.hf_checkpoints import randomize_zero_tensors  # noqa: E402
 from testing.random_checkpoint import random_checkpoint  # noqa: E402
 
 NEW_TOKENS = 12
@@ -27,7 +28,11 @@ THREADS = 1
 PROMPTS = [[17, 93, 251, 407, 12, 999, 64, 5], [311, 28, 777]]  # no pad (0) / bos / eos ids
 PRESETS = ["tiny-olmo", "tiny-starcoder2", "tiny-stablelm", "tiny-cohere", "tiny-cohere2",
            "tiny-glm", "tiny-glm4", "tiny-nemotron", "tiny-falcon", "tiny-exaone4",
-           "tiny-ernie4_5", "tiny-hunyuan_v1_dense", "tiny-gpt_oss"]
+           "tiny-ernie4_5", "tiny-hunyuan_v1_dense", "tiny-gpt_oss", "tiny-deepseek-v2",
+           "tiny-deepseek-v3"]
+#: presets whose zero-initialized tensors (DeepSeek-V3's e_score_correction_bias) decide
+#: routing: randomized so that dropping them changes the tokens
+RANDOMIZE_ZEROS = {"tiny-deepseek-v2", "tiny-deepseek-v3"}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -44,6 +49,8 @@ def _one_torch_thread():
 @pytest.mark.parametrize("preset", PRESETS)
 def test_genai_generates_like_transformers(tmp_path, preset, ep):
     folder = random_checkpoint(str(tmp_path / "ckpt"), preset)
+    if preset in RANDOMIZE_ZEROS:
+        folder = randomize_zero_tensors(folder)
     package = mobius.build(folder, execution_provider=ep)
     path = package.save(str(tmp_path / "pkg"))
     config = harness.genai_config(path)
