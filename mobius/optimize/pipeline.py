@@ -42,6 +42,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.skip_layer_norm import SkipLayerNormFusion
     from mobius.rewrite.skip_simplified_layer_norm import SkipSimplifiedLayerNormFusion
     from mobius.rewrite.head_fused_matmul import HeadFusedMatMul
+    from mobius.rewrite.unflatten_quantized_head import UnflattenQuantizedHead
     from mobius.rewrite.unpack_qkv import UnpackQKV
 
     return [
@@ -50,7 +51,8 @@ def _stages() -> list[tuple[str, list[Rule]]]:
         ("fuse", [GroupQueryAttentionFusion(), PackQKV(),
                   SkipSimplifiedLayerNormFusion(), SkipLayerNormFusion(),
                   GeluFusion(), BiasGeluFusion(),
-                  MoEFusion(), QuantizeLinears(), HeadFusedMatMul()]),
+                  MoEFusion(), QuantizeLinears(), UnflattenQuantizedHead(),
+                  HeadFusedMatMul()]),
         ("inline", [InlineUnsupportedFunctions()]),
         ("lower", [UnpackQKV(), SeparateRoPE(),
                    IfToWhere(), Int32GraphIO(), ShapeElimination(), Float32Compute()]),
