@@ -28,7 +28,8 @@ from mobius.quantize.spec import QuantSpec, resolve_quant
 from mobius.roles import DECODER
 from mobius.source import resolve_checkpoint
 from mobius.tasks.concrete_dims import apply_concrete_dims
-from mobius.tasks.logits_to_keep import add_logits_to_keep
+from mobius.tasks.logits_to_keep import (ALL, LAST, PREFILL_LOGITS, add_logits_to_keep,
+                                          keep_last_logits)
 from mobius.tasks.lora_inputs import add_lora_defaults, add_lora_inputs
 from mobius.tasks.registry import get_task
 from mobius.tasks.task import GenaiContext, Task, TaskFlags, check_io
@@ -60,6 +61,7 @@ def build(
     quant_override: str | tuple = (),
     layout: str = GENAI,
     logits_to_keep: bool | None = None,
+    prefill_logits: str | None = None,
     context_length: int | None = None,
     adapter: str | Sequence[str] | None = None,
     adapter_mode: str = MERGED,
@@ -76,6 +78,10 @@ def build(
     ``logits_to_keep`` adds the decoder input ``num_logits_to_keep``
     (mobius/tasks/logits_to_keep.py); default: where the layout's client
     feeds it (transformers.js), not for onnxruntime-genai 0.18.
+    ``prefill_logits``: "last" computes a causal LM's logits for the last
+    position only ([batch, 1, vocab]: what generation reads, and the form
+    onnxruntime-genai runs as a pruned model), "all" for every position;
+    default "last" in the genai layout unless ``logits_to_keep``.
     ``context_length``: genai_config's context length and KV size
     (mobius/package/context_length.py; default min(max positions, 4096)).
     ``adapter``: PEFT LoRA adapter folder(s) (``[NAME=]PATH``): one merged into
@@ -87,6 +93,7 @@ def build(
     where genai and the EP can (mobius/package/sliding_window.py; opt-in: such
     a package runs batch 1 in onnxruntime-genai only).
     """
+    check_prefill_logits(prefill_logits, logits_to_keep)
     caps, build_dtype, quant_spec = check_request(
         execution_provider, dtype, layout, quant, block_size=quant_block_size,
         symmetric=quant_symmetric, accuracy_level=quant_accuracy_level, lm_head=quant_lm_head,
@@ -116,7 +123,8 @@ def build(
                                 dtype=build_dtype, trace_optimization=trace_optimization,
                                 quant=quant_spec, lora_targets=union_targets(adapters))
     _carry_adapters(package, adapters)
-    _client_options(package, family.task, caps, layout, logits_to_keep, context_length)
+    _client_options(package, family.task, caps, layout, logits_to_keep, prefill_logits,
+                    context_length)
     if sliding_window_cache and layout == GENAI and caps.gqa_sliding_window_cache and (
             package.genai_config is not None and family.task.kv_cache_sized_by_context):
         apply_sliding_window_cache(package.model, package.genai_config, config, context_length)
@@ -167,18 +175,39 @@ def _carry_adapters(package: ModelPackage, adapters: list[LoraAdapter]) -> None:
 
 
 def _client_options(package: ModelPackage, task: Task, caps: EpCapabilities, layout: str,
-                    logits_to_keep: bool | None, context_length: int) -> None:
-    """The runtime options of the package's client: genai's KV size, num_logits_to_keep."""
+                    logits_to_keep: bool | None, prefill_logits: str | None,
+                    context_length: int) -> None:
+    """The runtime options of the package's client: genai's KV size, which logits rows
+    the decoder computes (num_logits_to_keep, or the last position only)."""
     if package.genai_config is not None and task.kv_cache_sized_by_context:
         apply_context_length(package.genai_config, context_length)
+    if not task.takes_logits_to_keep:
+        if prefill_logits == LAST:
+            raise MobiusError(f"--prefill-logits last: only a causal LM's logits can be "
+                              f"limited, not a {task.name} package's")
+        return
     if logits_to_keep is None:
-        logits_to_keep = layout == TRANSFORMERS_JS
-    if logits_to_keep and task.takes_logits_to_keep:
+        logits_to_keep = layout == TRANSFORMERS_JS and prefill_logits is None
+    if prefill_logits is None:
+        prefill_logits = LAST if layout == GENAI and not logits_to_keep else ALL
+    if logits_to_keep:
         if layout == GENAI:
             logger.warning("num_logits_to_keep: onnxruntime-genai 0.18 cannot run this package "
                            "(it binds [batch, sequence, vocab] logits); plain onnxruntime can")
         add_logits_to_keep(package.model, ir.DataType.INT64 if caps.supports_int64
                            else ir.DataType.INT32)
+    elif prefill_logits == LAST:
+        keep_last_logits(package.model)
+
+
+def check_prefill_logits(prefill_logits: str | None, logits_to_keep: bool | None) -> None:
+    """Rejects an unknown ``prefill_logits`` or one that contradicts ``logits_to_keep``."""
+    if prefill_logits not in (None, *PREFILL_LOGITS):
+        raise MobiusError(f"unknown prefill logits {prefill_logits!r}; expected "
+                          f"{' or '.join(PREFILL_LOGITS)}")
+    if prefill_logits == LAST and logits_to_keep:
+        raise MobiusError("--prefill-logits last and --logits-to-keep both choose the logits "
+                          "rows: use one (num_logits_to_keep=1 gives the last row)")
 
 
 def check_request(execution_provider: str | EpCapabilities, dtype: str | ir.DataType,

@@ -38,6 +38,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="decoder input num_logits_to_keep: logits of the last k positions "
                        "only (default: on for the transformers.js layout, whose client feeds "
                        "it; off for genai, which cannot)")
+    build.add_argument("--prefill-logits", choices=["last", "all"], default=None,
+                       help="a causal LM's logits: last position only ([batch, 1, vocab], what "
+                       "generation reads; onnxruntime-genai runs it as a pruned model) or every "
+                       "position (default: last for the genai layout, all otherwise)")
     build.add_argument("--context-length", type=int, default=None, metavar="N",
                        help="longest sequence onnxruntime-genai may generate; it sizes the KV "
                        "cache (default: the model's max positions, at most 4096)")
@@ -157,11 +161,12 @@ def _run(args: argparse.Namespace) -> int:
     output = args.output_flag or args.output
     if not output:
         raise MobiusError("no output folder given (positional OUTPUT or --output)")
-    from mobius.builder import build, check_request
+    from mobius.builder import build, check_prefill_logits, check_request
     from mobius.package.model_package import ModelPackage
     from mobius.source import resolve_checkpoint
 
     ModelPackage.check_output(output, overwrite=args.overwrite)  # fail before a long build
+    check_prefill_logits(args.prefill_logits, args.logits_to_keep)
     check_request(args.ep, args.dtype, args.layout, args.quant,  # before any download
                   block_size=args.quant_block_size, symmetric=args.quant_symmetric,
                   accuracy_level=args.quant_accuracy_level, lm_head=args.quant_lm_head,
@@ -176,6 +181,7 @@ def _run(args: argparse.Namespace) -> int:
                     quant_lm_head=args.quant_lm_head, quant_embedding=args.quant_embedding,
                     quant_override=args.quant_override,
                     layout=args.layout, logits_to_keep=args.logits_to_keep,
+                    prefill_logits=args.prefill_logits,
                     context_length=args.context_length, adapter=args.adapter,
                     adapter_mode=args.adapter_mode,
                     sliding_window_cache=args.sliding_window_cache)

@@ -211,7 +211,10 @@ def build(folder: str, family_name: str, ep: str, dtype: str, quant: str | None 
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        package = mobius.build(folder, execution_provider=ep, dtype=dtype, quant=quant)
+        # every prompt position's logits: the suites compare them all (the
+        # last-position default has its own tests: mobius/tasks/logits_to_keep_test.py)
+        package = mobius.build(folder, execution_provider=ep, dtype=dtype, quant=quant,
+                               prefill_logits="all")
     messages = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     return Built(family_name, ep, dtype, package, messages, quant)
 

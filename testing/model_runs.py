@@ -42,10 +42,11 @@ class BuiltPackage:
 
 def build_package(checkpoint: str | os.PathLike, out_dir: str | os.PathLike,
                   dtype: str = "f32") -> BuiltPackage:
-    """mobius.build + save, the same path the CLI takes."""
+    """mobius.build + save, the same path the CLI takes, with every prompt position's
+    logits (what the parity checks compare)."""
     from mobius.builder import build
 
-    package = build(str(checkpoint), dtype=dtype)
+    package = build(str(checkpoint), dtype=dtype, prefill_logits="all")
     path = package.save(str(out_dir), overwrite=True)
     return BuiltPackage(path=path, config=package.config, dtype=dtype)
 

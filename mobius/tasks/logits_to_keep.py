@@ -18,8 +18,12 @@ import numpy as np
 import onnx_ir as ir
 
 from mobius.errors import MobiusError
+from mobius.rewrite.graph_inputs import graph_input
 
 INPUT = "num_logits_to_keep"
+#: ``prefill_logits`` choices: the last position only (keep_last_logits), or every one
+LAST, ALL = "last", "all"
+PREFILL_LOGITS = (LAST, ALL)
 #: the logits output's sequence dim: k, or the sequence length when k is 0
 LOGITS_DIM = "logits_sequence_length"
 _LM_HEADS = {("", "MatMul"), ("", "Gemm"), ("com.microsoft", "MatMulNBits"),
@@ -31,6 +35,76 @@ _PER_POSITION = {("", op) for op in ("Mul", "Div", "Add", "Tanh", "Cast", "Ident
 def add_logits_to_keep(model: ir.Model, index_dtype: ir.DataType = ir.DataType.INT64) -> None:
     """Adds the scalar input ``num_logits_to_keep`` (``index_dtype``) to a decoder graph."""
     graph = model.graph
+    keep = ir.Value(name=INPUT, type=ir.TensorType(index_dtype), shape=ir.Shape([]))
+    graph.inputs.append(keep)
+    np_dtype = np.int64 if index_dtype == ir.DataType.INT64 else np.int32
+
+    def last_k(hidden: ir.Value) -> list[ir.Node]:
+        negated = ir.Node("", "Neg", [keep])
+        start = ir.Node("", "Reshape", [negated.outputs[0], _const(graph, [1], np.int64)])
+        cut = ir.Node("", "Slice", [hidden, start.outputs[0],
+                                    _const(graph, [np.iinfo(np_dtype).max], np_dtype),
+                                    _const(graph, [1], np_dtype)])
+        return [negated, start, cut]
+
+    _limit_before_head(graph, last_k, LOGITS_DIM)
+
+
+def keep_last_logits(model: ir.Model) -> None:
+    """Limits a decoder's logits to each row's last real token: [batch, 1, vocab], 1 static.
+
+    onnxruntime-genai reads a static 1 there as a pruned model and samples from
+    that row as it is (its IsPruned check on the decoder's logits output), so
+    the graph picks the row itself: the last position of the chunk whose
+    attention_mask is 1. That is the last column for a left-padded batch
+    (transformers' convention) and the last prompt token of a shorter row in
+    the right-padded batch genai feeds. The prompt then costs the LM head one
+    row instead of one per token. A prompt's logits at every position
+    (perplexity, genai's n-gram / speculative decoding) need the full form.
+    """
+    graph = model.graph
+    mask, ids = graph_input(graph, "attention_mask"), graph_input(graph, "input_ids")
+    if mask is None or ids is None:
+        raise MobiusError("last-position logits need the attention_mask and input_ids inputs")
+    _limit_before_head(graph, lambda hidden: _last_real_token(graph, hidden, mask, ids), 1)
+
+
+def _last_real_token(graph: ir.Graph, hidden: ir.Value, mask: ir.Value,
+                     ids: ir.Value) -> list[ir.Node]:
+    """hidden [B, S, H] -> [B, 1, H] at each row's last chunk position with mask 1.
+
+    Positions are counted from data (CumSum of ones; no Shape op, which some
+    EPs lack) in int32 (what shader EPs compute in); the row is selected with
+    Where + ReduceSum, exact (x + 0 = x) and deaf to whatever the other
+    positions hold.
+    """
+    nodes: list[ir.Node] = []
+
+    def add(op: str, inputs, **attributes) -> ir.Value:
+        nodes.append(ir.Node("", op, inputs, attributes=ir.convenience.convert_attributes(
+            attributes)))
+        return nodes[-1].outputs[0]
+
+    axis1 = _const(graph, [1], np.int64)
+    int32 = ir.DataType.INT32
+
+    def counted(value: ir.Value) -> ir.Value:  # 1, 2, ... along axis 1
+        return add("CumSum", [add("Cast", [add("Equal", [value, value])], to=int32),
+                              _const(graph, 1, np.int32)])
+
+    chunk, total = counted(ids), counted(mask)  # [B, S], [B, T]
+    real = add("Mul", [add("Cast", [mask], to=int32), total])  # position + 1 where mask is 1
+    past = add("Sub", [add("ReduceMax", [total, axis1]), add("ReduceMax", [chunk, axis1])])
+    last = add("Sub", [add("ReduceMax", [real, axis1]), past])  # [B, 1]: chunk position + 1
+    pick = add("Unsqueeze", [add("Equal", [chunk, last]), _const(graph, [2], np.int64)])
+    zero = _const(graph, 0, hidden.type.dtype.numpy())
+    add("ReduceSum", [add("Where", [pick, hidden, zero]), axis1])
+    return nodes
+
+
+def _limit_before_head(graph: ir.Graph, cut, dim: int | str) -> None:
+    """``cut(hidden)`` (nodes whose last output is the limited hidden states) feeds the LM
+    head; every value from the head to ``logits`` gets ``dim`` as its sequence dim."""
     chain = _head_chain(graph)
     head = chain[-1]
     flatten = _flatten_before(head, chain)
@@ -38,23 +112,16 @@ def add_logits_to_keep(model: ir.Model, index_dtype: ir.DataType = ir.DataType.I
         head = flatten
         _free_sequence_dim(graph, chain[-2])
     hidden = head.inputs[0]
-    keep = ir.Value(name=INPUT, type=ir.TensorType(index_dtype), shape=ir.Shape([]))
-    graph.inputs.append(keep)
-    np_dtype = np.int64 if index_dtype == ir.DataType.INT64 else np.int32
-    nodes = [ir.Node("", "Neg", [keep])]
-    nodes.append(ir.Node("", "Reshape", [nodes[-1].outputs[0], _const(graph, [1], np.int64)]))
-    nodes.append(ir.Node("", "Slice", [hidden, nodes[-1].outputs[0],
-                                       _const(graph, [np.iinfo(np_dtype).max], np_dtype),
-                                       _const(graph, [1], np_dtype)]))
-    sliced = nodes[-1].outputs[0]
-    sliced.type = hidden.type
-    sliced.shape = _with_dim1(hidden.shape)
+    nodes = cut(hidden)
+    limited = nodes[-1].outputs[0]
+    limited.type = hidden.type
+    limited.shape = _with_dim1(hidden.shape, dim)
     for node in nodes:
         graph.insert_before(head, node)
-    head.replace_input_with(0, sliced)
+    head.replace_input_with(0, limited)
     for node in chain:
         for out in node.outputs:
-            out.shape = _with_dim1(out.shape)
+            out.shape = _with_dim1(out.shape, dim)
 
 
 def _head_chain(graph: ir.Graph) -> list[ir.Node]:
@@ -109,15 +176,16 @@ def _is_constant(value: ir.Value) -> bool:
     return value.const_value is not None or value.is_initializer()
 
 
-def _with_dim1(shape: ir.Shape | None) -> ir.Shape | None:
+def _with_dim1(shape: ir.Shape | None, dim: int | str) -> ir.Shape | None:
     if shape is None or len(shape) != 3:
         return shape
-    return ir.Shape([shape[0], LOGITS_DIM, shape[2]])
+    return ir.Shape([shape[0], dim, shape[2]])
 
 
 def _const(graph: ir.Graph, values, np_dtype) -> ir.Value:
     array = np.asarray(values, dtype=np_dtype)
-    name = f"mobius_logits_to_keep_{array.dtype}_{'_'.join(str(v) for v in array)}"
+    shape = "x".join(str(d) for d in array.shape)
+    name = f"mobius_logits_{array.dtype}{shape}_{'_'.join(str(v) for v in array.reshape(-1))}"
     existing = graph.initializers.get(name)
     if existing is not None:
         return existing
