@@ -1,11 +1,11 @@
-"""Prefill with and without ``num_logits_to_keep`` on the benchmark model (tools/bench.py's).
+"""Prefill latency and memory in onnxruntime-genai by which logits rows the decoder computes.
 
-onnxruntime-genai 0.18 cannot run a package with that input (it binds
-[batch, sequence, vocab] logits), so this times one prefill call of plain
-onnxruntime on the CPU for: the peer's package (all logits), mobius' package
-(all logits) and mobius' package with ``--logits-to-keep`` (k=1). Each
-measurement runs in a fresh process: median prefill latency and the peak RSS
-growth during the prefill calls (over the RSS after loading).
+Three packages of the benchmark model (tools/bench.py's): the peer's (logits
+for every prompt position), mobius with ``--prefill-logits all`` and mobius'
+default for the genai layout (the last real token only, which genai runs as a
+pruned model). Each measurement runs in a fresh process: median time of
+``append_tokens`` (one prefill) and the peak RSS growth during the prefills
+(over the RSS after loading).
 
     bazel run //tools:prefill_bench -- --prompt-tokens 2000
 """
@@ -26,35 +26,27 @@ if __package__ in (None, ""):
 
 from tools import bench  # noqa: E402
 
+#: (name, extra mobius flags); None: the peer's package
+PACKAGES = (("peer", None), ("mobius-all", ["--prefill-logits", "all"]), ("mobius", []))
 
-def measure(folder: str, prompt_tokens: int, repeat: int, keep: int | None) -> dict:
-    """One package in this process: prefill latency (ms) and RSS growth (MiB)."""
+
+def measure(folder: str, prompt_tokens: int, repeat: int) -> dict:
+    """One package in this process: genai prefill latency (ms) and RSS growth (MiB)."""
     import numpy as np
-    import onnxruntime as ort
+    import onnxruntime_genai as og
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 2
-    session = ort.InferenceSession(os.path.join(folder, "model.onnx"), options,
-                                   providers=["CPUExecutionProvider"])
-    inputs = {i.name: i for i in session.get_inputs()}
-    ids = np.random.default_rng(0).integers(10, 500, (1, prompt_tokens)).astype(np.int64)
-    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids),
-             "position_ids": np.arange(prompt_tokens, dtype=np.int64)[None]}
-    for name, info in inputs.items():
-        if name.startswith("past_key_values"):
-            dims = [d if isinstance(d, int) else 0 for d in info.shape]
-            dims[0], dims[3] = 1, bench.LLAMA_200M["head_dim"]  # the peer names it kv_cache_dim
-            feeds[name] = np.zeros(dims, np.float32)
-    if keep is not None:
-        feeds["num_logits_to_keep"] = np.array(keep, np.int64)
-    feeds = {k: v for k, v in feeds.items() if k in inputs}
+    model = og.Model(folder)
+    ids = np.random.default_rng(0).integers(10, 500, (1, prompt_tokens)).astype(np.int32)
     loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     times = []
-    for _ in range(repeat + 1):  # the first call warms up
+    for _ in range(repeat + 1):  # the first prefill warms up
+        params = og.GeneratorParams(model)
+        params.set_search_options(max_length=prompt_tokens + 1, do_sample=False)
+        generator = og.Generator(model, params)
         start = time.perf_counter()
-        logits = session.run(["logits"], feeds)[0]
+        generator.append_tokens(ids)
         times.append(time.perf_counter() - start)
-        del logits
+        del generator
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"prefill_ms": round(1000 * statistics.median(times[1:]), 1),
             "rss_growth_mib": round((peak - loaded) / 1024, 1), "peak_rss_mib": round(peak / 1024)}
@@ -63,9 +55,9 @@ def measure(folder: str, prompt_tokens: int, repeat: int, keep: int | None) -> d
 def _build(workdir: str, checkpoint: str) -> dict[str, str]:
     commands = bench._tool_commands(checkpoint, "", os.path.join(workdir, "peer-cache"))
     folders = {}
-    for name, extra in (("peer", None), ("mobius", []), ("mobius-keep", ["--logits-to-keep"])):
+    for name, extra in PACKAGES:
         folder = os.path.join(workdir, f"prefill-{name}")
-        cmd = list(commands["peer" if name == "peer" else "mobius"])
+        cmd = list(commands["peer" if extra is None else "mobius"])
         cmd[cmd.index("")] = folder
         if not os.path.isfile(os.path.join(folder, "model.onnx")):
             subprocess.run(cmd + (extra or []), check=True, env=bench._child_env(bench._repo_root()))
@@ -78,25 +70,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default=bench._default_workdir())
     parser.add_argument("--prompt-tokens", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--one", nargs=2, metavar=("FOLDER", "KEEP"), help=argparse.SUPPRESS)
+    parser.add_argument("--one", metavar="FOLDER", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        keep = None if args.one[1] == "-" else int(args.one[1])
-        print(json.dumps(measure(args.one[0], args.prompt_tokens, args.repeat, keep)))
+        print(json.dumps(measure(args.one, args.prompt_tokens, args.repeat)))
         return 0
     folders = _build(args.workdir, bench.make_checkpoint(args.workdir))
     results = {}
     for name, folder in folders.items():
-        keep = "1" if name == "mobius-keep" else "-"
-        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", folder, keep,
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", folder,
                               "--prompt-tokens", str(args.prompt_tokens),
                               "--repeat", str(args.repeat)],
                              check=True, capture_output=True, text=True,
                              env=bench._child_env(bench._repo_root()))
         results[name] = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"prefill_bench: {name}: {results[name]}")
-    ratio = results["mobius-keep"]["prefill_ms"] / results["peer"]["prefill_ms"]
-    print(f"prefill_bench: mobius --logits-to-keep / peer prefill latency: {ratio:.2f}x")
+    for name in ("mobius-all", "mobius"):
+        ratio = results[name]["prefill_ms"] / results["peer"]["prefill_ms"]
+        print(f"prefill_bench: {name} / peer prefill latency: {ratio:.2f}x")
     return 0
 
 

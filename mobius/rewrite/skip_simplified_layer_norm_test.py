@@ -332,7 +332,7 @@ def test_body_defines_mean_and_inv_std_var():
 def _build(name, ep, tmp_path):
     from mobius.builder import build
 
-    package = build(name, execution_provider=ep)
+    package = build(name, execution_provider=ep, prefill_logits="all")
     path = package.save(str(tmp_path / f"{name}-{ep}"), overwrite=True)
     return package, path
 

@@ -42,7 +42,7 @@ def test_io_dims_are_ints_or_contract_names(family, dtype, tmp_path):
     batch, seq, total, past = (ir.SymbolicDim(n) for n in NAMED_DIMS)
     assert shapes["input_ids"] == [batch, seq]
     assert shapes["attention_mask"] == [batch, total]
-    assert shapes["logits"] == [batch, seq, config.vocab_size]
+    assert shapes["logits"] == [batch, 1, config.vocab_size]  # the genai layout's last row
     kv = [config.num_key_value_heads, config.head_dim]
     assert shapes["past_key_values.0.key"] == [batch, kv[0], past, kv[1]]
     assert shapes["present.0.value"] == [batch, kv[0], total, kv[1]]

@@ -5,8 +5,9 @@ only the last row (S=2,000 with a 128k vocabulary is ~1 GiB of float32). With
 this input the hidden states are sliced to their last k positions before the
 LM head: k=1 while generating, 0 for every position (Slice from -0 = 0).
 transformers.js feeds it when a decoder has it (1 while generating, 0 on a
-plain forward). onnxruntime-genai 0.18 does not: it binds a preallocated
-[batch, S, vocab] logits buffer, so the genai layout leaves the input out.
+plain forward). onnxruntime-genai 0.18 does not feed it; it runs a graph whose
+logits are [batch, 1, vocab] with a static 1 instead (a "pruned" model), which
+:func:`keep_last_logits` makes: the genai layout's default.
 
 Everything this needs is in the finished graph (the LM head and what follows
 it up to the ``logits`` output), so it is applied after the pipeline.
@@ -76,29 +77,37 @@ def _last_real_token(graph: ir.Graph, hidden: ir.Value, mask: ir.Value,
     Positions are counted from data (CumSum of ones; no Shape op, which some
     EPs lack) in int32 (what shader EPs compute in); the row is selected with
     Where + ReduceSum, exact (x + 0 = x) and deaf to whatever the other
-    positions hold.
+    positions hold. Every new value is typed and shaped (concrete-dims EPs).
     """
     nodes: list[ir.Node] = []
+    (batch, seq), total_dim = list(ids.shape), mask.shape[1]
+    int32, boolean = ir.DataType.INT32, ir.DataType.BOOL
 
-    def add(op: str, inputs, **attributes) -> ir.Value:
-        nodes.append(ir.Node("", op, inputs, attributes=ir.convenience.convert_attributes(
-            attributes)))
-        return nodes[-1].outputs[0]
+    def add(op: str, inputs, dtype: ir.DataType, dims, **attributes) -> ir.Value:
+        node = ir.Node("", op, inputs, attributes=ir.convenience.convert_attributes(attributes))
+        node.outputs[0].type, node.outputs[0].shape = ir.TensorType(dtype), ir.Shape(dims)
+        nodes.append(node)
+        return node.outputs[0]
 
     axis1 = _const(graph, [1], np.int64)
-    int32 = ir.DataType.INT32
 
-    def counted(value: ir.Value) -> ir.Value:  # 1, 2, ... along axis 1
-        return add("CumSum", [add("Cast", [add("Equal", [value, value])], to=int32),
-                              _const(graph, 1, np.int32)])
+    def counted(value: ir.Value, dims) -> ir.Value:  # 1, 2, ... along axis 1
+        ones = add("Cast", [add("Equal", [value, value], boolean, dims)], int32, dims, to=int32)
+        return add("CumSum", [ones, _const(graph, 1, np.int32)], int32, dims)
 
-    chunk, total = counted(ids), counted(mask)  # [B, S], [B, T]
-    real = add("Mul", [add("Cast", [mask], to=int32), total])  # position + 1 where mask is 1
-    past = add("Sub", [add("ReduceMax", [total, axis1]), add("ReduceMax", [chunk, axis1])])
-    last = add("Sub", [add("ReduceMax", [real, axis1]), past])  # [B, 1]: chunk position + 1
-    pick = add("Unsqueeze", [add("Equal", [chunk, last]), _const(graph, [2], np.int64)])
-    zero = _const(graph, 0, hidden.type.dtype.numpy())
-    add("ReduceSum", [add("Where", [pick, hidden, zero]), axis1])
+    chunk, total = counted(ids, [batch, seq]), counted(mask, [batch, total_dim])
+    real = add("Mul", [add("Cast", [mask], int32, [batch, total_dim], to=int32), total],
+               int32, [batch, total_dim])  # position + 1 where the mask is 1
+    row = [batch, 1]
+    past = add("Sub", [add("ReduceMax", [total, axis1], int32, row),
+                       add("ReduceMax", [chunk, axis1], int32, row)], int32, row)
+    last = add("Sub", [add("ReduceMax", [real, axis1], int32, row), past], int32, row)
+    pick = add("Unsqueeze", [add("Equal", [chunk, last], boolean, [batch, seq]),
+                             _const(graph, [2], np.int64)], boolean, [batch, seq, 1])
+    dtype = hidden.type.dtype
+    zero = _const(graph, 0, dtype.numpy())
+    chosen = add("Where", [pick, hidden, zero], dtype, list(hidden.shape))
+    add("ReduceSum", [chosen, axis1], dtype, [batch, 1, hidden.shape[2]])
     return nodes
 
 
@@ -167,7 +176,9 @@ def _free_sequence_dim(graph: ir.Graph, reshape: ir.Node) -> None:
     vocab = ir.Node("", "Slice", [shape, two, three])
     new_shape = ir.Node("", "Concat", [batch.outputs[0], _const(graph, [-1], np.int64),
                                        vocab.outputs[0]], attributes=[ir.AttrInt64("axis", 0)])
-    for node in (batch, vocab, new_shape):
+    for node, length in ((batch, 1), (vocab, 1), (new_shape, 3)):
+        node.outputs[0].type = ir.TensorType(ir.DataType.INT64)
+        node.outputs[0].shape = ir.Shape([length])
         graph.insert_before(reshape, node)
     reshape.replace_input_with(1, new_shape.outputs[0])
 

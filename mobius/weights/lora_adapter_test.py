@@ -77,7 +77,7 @@ class _WithAdapter:
 def test_logits_match_peft_with_each_adapter_and_without(tmp_path, setup, ep, pad):
     base, adapters = setup
     package = build(base, execution_provider=ep, adapter=list(adapters.values()),
-                    adapter_mode="separate")
+                    adapter_mode="separate", prefill_logits="all")  # every position compared
     path = package.save(str(tmp_path / "pkg"))
     assert sorted(os.listdir(os.path.join(path, "adapters"))) == [
         "alpha.onnx_adapter", "beta.onnx_adapter"]

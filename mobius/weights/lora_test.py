@@ -26,7 +26,8 @@ def _adapter(base_folder: str, folder: str, seed: int, **lora) -> str:
 
 
 def _parity(tmp_path, checkpoint: str, hf_model, adapter=None, name="pkg") -> float:
-    package = build(checkpoint, adapter=adapter)  # default EP: exact on a left-padded batch
+    # default EP: exact on a left-padded batch; every position's logits are compared
+    package = build(checkpoint, adapter=adapter, prefill_logits="all")
     path = package.save(str(tmp_path / name))
     return f32_parity(BuiltPackage(path, package.config, "f32"), hf_model).max_abs_diff
 
