@@ -4,6 +4,10 @@ Inputs: input_ids [batch, seq], attention_mask [batch, total_seq],
 position_ids [batch, seq], past_key_values.{i}.key/.value
 [batch, kv_heads, past_seq, head_dim]. Outputs: logits [batch, seq, vocab],
 present.{i}.key/.value [batch, kv_heads, total_seq, head_dim].
+
+The builder's client options may then limit the logits rows
+(mobius/tasks/logits_to_keep.py): the genai layout's package ends with
+logits [batch, 1, vocab] (each row's last real token) by default.
 """
 
 from __future__ import annotations
