@@ -106,6 +106,27 @@ def test_genai_generates_the_same_tokens_from_last_row_logits(tmp_path):
     assert len({tuple(row[:1]) for row in tokens["all"]}) > 1  # rows differ from the first token
 
 
+def test_genai_appends_a_second_prompt_after_generating(tmp_path):
+    """A later chunk of several tokens on top of a KV cache (a chat's next turn): the row
+    picked is the chunk's last, past the cache."""
+    import onnxruntime_genai as og
+
+    checkpoint = make_tiny_checkpoint("tiny-llama", str(tmp_path / "ckpt"))
+    sequences = {}
+    for mode in ("all", "last"):
+        model = og.Model(build(checkpoint, execution_provider="cpu", prefill_logits=mode).save(
+            str(tmp_path / mode)))
+        params = og.GeneratorParams(model)
+        params.set_search_options(max_length=40, do_sample=False)
+        generator = og.Generator(model, params)
+        for turn in ([5, 9, 12, 40], [77, 78, 79, 80, 81]):
+            generator.append_tokens(np.array([turn], np.int32))
+            for _ in range(4):
+                generator.generate_next_token()
+        sequences[mode] = list(generator.get_sequence(0))
+    assert sequences["last"] == sequences["all"] and len(sequences["all"]) == 17
+
+
 def test_rejected_combinations(tmp_path):
     checkpoint = make_tiny_checkpoint("tiny-llama", str(tmp_path / "ckpt"))
     with pytest.raises(MobiusError, match="both choose"):
