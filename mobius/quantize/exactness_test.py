@@ -71,10 +71,11 @@ def _logits(package, steps: int = 2) -> list[np.ndarray]:
 @pytest.mark.parametrize("ep,block,symmetric", CASES)
 def test_int4_on_grid_matches_f32(checkpoints, ep, block, symmetric):
     folder = checkpoints(block, symmetric)
-    reference = _logits(mobius.build(folder, execution_provider=ep))
+    every_position = {"prefill_logits": "all"}  # every prompt position's logits compared
+    reference = _logits(mobius.build(folder, execution_provider=ep, **every_position))
     quantized = mobius.build(folder, execution_provider=ep, quant="int4", quant_block_size=block,
                              quant_symmetric=symmetric, quant_accuracy_level=1,
-                             quant_embedding=True)
+                             quant_embedding=True, **every_position)
     graph = quantized.models["model"].graph
     assert not any(n.op_type == "MatMul" and n.inputs[1].is_initializer() for n in graph), \
         "a Linear was left float"
