@@ -30,6 +30,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-distilbert-seq-cls": "classifiers",
     "tiny-distilbert-tok-cls": "classifiers",
     "tiny-ernie4_5": "ernie4_5",
+    "tiny-ernie4_5_moe": "ernie4_5_moe",
     "tiny-exaone4": "exaone4",
     "tiny-falcon": "falcon",
     "tiny-gemma": "gemma",

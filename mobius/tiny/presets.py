@@ -174,6 +174,15 @@ TINY_PRESETS: dict[str, dict] = {
     "tiny-ernie4_5": {**_COMMON, "model_type": "ernie4_5", "architectures": ["Ernie4_5ForCausalLM"],
                       "head_dim": 16, "use_bias": True, "rms_norm_eps": 1e-5,
                       "tie_word_embeddings": True},
+    # ERNIE-4.5-MoE: layer 0 dense, layer 1 routed (top-2 of 6 by p + correction bias) +
+    # one shared expert; head_dim = hidden / heads (no head_dim key), biases everywhere.
+    "tiny-ernie4_5_moe": {
+        **_COMMON, "model_type": "ernie4_5_moe", "architectures": ["Ernie4_5_MoeForCausalLM"],
+        "rms_norm_eps": 1e-5, "use_bias": True, "tie_word_embeddings": True,
+        "moe_intermediate_size": 36, "moe_num_experts": 6, "moe_k": 2,
+        "moe_num_shared_experts": 1, "moe_layer_start_index": 1, "moe_layer_end_index": -1,
+        "moe_layer_interval": 1, "moe_norm_min": 1e-12,
+    },
     "tiny-hunyuan_v1_dense": {**_COMMON, "model_type": "hunyuan_v1_dense",
                               "architectures": ["HunYuanDenseV1ForCausalLM"], "head_dim": 16,
                               "rms_norm_eps": 1e-5, "attention_bias": True},
