@@ -38,6 +38,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-gemma3": "gemma",
     "tiny-glm": "glm",
     "tiny-glm4": "glm",
+    "tiny-glm4_moe": "glm4_moe",
     "tiny-gpt2": "gpt2",
     "tiny-gpt_oss": "gpt_oss",
     "tiny-granite": "granite",

@@ -19,6 +19,7 @@ from mobius.models import gpt_oss
 from mobius.models import deberta_v2, modernbert, modernbert_heads, mpnet
 from mobius.models import bart, marian, t5
 from mobius.models import ernie4_5_moe
+from mobius.models import glm4_moe
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -83,6 +84,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     bart.FAMILY,
     marian.FAMILY,
     ernie4_5_moe.FAMILY,
+    glm4_moe.FAMILY,
 )
 
 _BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}

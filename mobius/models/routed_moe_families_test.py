@@ -31,7 +31,7 @@ pytest.importorskip("transformers")
 from mobius.builder import build  # noqa: E402
 from mobius.ep.registry import ep_registry  # noqa: E402
 from mobius.errors import ConfigError, WeightsError  # noqa: E402
-from mobius.models import ernie4_5_moe  # noqa: E402
+from mobius.models import ernie4_5_moe, glm4_moe  # noqa: E402
 from mobius.optimize.histogram import op_histogram  # noqa: E402
 from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
 from mobius.weights.dtypes import SHORT_NAMES  # noqa: E402
@@ -43,9 +43,11 @@ TOLERANCE = 1e-4
 CHANGED = 1e-3  # a reverted switch must move some logit by at least this much
 MOE = "com.microsoft::MoE"
 ERNIE = "tiny-ernie4_5_moe"
+GLM = "tiny-glm4_moe"
 
 #: case: (preset, config overrides). ERNIE preset: biases, tied head, layer 0 dense,
-#: layer 1 top-2 of 6 + one shared expert.
+#: layer 1 top-2 of 6 + one shared expert. GLM preset: q/k/v bias, qk norm, half RoPE,
+#: layer 0 dense, layer 1 top-2 of 8 in 2 of 4 groups, renormalized, scaled 2.5.
 CONFIGS: dict[str, tuple[str, dict]] = {
     "ernie": (ERNIE, {}),
     # layers 0-2 sparse (start 0, end 2), 3 dense; untied, no bias, top-3, two shared
@@ -57,6 +59,14 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "ernie_interval_norm_min": (ERNIE, {"num_hidden_layers": 4, "moe_layer_start_index": 0,
                                         "moe_layer_interval": 2, "moe_num_shared_experts": 0,
                                         "moe_norm_min": 0.6}),
+    "glm": (GLM, {}),
+    # every layer sparse, one group, top-3 unnormalized and unscaled, two shared experts,
+    # no bias / qk norm, full RoPE, tied head
+    "glm_all_sparse": (GLM, {"num_hidden_layers": 3, "first_k_dense_replace": 0, "n_group": 1,
+                             "topk_group": 1, "num_experts_per_tok": 3, "norm_topk_prob": False,
+                             "routed_scaling_factor": 1.0, "n_shared_experts": 2,
+                             "attention_bias": False, "use_qk_norm": False,
+                             "partial_rotary_factor": 1.0, "tie_word_embeddings": True}),
 }
 
 #: switch: (case, config.json edit that reverts it, None: the logits move | the
@@ -76,6 +86,22 @@ SWITCHES: dict[str, tuple[str, dict, str | None]] = {
     "ernie_moe_norm_min": ("ernie_interval_norm_min", {"moe_norm_min": 1e-12}, None),
     "ernie_shared_experts_absent": ("ernie_interval_norm_min", {"moe_num_shared_experts": 1},
                                     "missing tensor 'model.layers.1.mlp.shared_experts"),
+    "glm_attention_bias": ("glm", {"attention_bias": False}, "does not read"),
+    "glm_use_qk_norm": ("glm", {"use_qk_norm": False}, "does not read"),
+    "glm_tie_word_embeddings": ("glm_all_sparse", {"tie_word_embeddings": False},
+                                "missing tensor 'lm_head.weight"),
+    "glm_first_k_dense_replace": ("glm_all_sparse", {"first_k_dense_replace": 1},
+                                  "missing tensor 'model.layers.0.mlp.gate_proj"),
+    "glm_n_shared_experts": ("glm_all_sparse", {"n_shared_experts": 1}, "shape"),
+    "glm_num_experts_per_tok": ("glm_all_sparse", {"num_experts_per_tok": 2}, None),
+    "glm_norm_topk_prob_off": ("glm_all_sparse", {"norm_topk_prob": True}, None),
+    "glm_norm_topk_prob": ("glm", {"norm_topk_prob": False}, None),
+    "glm_routed_scaling_factor": ("glm", {"routed_scaling_factor": 1.0}, None),
+    "glm_topk_group": ("glm", {"topk_group": 4}, None),
+    "glm_n_group": ("glm", {"n_group": 2, "topk_group": 1}, None),
+    "glm_partial_rotary_factor": ("glm", {"rope_parameters.partial_rotary_factor": 1.0}, None),
+    "glm_partial_rotary_factor_full": ("glm_all_sparse",
+                                       {"rope_parameters.partial_rotary_factor": None}, None),
 }
 
 #: (preset, overrides, message part): values rejected before anything is built.
@@ -83,6 +109,9 @@ REJECTED: dict[str, tuple[str, dict, str]] = {
     "ernie_k_too_large": (ERNIE, {"moe_k": 7}, "moe_k"),
     "ernie_norm_min_negative": (ERNIE, {"moe_norm_min": -1.0}, "moe_norm_min"),
     "ernie_interval_zero": (ERNIE, {"moe_layer_interval": 0}, "moe_layer_interval"),
+    "glm_groups_do_not_split": (GLM, {"n_group": 3}, "do not split into n_group=3"),
+    "glm_too_few_kept": (GLM, {"topk_group": 1, "num_experts_per_tok": 3}, "kept groups"),
+    "glm_no_shared_expert": (GLM, {"n_shared_experts": 0}, "n_shared_experts"),
 }
 
 #: preset -> (correction-bias tensor suffix, sparse-layer predicate on the package config)
@@ -90,6 +119,8 @@ PRESETS = {
     ERNIE: ("moe_statics.e_score_correction_bias",
             lambda c, i: ernie4_5_moe.is_sparse_layer(
                 ernie4_5_moe._options(c.raw), c.num_hidden_layers, i)),
+    GLM: ("gate.e_score_correction_bias",
+          lambda c, i: i >= glm4_moe._options(c.raw).first_k_dense_replace),
 }
 
 
@@ -143,7 +174,15 @@ def _edited(folder: str, out: str, edit: dict) -> str:
     path = os.path.join(out, "config.json")
     with open(path) as f:
         raw = json.load(f)
-    raw.update(edit)
+    for key, value in edit.items():  # "a.b": key b of the dict under a; None drops it
+        *parents, leaf = key.split(".")
+        target = raw
+        for parent in parents:
+            target = target[parent]
+        if value is None:
+            target.pop(leaf, None)
+        else:
+            target[leaf] = value
     with open(path, "w") as f:
         json.dump(raw, f)
     return out
@@ -206,7 +245,7 @@ def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(checkpoints, tmp
     onnx.checker.check_model(os.path.join(path, "model.onnx"), full_check=True)
 
 
-@pytest.mark.parametrize("case", ["ernie", "ernie_interval_norm_min"])
+@pytest.mark.parametrize("case", ["ernie", "ernie_interval_norm_min", "glm", "glm_all_sparse"])
 def test_cuda_graph_with_fused_moe_matches_transformers_on_the_cpu_ep(checkpoints, tmp_path,
                                                                       case):
     folder = checkpoints(case)
