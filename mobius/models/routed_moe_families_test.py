@@ -265,3 +265,33 @@ def test_unsupported_values_are_rejected_up_front(tmp_path, case):
     with pytest.raises(ConfigError, match=message):
         build(str(folder), dtype="f32").save(str(out))
     assert not out.exists()
+
+
+def test_glm_multi_token_prediction_layers_are_left_unread(checkpoints, tmp_path):
+    """Layer 2 of a 3-layer checkpoint read as a 2-layer model: an MTP layer only when
+    num_nextn_predict_layers says so."""
+    folder = checkpoints("glm_all_sparse")
+    mtp = _edited(folder, str(tmp_path / "mtp"), {"num_hidden_layers": 2,
+                                                  "num_nextn_predict_layers": 1})
+    assert build(mtp, dtype="f32").config.num_hidden_layers == 2
+    plain = _edited(folder, str(tmp_path / "plain"), {"num_hidden_layers": 2,
+                                                      "num_nextn_predict_layers": 0})
+    with pytest.raises(WeightsError, match="does not read"):
+        build(plain, dtype="f32")
+
+
+def test_ernie_multi_token_prediction_tensors_are_left_unread(checkpoints, tmp_path):
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    folder = str(tmp_path / "mtp")
+    shutil.copytree(checkpoints("ernie"), folder)
+    path = os.path.join(folder, "model.safetensors")
+    tensors = load_file(path)
+    tensors["model.mtp_linear_proj.0.weight"] = np.ones((4, 4), np.float32)
+    save_file(tensors, path, metadata={"format": "pt"})
+    build(folder, dtype="f32")
+    tensors["model.layers.1.mlp.unknown.weight"] = np.ones((4, 4), np.float32)
+    save_file(tensors, path, metadata={"format": "pt"})
+    with pytest.raises(WeightsError, match="does not read"):
+        build(folder, dtype="f32")
