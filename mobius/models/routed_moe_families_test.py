@@ -11,6 +11,7 @@
   cpu EPs (cpu: GroupQueryAttention; padded decode steps only where its kernel
   does not rotate, as in moe_families_test); the cuda graph's fused MoE on
   onnxruntime's CPU EP MoE kernel.
+* f16 / bf16 default-EP graphs: within 4 eps of the f32 reference.
 * Switches: a case names the config.json edit that reverts it; the reverted
   config on the same weights moves the logits, or (a structural switch) fails
   on the tensors it expects. Zeroing the correction bias moves the logits.
@@ -295,3 +296,20 @@ def test_ernie_multi_token_prediction_tensors_are_left_unread(checkpoints, tmp_p
     save_file(tensors, path, metadata={"format": "pt"})
     with pytest.raises(WeightsError, match="does not read"):
         build(folder, dtype="f32")
+
+
+#: |onnx_lowp - transformers_f32| <= 4 eps(dtype) x max(1, max|logit|), as in parity_test.py.
+EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("case", ["ernie", "glm"])
+def test_low_precision_runs_close_to_the_f32_reference(checkpoints, tmp_path, case, dtype):
+    folder = checkpoints(case)
+    package = build(folder, dtype=dtype)
+    path = package.save(str(tmp_path / "pkg"))
+    run = f32_parity(BuiltPackage(path, package.config, dtype), load_hf_model(folder), pad=3,
+                     steps=3)
+    scale = max(1.0, max(float(abs(h).max()) for h in run.hf_steps))
+    atol = 4 * EPS[dtype] * scale
+    assert run.max_abs_diff <= atol, f"{case} {dtype}: {run.max_abs_diff:.3g} > {atol:.3g}"
