@@ -84,11 +84,8 @@ class DeepseekMoE(nn.Module):
                                       for _ in range(experts)])
         self.shared_experts = GatedMLP(hidden, shared_size, activation, shared_bias)
 
-    def _routing(self, op, logits):
-        if self.method == "greedy":
-            return routing_weights(op, logits, self.top_k, False, self.dtype)
-        if self.dtype != F32:
-            logits = op.Cast(logits, to=F32)
+    def _choose(self, op, logits):
+        """float32 router logits -> (scores [..., E], the bool [..., E] top-k choice)."""
         sigmoid = self.method == "noaux_tc"
         probs = op.Sigmoid(logits) if sigmoid else op.Softmax(logits, axis=-1)
         choice = op.Add(probs, self.gate.e_score_correction_bias) if sigmoid else probs
@@ -97,7 +94,14 @@ class DeepseekMoE(nn.Module):
                                2 if sigmoid else 1)
             # transformers fills the dropped groups with -inf (V3) or 0 (V2, probs > 0)
             choice = op.Where(keep, choice, _f32(op, float("-inf") if sigmoid else 0.0))
-        chosen = op.GreaterOrEqual(choice, _kth(op, choice, self.top_k))
+        return probs, op.GreaterOrEqual(choice, _kth(op, choice, self.top_k))
+
+    def _routing(self, op, logits):
+        if self.method == "greedy":
+            return routing_weights(op, logits, self.top_k, False, self.dtype)
+        if self.dtype != F32:
+            logits = op.Cast(logits, to=F32)
+        probs, chosen = self._choose(op, logits)
         weights = op.Where(chosen, probs, _f32(op, 0.0))
         if self.normalize:
             total = op.ReduceSum(weights, op.Constant(value_ints=[-1]), keepdims=1)

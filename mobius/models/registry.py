@@ -18,6 +18,8 @@ from mobius.models import wav2vec2
 from mobius.models import gpt_oss
 from mobius.models import deberta_v2, modernbert, modernbert_heads, mpnet
 from mobius.models import bart, marian, t5
+from mobius.models import ernie4_5_moe
+from mobius.models import glm4_moe
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -81,6 +83,8 @@ FAMILIES: tuple[ModelFamily, ...] = (
     *t5.FAMILIES,
     bart.FAMILY,
     marian.FAMILY,
+    ernie4_5_moe.FAMILY,
+    glm4_moe.FAMILY,
 )
 
 _BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}

@@ -156,6 +156,17 @@ TINY_PRESETS: dict[str, dict] = {
                  "head_dim": 32, "attention_bias": True, "partial_rotary_factor": 0.5},
     "tiny-glm4": {**_COMMON, "model_type": "glm4", "architectures": ["Glm4ForCausalLM"],
                   "head_dim": 32, "attention_bias": True, "partial_rotary_factor": 0.5},
+    # GLM-4.5-like MoE: layer 0 dense, layer 1 top-2 of 8 (sigmoid + correction bias, 2 of 4
+    # groups kept, renormalized, scaled 2.5) + a shared expert; qk norm, q/k/v bias, RoPE on
+    # half of each 32-wide head.
+    "tiny-glm4_moe": {
+        **_COMMON, "model_type": "glm4_moe", "architectures": ["Glm4MoeForCausalLM"],
+        "head_dim": 32, "rms_norm_eps": 1e-5, "attention_bias": True, "use_qk_norm": True,
+        "partial_rotary_factor": 0.5, "first_k_dense_replace": 1, "moe_intermediate_size": 20,
+        "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1, "n_group": 4,
+        "topk_group": 2, "routed_scaling_factor": 2.5, "norm_topk_prob": True,
+        "num_nextn_predict_layers": 0,
+    },
     "tiny-nemotron": {**_COMMON, "model_type": "nemotron", "architectures": ["NemotronForCausalLM"],
                       "hidden_act": "relu2", "norm_eps": 1e-5, "attention_bias": True,
                       "mlp_bias": True, "partial_rotary_factor": 0.5},
@@ -174,6 +185,15 @@ TINY_PRESETS: dict[str, dict] = {
     "tiny-ernie4_5": {**_COMMON, "model_type": "ernie4_5", "architectures": ["Ernie4_5ForCausalLM"],
                       "head_dim": 16, "use_bias": True, "rms_norm_eps": 1e-5,
                       "tie_word_embeddings": True},
+    # ERNIE-4.5-MoE: layer 0 dense, layer 1 routed (top-2 of 6 by p + correction bias) +
+    # one shared expert; head_dim = hidden / heads (no head_dim key), biases everywhere.
+    "tiny-ernie4_5_moe": {
+        **_COMMON, "model_type": "ernie4_5_moe", "architectures": ["Ernie4_5_MoeForCausalLM"],
+        "rms_norm_eps": 1e-5, "use_bias": True, "tie_word_embeddings": True,
+        "moe_intermediate_size": 36, "moe_num_experts": 6, "moe_k": 2,
+        "moe_num_shared_experts": 1, "moe_layer_start_index": 1, "moe_layer_end_index": -1,
+        "moe_layer_interval": 1, "moe_norm_min": 1e-12,
+    },
     "tiny-hunyuan_v1_dense": {**_COMMON, "model_type": "hunyuan_v1_dense",
                               "architectures": ["HunYuanDenseV1ForCausalLM"], "head_dim": 16,
                               "rms_norm_eps": 1e-5, "attention_bias": True},
