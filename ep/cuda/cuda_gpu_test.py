@@ -44,7 +44,7 @@ def checkpoints(tmp_path_factory):
 def test_cuda_package_matches_transformers_on_the_gpu(family, dtype, provider, checkpoints,
                                                       tmp_path):
     folder = checkpoints.folder(family)
-    package = mobius.build(folder, execution_provider="cuda", dtype=dtype)
+    package = mobius.build(folder, execution_provider="cuda", dtype=dtype, prefill_logits="all")
     built = BuiltPackage(package.save(str(tmp_path / "pkg")), package.config, dtype)
     session = gpu.session(built.model_path, provider, use_tf32="0")
     run = f32_parity(built, load_hf_model(folder), session=session)
@@ -60,7 +60,8 @@ def test_cuda_package_matches_transformers_on_the_gpu(family, dtype, provider, c
 def test_genai_cuda_greedy_tokens_match_transformers(family, provider, tmp_path):
     folder = make_hf_checkpoint(str(tmp_path / "ckpt"), ep_suite.family(family).tiny_preset,
                                 **OVERRIDES)
-    path = mobius.build(folder, execution_provider="cuda", dtype="f32").save(str(tmp_path / "pkg"))
+    path = mobius.build(folder, execution_provider="cuda", dtype="f32",
+                        prefill_logits="all").save(str(tmp_path / "pkg"))
     options = harness.genai_config(path)["model"]["decoder"]["session_options"]
     assert [list(o) for o in options["provider_options"]] == [["cuda"]]
     got = harness.genai_generate(path, PROMPTS, NEW_TOKENS)
@@ -76,7 +77,8 @@ def test_genai_cuda_whisper_matches_transformers(provider, tmp_path):
     preset = ep_suite.family("whisper").tiny_preset
     folder = make_hf_checkpoint(str(tmp_path / "ckpt"), preset, max_source_positions=1500,
                                 init_std=0.2)  # genai takes 3000 frames only
-    path = mobius.build(folder, execution_provider="cuda", dtype="f32").save(str(tmp_path / "pkg"))
+    path = mobius.build(folder, execution_provider="cuda", dtype="f32",
+                        prefill_logits="all").save(str(tmp_path / "pkg"))
     hf_model = load_hf_model(folder)
     start = hf_model.config.decoder_start_token_id
     prompt, length = [start, 5, 7, 9], 24
@@ -105,7 +107,8 @@ def test_genai_cuda_whisper_matches_transformers(provider, tmp_path):
 def test_packages_really_target_cuda(tmp_path):
     """Runs without a GPU too (in the gpu target): the premise that these are cuda packages."""
     folder = make_hf_checkpoint(str(tmp_path / "ckpt"), "tiny-llama")
-    path = mobius.build(folder, execution_provider="cuda", dtype="f16").save(str(tmp_path / "p"))
+    path = mobius.build(folder, execution_provider="cuda", dtype="f16",
+                        prefill_logits="all").save(str(tmp_path / "p"))
     assert os.path.isfile(os.path.join(path, "model.onnx"))
     assert harness.genai_config(path)["model"]["decoder"]["session_options"][
         "provider_options"] == [{"cuda": {}}]

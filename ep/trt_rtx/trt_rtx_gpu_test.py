@@ -17,7 +17,7 @@ from testing.model_runs import BuiltPackage, onnx_greedy
 def test_trt_rtx_package_runs_on_its_provider(tmp_path):
     provider = gpu.require_provider("trt-rtx", optional=True)
     folder = make_hf_checkpoint(str(tmp_path / "ckpt"), "tiny-llama")
-    package = mobius.build(folder, execution_provider="trt-rtx", dtype="f16")
+    package = mobius.build(folder, execution_provider="trt-rtx", dtype="f16", prefill_logits="all")
     built = BuiltPackage(package.save(str(tmp_path / "pkg")), package.config, "f16")
     session = gpu.session(built.model_path, provider)
     ids, mask = parity.make_batch(built.config.vocab_size)

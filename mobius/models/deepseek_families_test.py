@@ -105,7 +105,7 @@ def checkpoints(tmp_path_factory):
 
 def _parity(folder, out, ep, hf_model):
     """Row 0 unpadded, row 1 left-padded by 3; prefill + 3 decode steps."""
-    package = build(folder, execution_provider=ep, dtype="f32")
+    package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
     path = package.save(str(out), overwrite=True)
     run = f32_parity(BuiltPackage(path, package.config, "f32"), hf_model, pad=3, steps=3)
     return run, package
@@ -202,7 +202,7 @@ EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
 @pytest.mark.parametrize("case", ["v2", "v3"])
 def test_low_precision_runs_close_to_the_f32_reference(checkpoints, tmp_path, case, dtype):
     folder = checkpoints(case)
-    package = build(folder, dtype=dtype)
+    package = build(folder, dtype=dtype, prefill_logits="all")
     path = package.save(str(tmp_path / "pkg"))
     run = f32_parity(BuiltPackage(path, package.config, dtype), load_hf_model(folder), pad=3,
                      steps=3)

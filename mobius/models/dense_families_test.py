@@ -147,7 +147,7 @@ def _uses_fused_rotary(package) -> bool:
 
 
 def _parity(folder, out, ep, *, pad, steps, hf_model=None):
-    package = build(folder, execution_provider=ep, dtype="f32")
+    package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
     path = package.save(str(out), overwrite=True)
     built = BuiltPackage(path, package.config, "f32")
     return f32_parity(built, hf_model or load_hf_model(folder), pad=pad, steps=steps), package

@@ -114,7 +114,7 @@ def test_f32_parity_with_transformers(checkpoints, tmp_path, variant):
 
 
 def _parity(folder, tmp_path, ep, dtype, *, pad, steps):
-    package = build(folder, execution_provider=ep, dtype=dtype)
+    package = build(folder, execution_provider=ep, dtype=dtype, prefill_logits="all")
     path = package.save(str(tmp_path / f"{ep}-{dtype}"), overwrite=True)
     return f32_parity(BuiltPackage(path, package.config, dtype), load_hf_model(folder),
                       pad=pad, steps=steps), package

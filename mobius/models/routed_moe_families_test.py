@@ -140,7 +140,7 @@ def checkpoints(tmp_path_factory):
 
 
 def _parity(folder, out, ep, hf_model, *, pad=3, steps=3):
-    package = build(folder, execution_provider=ep, dtype="f32")
+    package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
     path = package.save(str(out), overwrite=True)
     run = f32_parity(BuiltPackage(path, package.config, "f32"), hf_model, pad=pad, steps=steps)
     return run, package
@@ -306,7 +306,7 @@ EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
 @pytest.mark.parametrize("case", ["ernie", "glm"])
 def test_low_precision_runs_close_to_the_f32_reference(checkpoints, tmp_path, case, dtype):
     folder = checkpoints(case)
-    package = build(folder, dtype=dtype)
+    package = build(folder, dtype=dtype, prefill_logits="all")
     path = package.save(str(tmp_path / "pkg"))
     run = f32_parity(BuiltPackage(path, package.config, dtype), load_hf_model(folder), pad=3,
                      steps=3)

@@ -114,7 +114,7 @@ def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(checkpoints, tmp
 
 
 def _parity(folder, tmp_path, ep, *, pad, steps):
-    package = build(folder, execution_provider=ep, dtype="f32")
+    package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
     path = package.save(str(tmp_path / ep), overwrite=True)
     return f32_parity(BuiltPackage(path, package.config, "f32"), load_hf_model(folder),
                       pad=pad, steps=steps), package
@@ -186,13 +186,13 @@ def _with_sinks(folder: str, out: str, scale: float) -> str:
 def test_gpt_oss_large_sinks_match_and_matter(checkpoints, tmp_path, ep):
     folder = _with_sinks(checkpoints("gpt_oss"), str(tmp_path / "sinks"), 2.0)
     hf_model = load_hf_model(folder)
-    package = build(folder, execution_provider=ep, dtype="f32")
+    package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
     path = package.save(str(tmp_path / "pkg"), overwrite=True)
     sinks_op = "com.microsoft::GroupQueryAttention" if ep == "cpu" else "Attention"
     assert op_histogram(package.models["model"])[sinks_op] == package.config.num_hidden_layers
     run = f32_parity(BuiltPackage(path, package.config, "f32"), hf_model, pad=0, steps=3)
     assert run.max_abs_diff <= 1e-4, f"gpt_oss large sinks/{ep}: {run.max_abs_diff:.3g}"
-    small = build(checkpoints("gpt_oss"), execution_provider=ep, dtype="f32")
+    small = build(checkpoints("gpt_oss"), execution_provider=ep, dtype="f32", prefill_logits="all")
     small_path = small.save(str(tmp_path / "small"), overwrite=True)
     other = f32_parity(BuiltPackage(small_path, small.config, "f32"), hf_model, pad=0, steps=3)
     assert other.max_abs_diff > 1e-3, f"the sinks change nothing ({other.max_abs_diff:.3g})"
