@@ -18,6 +18,7 @@ from mobius.models import wav2vec2
 from mobius.models import gpt_oss
 from mobius.models import deberta_v2, modernbert, modernbert_heads, mpnet
 from mobius.models import bart, marian, t5
+from mobius.models import gemma3
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -65,6 +66,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     *modernbert_heads.FAMILIES,
     *deberta_v2.FAMILIES,
     llava.FAMILY,
+    gemma3.FAMILY,
     whisper.FAMILY,
     vit.FAMILY,
     vit.CLASSIFIER,
