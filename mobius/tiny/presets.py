@@ -229,7 +229,8 @@ TINY_PRESETS: dict[str, dict] = {
         "mm_tokens_per_image": 256, "boi_token_index": VOCAB_SIZE - 3,
         "eoi_token_index": VOCAB_SIZE - 2, "image_token_index": VOCAB_SIZE - 1,
         "tie_word_embeddings": True,
-        "text_config": {k: v for k, v in TINY_PRESETS_GEMMA3.items() if k != "architectures"},
+        "text_config": {**{k: v for k, v in TINY_PRESETS_GEMMA3.items() if k != "architectures"},
+                        "max_position_embeddings": 512},  # 256 image tokens + text
         "vision_config": {
             "model_type": "siglip_vision_model", "hidden_size": 48, "intermediate_size": 100,
             "num_hidden_layers": 2, "num_attention_heads": 4, "num_channels": 3,
