@@ -18,7 +18,7 @@ built as the three models of mobius/tasks/vision_language.py:
 Checkpoint names: hub checkpoints (transformers 4.x) and transformers 5's saved
 files use ``vision_tower.vision_model.`` / ``vision_tower.``,
 ``multi_modal_projector.``, ``language_model.model.``; transformers 5 in memory
-puts ``model.`` in front. lm_head is tied to the token embedding.
+puts ``model.`` in front. lm_head is the token embedding unless tie_word_embeddings is false.
 config.json: hub checkpoints keep only non-default text / vision values, so
 Gemma3TextConfig's and SiglipVisionConfig's defaults are filled in here.
 """
@@ -152,10 +152,10 @@ class Gemma3ForConditionalGeneration(nn.Module):
         body = self.language_model.model
         self.embed_scale, body.embed_scale = body.embed_scale, None  # scaled in embedding.onnx
         body.block_token_id = self.image_token_id
-        # The head reads its own copy of the tied table (the lookup is in embedding.onnx).
-        self.language_model.lm_head = LMHead(
-            config.hidden_size, config.vocab_size,
-            checkpoint_name="language_model.model.embed_tokens.weight")
+        if config.tie_word_embeddings:  # the head's own copy (the lookup is in embedding.onnx)
+            self.language_model.lm_head = LMHead(
+                config.hidden_size, config.vocab_size,
+                checkpoint_name="language_model.model.embed_tokens.weight")
 
     def encode_images(self, op, pixel_values):
         """pixel_values [images, C, H, W] -> image_features [images * tokens, text hidden]."""
@@ -210,5 +210,6 @@ FAMILY = ModelFamily(
                                         "model.vision_tower.vision_model.", "model.vision_tower.")),
         ("multi_modal_projector.", ("multi_modal_projector.", "model.multi_modal_projector.")),
         ("language_model.model.", ("language_model.model.", "model.language_model.")),
+        ("language_model.lm_head.", ("language_model.lm_head.", "lm_head.")),
     ),
 )

@@ -43,6 +43,8 @@ CASES = {
     "pooled_16_tokens": ({"mm_tokens_per_image": 16}, {}),  # 16 x 16 patches -> 4 x 4 tokens
     "unpooled_256_tokens": ({}, {"max_position_embeddings": 1024}),  # genai's token count
     "gemma3_4x_text_config": ({"mm_tokens_per_image": 64}, _GEMMA3_4X_TEXT),
+    "untied_head": ({"mm_tokens_per_image": 16, "tie_word_embeddings": False},
+                    {"tie_word_embeddings": False}),
 }
 
 
