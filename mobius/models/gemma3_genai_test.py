@@ -20,7 +20,11 @@ Two images: genai 0.18's gemma3 processor reports ``num_image_tokens`` = [256] f
 the whole prompt whatever the image count, and genai sizes the vision output
 [num_image_tokens, hidden] from it, so the vision run (2 x 256 rows) fails. The
 test checks that report and then feeds the processor's tensors with the true
-per-image counts [256, 256], as a caller of ``set_inputs`` can.
+per-image counts [256, 256], as a caller of ``set_inputs`` can. (A vision output
+[images, 256, hidden] would fit that report, but genai then hands the embedding
+model [images, 0, hidden] or, with no image, [0, hidden]: no fixed-rank input
+takes both, and the ONNX checker requires main-graph inputs to have a shape. Text-only
+prompts matter more, so image_features stays [num_image_tokens, hidden].)
 """
 
 from __future__ import annotations
