@@ -88,7 +88,7 @@ def normalize_gemma3(raw: Mapping[str, Any]) -> dict[str, Any]:
            "architectures": list(raw.get("architectures") or ["Gemma3ForConditionalGeneration"]),
            "tie_word_embeddings": raw.get("tie_word_embeddings", True),
            "text_config": text, "vision_config": vision}
-    for key in ("pad_token_id", "dtype", "torch_dtype"):
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id", "dtype", "torch_dtype"):
         if raw.get(key) is not None:
             out[key] = raw[key]
     return out

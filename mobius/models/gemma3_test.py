@@ -134,6 +134,7 @@ def test_hub_style_config_gets_transformers_defaults():
     assert (config.hidden_size, config.num_hidden_layers, config.vocab_size) == (2560, 34, 262208)
     assert (config.num_attention_heads, config.num_key_value_heads, config.head_dim) == (8, 4, 256)
     assert config.tie_word_embeddings and config.sliding_window == 1024
+    assert config.eos_token_id == (1, 106)  # top-level ids win (<end_of_turn> is 106)
     # every 6th layer global (sliding_window_pattern 6), the rest local
     assert [config.layer_sliding_window(i) for i in range(6)] == [1024] * 5 + [None]
     module = _module(config)
