@@ -36,6 +36,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-gemma": "gemma",
     "tiny-gemma2": "gemma",
     "tiny-gemma3": "gemma",
+    "tiny-gemma3-vl": "gemma3",
     "tiny-glm": "glm",
     "tiny-glm4": "glm",
     "tiny-glm4_moe": "glm4_moe",

@@ -610,6 +610,17 @@ class NoGqaOutsideCausalDecoder(Check):
 #: towers, embedders, or seq2seq models).
 ROLE_CHECKS: tuple[Check, ...] = (NoGqaOutsideCausalDecoder(),)
 
+#: A decoder whose mask also reads its token ids (Gemma 3: image tokens attend to each
+#: other both ways) on every EP: standard Attention per layer, since GroupQueryAttention
+#: is always causal, and no warning that GQA is missing.
+TOKEN_MASK_DECODER_CHECKS: tuple[Check, ...] = (PerLayer("Attention"), NoGqaWarning())
+
+
+def has_token_mask_decoder(family_name: str) -> bool:
+    """The family's decoder takes input_ids beside inputs_embeds for its mask
+    (mobius/tasks/vision_language.py: ``decoder_token_ids``)."""
+    return bool(getattr(family(family_name).module, "decoder_token_ids", False))
+
 
 def fusion_params(ep: str, expectations: dict[str, tuple[Check, ...]],
                   known_gaps: dict[tuple[str, str, str], str] | None = None,
@@ -628,6 +639,8 @@ def fusion_params(ep: str, expectations: dict[str, tuple[Check, ...]],
         task = family(fam).task
         table = (expectations if has_causal_decoder(task)
                  else (encoder_expectations or {}) if is_encoder(task) else {})
+        if has_causal_decoder(task) and has_token_mask_decoder(fam):
+            table = {dtype: TOKEN_MASK_DECODER_CHECKS for dtype in EP_DTYPES[ep]}
         for dtype in EP_DTYPES[ep]:
             for check in table.get(dtype, ()) + ROLE_CHECKS:
                 marks = [pytest.mark.shard_group(fam)]

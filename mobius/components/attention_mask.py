@@ -10,6 +10,11 @@ onnxruntime-genai's right-padded batches, whose caches hold a padding gap
 between prompt and generated tokens, only positions are right. Blocked entries get the most
 negative finite value of the dtype rather than -inf, so rows that see nothing
 (left-padding queries) stay finite instead of turning into NaN.
+
+``blocks`` (Gemma 3's images): a query also sees every key of its own block of
+the current chunk, later ones included (bidirectional attention inside one image).
+Such a mask is not causal: its value carries the ``NON_CAUSAL`` metadata key, so
+rewrite rules that assume causality (GroupQueryAttention) leave it alone.
 """
 
 from __future__ import annotations
@@ -19,12 +24,17 @@ import onnx_ir as ir
 
 from mobius.weights.dtypes import numpy_dtype
 
+#: metadata_props key on a mask value that lets some queries see later keys
+NON_CAUSAL = "mobius.non_causal_mask"
+
 
 def causal_padding_mask(op, input_ids, attention_mask, dtype: ir.DataType,
-                        sliding_window: int | None = None, position_ids=None):
+                        sliding_window: int | None = None, position_ids=None, blocks=None):
     """Returns the additive mask [batch, 1, seq, total_seq] in ``dtype``.
 
-    ``position_ids`` [batch, seq] is needed with a sliding window.
+    ``position_ids`` [batch, seq] is needed with a sliding window. ``blocks``
+    [batch, seq] int64: each current token's block id, -1 outside any block
+    (:func:`token_blocks`).
     """
     seq_len = op.Shape(input_ids, start=1, end=2)
     total_len = op.Shape(attention_mask, start=1, end=2)
@@ -35,6 +45,8 @@ def causal_padding_mask(op, input_ids, attention_mask, dtype: ir.DataType,
     key_slots = op.Range(zero, op.Squeeze(total_len), one)  # [total]
     query_slots = op.Unsqueeze(query_slots, op.Constant(value_ints=[1]))  # [seq, 1]
     allowed = op.LessOrEqual(key_slots, query_slots)  # [seq, total]
+    if blocks is not None:
+        allowed = op.Or(allowed, _same_block(op, blocks, past_len))  # [batch, 1, seq, total]
     if sliding_window:
         if position_ids is None:
             raise ValueError("a sliding-window mask needs position_ids")
@@ -48,8 +60,33 @@ def causal_padding_mask(op, input_ids, attention_mask, dtype: ir.DataType,
     allowed = op.And(allowed, not_padding)  # [batch, 1, seq, total]
     np_dtype = numpy_dtype(dtype)
     blocked = np.array(_most_negative(np_dtype), dtype=np_dtype)
-    return op.Where(allowed, op.Constant(value=ir.tensor(np.array(0, dtype=np_dtype))),
+    mask = op.Where(allowed, op.Constant(value=ir.tensor(np.array(0, dtype=np_dtype))),
                     op.Constant(value=ir.tensor(blocked)))
+    if blocks is not None:
+        mask.metadata_props[NON_CAUSAL] = "blocks"
+    return mask
+
+
+def token_blocks(op, input_ids, token_id: int):
+    """[batch, seq] int64: the k-th run of consecutive ``token_id`` tokens in the
+    chunk is block k (0, 1, ...); any other token is -1."""
+    is_token = op.Equal(input_ids, op.Constant(value_int=token_id))
+    ones = op.Cast(is_token, to=ir.DataType.INT64)
+    one = op.Constant(value_ints=[1])
+    before = op.Pad(op.Slice(ones, op.Constant(value_ints=[0]), op.Constant(value_ints=[-1]), one),
+                    op.Constant(value_ints=[0, 1, 0, 0]))  # the previous token's flag
+    starts = op.Mul(ones, op.Sub(op.Constant(value_int=1), before))
+    ids = op.Sub(op.CumSum(starts, op.Constant(value_int=1)), op.Constant(value_int=1))
+    return op.Where(is_token, ids, op.Constant(value_int=-1))
+
+
+def _same_block(op, blocks, past_len):
+    """[batch, 1, seq, total]: query and key lie in one block of the current chunk."""
+    pads = op.Concat(op.Constant(value_ints=[0]), past_len, op.Constant(value_ints=[0, 0]), axis=0)
+    key_blocks = op.Pad(blocks, pads, op.Constant(value_int=-1))  # past keys: no block
+    queries = op.Unsqueeze(blocks, op.Constant(value_ints=[1, 3]))  # [batch, 1, seq, 1]
+    same = op.Equal(queries, op.Unsqueeze(key_blocks, op.Constant(value_ints=[1, 2])))
+    return op.And(same, op.GreaterOrEqual(queries, op.Constant(value_int=0)))
 
 
 def _most_negative(np_dtype) -> float:

@@ -7,7 +7,7 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-from mobius.components.attention_mask import causal_padding_mask
+from mobius.components.attention_mask import NON_CAUSAL, causal_padding_mask, token_blocks
 from testing.parity import position_ids_for
 from testing.onnx_graphs import component_model, run_model, run_reference
 from testing.references import additive_mask
@@ -101,3 +101,37 @@ def test_sliding_window_counts_positions_not_cache_slots():
     visible = mask[:, 0, 0] == 0
     assert visible[0].tolist() == [False, False, False, True, True, True]
     assert visible[1].tolist() == [False, True, True, False, False, True]
+
+
+def _blocks_model(window: int | None):
+    def forward(op, ids, mask, positions):
+        return causal_padding_mask(op, ids, mask, ir.DataType.FLOAT, window, positions,
+                                   token_blocks(op, ids, 9))
+
+    return component_model(
+        inputs=[("input_ids", ir.DataType.INT64, ["batch", "seq"]),
+                ("attention_mask", ir.DataType.INT64, ["batch", "total"]),
+                ("position_ids", ir.DataType.INT64, ["batch", "seq"])],
+        forward=forward, outputs=["mask"])
+
+
+@pytest.mark.parametrize("window", [None, 2])
+def test_token_blocks_see_each_other_both_ways_within_a_run_only(window):
+    """Token 9 runs (tokens 1-3 and 5-6, after one past slot) are blocks: a block token
+    also sees the later tokens of its own run, never another run's."""
+    ids = np.array([[4, 9, 9, 9, 4, 9, 9]], np.int64)
+    attention_mask = np.array([[1] * 8], np.int64)  # one past slot + 7 tokens
+    model = _blocks_model(window)
+    (mask,) = run_model(model, {"input_ids": ids, "attention_mask": attention_mask,
+                                "position_ids": position_ids_for(attention_mask, 7)})
+    seen = mask[0, 0] == 0  # [7 queries, 8 slots]
+    expected = np.tril(np.ones((7, 8), bool), k=1)  # query i at slot i + 1
+    if window:
+        expected &= ~np.tril(np.ones((7, 8), bool), k=1 - window)
+    for run in ((1, 2, 3), (5, 6)):
+        for q in run:
+            for k in run:  # the window still applies backwards (transformers: AND after OR)
+                expected[q, k + 1] = window is None or q - k < window
+    np.testing.assert_array_equal(seen, expected)
+    marked = [v for n in model.graph for v in n.outputs if NON_CAUSAL in v.metadata_props]
+    assert [v.producer().op_type for v in marked] == ["Where"]  # the mask, for GQA fusion to skip

@@ -17,7 +17,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript import nn
 
-from mobius.components.attention_mask import causal_padding_mask
+from mobius.components.attention_mask import causal_padding_mask, token_blocks
 from mobius.components.embedding import Embedding
 from mobius.components.lm_head import LMHead
 from mobius.components.rotary import RotaryEmbedding
@@ -65,6 +65,8 @@ class CausalTransformer(nn.Module):
         self.layer_rope_kinds = (list(layer_rope_kinds) if layer_rope_kinds is not None
                                  else [self.rope_kinds[0]] * len(layers))
         self.embed_scale = embed_scale
+        #: a token whose runs attend bidirectionally when input_ids is given (Gemma 3's images)
+        self.block_token_id: int | None = None
 
     def forward(self, op, input_ids, attention_mask, position_ids, past_key_values,
                 inputs_embeds=None):
@@ -75,6 +77,7 @@ class CausalTransformer(nn.Module):
         config = self.config
         embedding, layers, norm = (getattr(self, name) for name in self.attributes)
         hidden = embedding(op, input_ids) if inputs_embeds is None else inputs_embeds
+        # input_ids beside inputs_embeds only says which tokens form blocks (block_token_id)
         tokens = input_ids if inputs_embeds is None else inputs_embeds  # [batch, seq, ...]
         if self.wpe is not None:
             hidden = op.Add(hidden, self.wpe(op, position_ids))
@@ -83,12 +86,14 @@ class CausalTransformer(nn.Module):
         rotary = {kind: getattr(self, f"rotary_emb_{kind}")(op, position_ids)
                   for kind in self.rope_kinds if kind in self.layer_rope_kinds}
         masks = {}
+        blocks = (token_blocks(op, input_ids, self.block_token_id)
+                  if self.block_token_id is not None and input_ids is not None else None)
         presents = []
         for i, layer in enumerate(layers):
             window = config.layer_sliding_window(i)
             if window not in masks:
                 masks[window] = causal_padding_mask(
-                    op, tokens, attention_mask, get_build_dtype(), window, position_ids
+                    op, tokens, attention_mask, get_build_dtype(), window, position_ids, blocks
                 )
             kind = self.layer_rope_kinds[i]
             cos, sin = rotary[kind] if kind is not None else (None, None)

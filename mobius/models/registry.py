@@ -20,6 +20,7 @@ from mobius.models import deberta_v2, modernbert, modernbert_heads, mpnet
 from mobius.models import bart, marian, t5
 from mobius.models import ernie4_5_moe
 from mobius.models import glm4_moe
+from mobius.models import gemma3
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -67,6 +68,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     *modernbert_heads.FAMILIES,
     *deberta_v2.FAMILIES,
     llava.FAMILY,
+    gemma3.FAMILY,
     whisper.FAMILY,
     vit.FAMILY,
     vit.CLASSIFIER,

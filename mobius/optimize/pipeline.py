@@ -13,6 +13,7 @@ import warnings
 
 import onnx_ir as ir
 
+from mobius.components.attention_mask import NON_CAUSAL
 from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import get_ep
 from mobius.optimize.histogram import describe, diff, op_histogram
@@ -119,6 +120,8 @@ def _warn_if_gqa_missing(caps, dtype, role, histogram, model=None) -> None:
     attention = histogram.get("Attention", 0)
     if model is not None and not caps.gqa_head_sink:  # attention with sinks stays standard
         attention -= sum(is_sink_attention(n) for n in model.graph)
+    if model is not None:  # so does attention under a non-causal mask (Gemma 3's images)
+        attention -= sum(_non_causal(n) for n in model.graph)
     if expected and attention and not histogram.get("com.microsoft::GroupQueryAttention", 0):
         warnings.warn(
             f"GroupQueryAttention was expected for EP {caps.name!r} / "
@@ -127,3 +130,8 @@ def _warn_if_gqa_missing(caps, dtype, role, histogram, model=None) -> None:
             UserWarning,
             stacklevel=3,
         )
+
+
+def _non_causal(node) -> bool:
+    mask = node.inputs[3] if node.op_type == "Attention" and len(node.inputs) > 3 else None
+    return mask is not None and NON_CAUSAL in mask.metadata_props

@@ -94,6 +94,7 @@ def vision_language_genai_config(
     image_token_id: int,
     provider_options: list[dict[str, Any]] | None = None,
     past_present_share_buffer: bool = False,
+    decoder_token_ids: bool = False,
 ) -> dict[str, Any]:
     """genai_config.json of a three-model vision-language package
     (mobius/tasks/vision_language.py): the ``vision`` and ``embedding`` sections
@@ -105,14 +106,16 @@ def vision_language_genai_config(
     0.18 has no "llava" type (its multi-modal types are other families': phi3v,
     gemma3, qwen2_5_vl, mistral3, ...) and refuses to load such a package; its
     multi-modal pipeline itself runs the three models (see
-    mobius/models/llava_genai_test.py).
+    mobius/models/llava_genai_test.py). ``decoder_token_ids``: the decoder also
+    takes input_ids (genai feeds it to a decoder that declares it).
     """
     genai = decoder_genai_config(config, provider_options=provider_options,
                                  past_present_share_buffer=past_present_share_buffer)
     model = genai["model"]
     decoder = model["decoder"]
     inputs = {"inputs_embeds": "inputs_embeds",
-              **{k: v for k, v in decoder["inputs"].items() if k != "input_ids"}}
+              **{k: v for k, v in decoder["inputs"].items()
+                 if k != "input_ids" or decoder_token_ids}}
     decoder["inputs"] = inputs
     # No session_options of their own: genai then gives both the decoder's (graph
     # capture disabled, as it does for every non-decoder session).

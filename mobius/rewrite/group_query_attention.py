@@ -18,7 +18,9 @@ cache concatenated by hand, one all-zero key/value appended, the sinks as its
 mask column) becomes GroupQueryAttention with the sinks as ``head_sink``
 where the EP's kernel takes it (``caps.gqa_head_sink``); elsewhere it stays
 standard Attention.
-Legal only for the decoder role and dtypes in ``caps.gqa_dtypes``.
+Legal only for the decoder role and dtypes in ``caps.gqa_dtypes``, and only
+for a causal mask: GroupQueryAttention is always causal, so a mask that lets a
+query see later keys (``NON_CAUSAL``, Gemma 3's image blocks) keeps Attention.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
+from mobius.components.attention_mask import NON_CAUSAL
 from mobius.contrib.group_query_attention import GqaSpec, make_gqa_node
 from mobius.rewrite.graph_inputs import attention_mask_input
 from mobius.rewrite.fusion_util import constant, emit
@@ -106,6 +109,8 @@ class GroupQueryAttentionFusion(NodeRule):
     def check(self, match: _Match, ctx: RuleContext) -> bool:
         node = match.attention
         if attr(node, "is_causal", 0) or len(node.inputs) > 6:
+            return False
+        if NON_CAUSAL in match.cache.mask.metadata_props:
             return False
         sinks = match.cache.sinks
         heads = match.q.num_heads

@@ -30,27 +30,30 @@ NAMED_DIMS = (BATCH, SEQ, TOTAL, PAST)
 INT64 = ir.DataType.INT64
 
 
-def decoder_io(config: ArchitectureConfig, inputs_embeds: bool = False) -> ModelIO:
-    """The decoder contract; ``inputs_embeds`` replaces input_ids (TaskFlags.inputs_embeds)."""
+def decoder_io(config: ArchitectureConfig, inputs_embeds: bool = False,
+               token_ids: bool = False) -> ModelIO:
+    """The decoder contract; ``inputs_embeds`` replaces input_ids (TaskFlags.inputs_embeds);
+    ``token_ids`` keeps input_ids beside it (a mask that depends on the tokens)."""
     kv, head_dim = config.num_key_value_heads, config.head_dim
-    first = (TensorSpec("inputs_embeds", None, (BATCH, SEQ, config.hidden_size)) if inputs_embeds
-             else TensorSpec("input_ids", INT64, (BATCH, SEQ)))
+    ids = TensorSpec("input_ids", INT64, (BATCH, SEQ))
+    first = ((TensorSpec("inputs_embeds", None, (BATCH, SEQ, config.hidden_size)),
+              *((ids,) if token_ids else ())) if inputs_embeds else (ids,))
     layers = range(config.num_hidden_layers)
     past = tuple(TensorSpec(f"past_key_values.{i}.{kind}", None, (BATCH, kv, PAST, head_dim))
                  for i in layers for kind in ("key", "value"))
     present = tuple(TensorSpec(f"present.{i}.{kind}", None, (BATCH, kv, TOTAL, head_dim))
                     for i in layers for kind in ("key", "value"))
     return ModelIO(
-        inputs=(first, TensorSpec("attention_mask", INT64, (BATCH, TOTAL)),
+        inputs=(*first, TensorSpec("attention_mask", INT64, (BATCH, TOTAL)),
                 TensorSpec("position_ids", INT64, (BATCH, SEQ), optional=True), *past),
         outputs=(TensorSpec("logits", None, (BATCH, SEQ, config.vocab_size)), *present))
 
 
 def build_causal_lm(module: nn.Module, config: ArchitectureConfig,
-                    flags: TaskFlags = TaskFlags()) -> ir.Model:
+                    flags: TaskFlags = TaskFlags(), token_ids: bool = False) -> ir.Model:
     dtype = get_build_dtype()
     graph, builder = new_graph(OPSET)
-    io = decoder_io(config, flags.inputs_embeds)
+    io = decoder_io(config, flags.inputs_embeds, token_ids)
     inputs = add_inputs(builder, io.inputs, dtype)
     past = [(inputs[f"past_key_values.{i}.key"], inputs[f"past_key_values.{i}.value"])
             for i in range(config.num_hidden_layers)]

@@ -23,7 +23,11 @@ The module protocol (mobius/models/llava.py implements it):
 * ``encode_images(op, pixel_values)`` -> image_features;
 * ``embed(op, input_ids, image_features)`` -> inputs_embeds;
 * ``language_model``: a causal LM module accepting ``inputs_embeds``;
-* ``image_token_id``: the placeholder token (genai_config ``model.image_token_id``).
+* ``image_token_id``: the placeholder token (genai_config ``model.image_token_id``);
+* ``decoder_token_ids`` (optional, default False): the decoder also takes
+  ``input_ids`` (Gemma 3: image tokens attend to each other both ways), which
+  onnxruntime-genai feeds a decoder that declares it;
+* ``processor_files()`` (optional): {file name: JSON} written beside the models.
 """
 
 from __future__ import annotations
@@ -57,8 +61,12 @@ def vision_language_io(module: nn.Module, config: ArchitectureConfig) -> dict[st
         "embedding": ModelIO(
             inputs=(TensorSpec("input_ids", ir.DataType.INT64, (BATCH, SEQ)), features),
             outputs=(TensorSpec("inputs_embeds", None, (BATCH, SEQ, config.hidden_size)),)),
-        "model": decoder_io(config, inputs_embeds=True),
+        "model": decoder_io(config, inputs_embeds=True, token_ids=_token_ids(module)),
     }
+
+
+def _token_ids(module: nn.Module) -> bool:
+    return bool(getattr(module, "decoder_token_ids", False))
 
 
 def build_vision_language(module: nn.Module, config: ArchitectureConfig,
@@ -70,7 +78,8 @@ def build_vision_language(module: nn.Module, config: ArchitectureConfig,
         "vision": build_vision(module, io["vision"], flags),
         "embedding": build_embedding(module, io["embedding"], flags),
         "model": build_causal_lm(module.language_model, config,
-                                 dataclasses.replace(flags, inputs_embeds=True)),
+                                 dataclasses.replace(flags, inputs_embeds=True),
+                                 token_ids=_token_ids(module)),
     }
 
 
@@ -101,9 +110,14 @@ def build_embedding(module: nn.Module, io: ModelIO, flags: TaskFlags = TaskFlags
 
 def _genai_configs(module: nn.Module, config: ArchitectureConfig,
                    genai: GenaiContext) -> PackageConfigs:
-    return PackageConfigs(vision_language_genai_config(
+    genai_config = vision_language_genai_config(
         config, image_token_id=module.image_token_id, provider_options=genai.provider_options,
-        past_present_share_buffer=genai.past_present_share_buffer))
+        past_present_share_buffer=genai.past_present_share_buffer,
+        decoder_token_ids=_token_ids(module))
+    files = module.processor_files() if hasattr(module, "processor_files") else {}
+    if files:  # genai's image processor reads it through model.vision.config_filename
+        genai_config["model"]["vision"]["config_filename"] = next(iter(files))
+    return PackageConfigs(genai_config, extra_json=files)
 
 
 TASK = Task(

@@ -25,6 +25,15 @@ _COMMON = {
     "rope_theta": 10000.0,
 }
 
+TINY_PRESETS_GEMMA3 = {
+    **_COMMON, "model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"],
+    "head_dim": 16, "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
+    "query_pre_attn_scalar": 24, "sliding_window": 6,
+    "layer_types": ["sliding_attention", "full_attention"],
+    "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                        "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}},
+}
+
 TINY_PRESETS: dict[str, dict] = {
     "tiny-llama": {**_COMMON, "model_type": "llama", "architectures": ["LlamaForCausalLM"]},
     "tiny-mistral": {
@@ -122,14 +131,7 @@ TINY_PRESETS: dict[str, dict] = {
         "query_pre_attn_scalar": 24, "sliding_window": 6, "attn_logit_softcapping": 50.0,
         "final_logit_softcapping": 30.0, "layer_types": ["sliding_attention", "full_attention"],
     },
-    "tiny-gemma3": {
-        **_COMMON, "model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"],
-        "head_dim": 16, "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
-        "query_pre_attn_scalar": 24, "sliding_window": 6,
-        "layer_types": ["sliding_attention", "full_attention"],
-        "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-                            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}},
-    },
+    "tiny-gemma3": TINY_PRESETS_GEMMA3,
     "tiny-granite": {
         **_COMMON, "model_type": "granite", "architectures": ["GraniteForCausalLM"],
         "embedding_multiplier": 12.0, "residual_multiplier": 0.22, "attention_multiplier": 0.0078125,
@@ -236,6 +238,24 @@ TINY_PRESETS: dict[str, dict] = {
             "num_hidden_layers": 2, "num_attention_heads": 4, "num_channels": 3,
             "image_size": 32, "patch_size": 8, "hidden_act": "quick_gelu",
             "layer_norm_eps": 1e-5, "projection_dim": 40,
+        },
+    },
+    # Gemma 3 vision-language: tiny SigLIP tower (64 px images, 4 px patches: a 16 x 16 grid;
+    # hidden 48, 4 heads of 12, MLP 100) + projector (256 tokens per image, as
+    # onnxruntime-genai's gemma3 processor expands each image; the parity test pools to
+    # fewer) + the tiny-gemma3 text model. boi / eoi / image tokens: the last three ids.
+    "tiny-gemma3-vl": {
+        "model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+        "mm_tokens_per_image": 256, "boi_token_index": VOCAB_SIZE - 3,
+        "eoi_token_index": VOCAB_SIZE - 2, "image_token_index": VOCAB_SIZE - 1,
+        "tie_word_embeddings": True,
+        "text_config": {**{k: v for k, v in TINY_PRESETS_GEMMA3.items() if k != "architectures"},
+                        "max_position_embeddings": 512},  # 256 image tokens + text
+        "vision_config": {
+            "model_type": "siglip_vision_model", "hidden_size": 48, "intermediate_size": 100,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_channels": 3,
+            "image_size": 64, "patch_size": 4, "hidden_act": "gelu_pytorch_tanh",
+            "layer_norm_eps": 1e-6, "vision_use_head": False,
         },
     },
     # Speech seq2seq: 20 mel bins x 60 frames -> 30 encoder positions (conv2 stride 2);
