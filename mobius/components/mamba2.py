@@ -3,7 +3,7 @@
 in_proj makes, per token, the gate z [intermediate], the conv input
 xBC [intermediate + 2 * groups * state_size] and dt [heads]. xBC runs through a
 depthwise causal convolution (state carried, mobius/components/causal_conv_state.py),
-then splits into x (heads x head_dim), B and C (groups x state_size, each group
+then the activation (SiLU), then splits into x (heads x head_dim), B and C (groups x state_size, each group
 shared by heads / groups heads). The scan (mobius/components/ssd_scan.py) runs in
 float32 with A = -exp(A_log), dt = softplus(dt + dt_bias), plus the skip D * x.
 
@@ -24,6 +24,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript import nn
 
+from mobius.components.activations import apply_activation
 from mobius.components.causal_conv_state import causal_conv_with_state, depthwise_causal_conv
 from mobius.components.gated_rms_norm import GatedRMSNorm
 from mobius.components.linear import Linear
@@ -60,9 +61,10 @@ class Mamba2Dims:
 
 class Mamba2Mixer(nn.Module):
     def __init__(self, dims: Mamba2Dims, *, proj_bias: bool = False, conv_bias: bool = True,
-                 eps: float = 1e-6):
+                 eps: float = 1e-6, activation: str = "silu"):
+        """activation: the conv's (transformers' hidden_act); the norm's gate is always SiLU."""
         super().__init__()
-        self.dims = dims
+        self.dims, self.activation = dims, activation
         self.in_proj = Linear(dims.hidden, dims.intermediate + dims.conv_dim + dims.heads,
                               proj_bias)
         self.conv1d = depthwise_causal_conv(dims.conv_dim, dims.conv_kernel, conv_bias)
@@ -81,7 +83,7 @@ class Mamba2Mixer(nn.Module):
                                  op.Constant(value_ints=[inner, d.conv_dim, d.heads]),
                                  axis=-1, _outputs=3)
         xbc, present_conv = causal_conv_with_state(op, self.conv1d, xbc, past_conv)
-        xbc = op.Mul(op.Cast(op.Mul(xbc, op.Sigmoid(xbc)), to=FLOAT),
+        xbc = op.Mul(op.Cast(apply_activation(op, xbc, self.activation), to=FLOAT),
                      op.Cast(padding, to=FLOAT))
         x, b, c = op.Split(xbc, op.Constant(value_ints=[inner, groups_n, groups_n]),
                            axis=-1, _outputs=3)
