@@ -9,7 +9,11 @@ float32 with A = -exp(A_log), dt = softplus(dt + dt_bias), plus the skip D * x.
 
 Padding (transformers' ``apply_mask_to_padding_states``): the layer input and the
 conv output are multiplied by the 0/1 mask of the current positions, so a padded
-position feeds zeros into the conv and adds nothing to the state.
+position feeds zeros into the conv and adds nothing to the state. Beyond
+transformers (which left-pads, so its padding precedes a zero state), dt is 0
+at padding too, so the state passes a padded position unchanged and the conv
+state ends at each row's last real token: onnxruntime-genai's right-padded
+prompts then carry the same state as unpadded ones.
 
 State tensors (onnxruntime-genai's recurrent-state layout): conv
 [batch, intermediate + 2 * groups * state_size, conv_kernel - 1] and recurrent
@@ -82,14 +86,15 @@ class Mamba2Mixer(nn.Module):
         gate, xbc, dt = op.Split(self.in_proj(op, op.Mul(hidden, padding)),
                                  op.Constant(value_ints=[inner, d.conv_dim, d.heads]),
                                  axis=-1, _outputs=3)
-        xbc, present_conv = causal_conv_with_state(op, self.conv1d, xbc, past_conv)
-        xbc = op.Mul(op.Cast(apply_activation(op, xbc, self.activation), to=FLOAT),
-                     op.Cast(padding, to=FLOAT))
+        xbc, present_conv = causal_conv_with_state(op, self.conv1d, xbc, past_conv, padding)
+        real = op.Cast(padding, to=FLOAT)
+        xbc = op.Mul(op.Cast(apply_activation(op, xbc, self.activation), to=FLOAT), real)
         x, b, c = op.Split(xbc, op.Constant(value_ints=[inner, groups_n, groups_n]),
                            axis=-1, _outputs=3)
         x = op.Reshape(x, op.Constant(value_ints=[0, 0, d.heads, d.head_dim]))
         b, c = (self._per_head(op, t) for t in (b, c))
         dt = op.Softplus(op.Add(op.Cast(dt, to=FLOAT), op.Cast(self.dt_bias, to=FLOAT)))
+        dt = op.Mul(dt, real)  # padding keeps the state
         a = op.Neg(op.Exp(op.Cast(self.A_log, to=FLOAT)))
         y, state = ssd_scan(op, x, dt, a, b, c, op.Cast(past_state, to=FLOAT),
                             (d.heads, d.head_dim, d.state_size), d.chunk_size)
