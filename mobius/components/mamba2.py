@@ -102,7 +102,13 @@ class Mamba2Mixer(nn.Module):
                                              op.Constant(value_ints=[-1]))))
         y = op.Reshape(y, op.Constant(value_ints=[0, 0, inner]))
         out = self.out_proj(op, self.norm(op, y, gate))
-        return out, present_conv, op.Cast(state, to=get_build_dtype())
+        present_state = op.Cast(state, to=get_build_dtype())
+        # shape inference loses the symbolic dims in the scan's dynamic chunking: restate
+        # them, so that rules matching on shapes (residual Add + norm fusion) see the layout
+        for value, like in ((out, hidden), (present_conv, past_conv), (present_state, past_state)):
+            if like.shape is not None:
+                value.shape = ir.Shape(list(like.shape))
+        return out, present_conv, present_state
 
     def _per_head(self, op, t):
         """[batch, seq, groups * state_size] -> [batch, seq, heads, state_size]."""
