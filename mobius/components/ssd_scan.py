@@ -33,7 +33,7 @@ def _decay(op, steps, axis_len):
     rows = op.Unsqueeze(index, _ints(op, 1))  # [n, 1]
     zero = op.Constant(value=ir.tensor(np.array(0.0, dtype=np.float32)))
     below = op.Where(op.Greater(rows, index), op.Unsqueeze(steps, _ints(op, -1)), zero)
-    return op.Where(op.GreaterOrEqual(rows, index), op.Exp(op.CumSum(below, _ints(op, -2))), zero)
+    return op.Where(op.GreaterOrEqual(rows, index), op.Exp(op.CumSum(below, op.Constant(value_int=-2))), zero)
 
 
 def _last(op, x, axis: int):
@@ -58,7 +58,7 @@ def ssd_scan(op, x, dt, a, b, c, state, dims: tuple[int, int, int], chunk_size: 
     x_dt = chunked(op.Mul(x, op.Unsqueeze(dt, _ints(op, -1))), (heads, head_dim), [0, 3, 1, 2, 4])
     b, c = (chunked(t, (heads, size), [0, 3, 1, 2, 4]) for t in (b, c))
     steps = chunked(op.Mul(dt, a), (heads,), [0, 3, 1, 2])  # [batch, heads, chunks, q]
-    cumulative = op.CumSum(steps, _ints(op, 3))
+    cumulative = op.CumSum(steps, op.Constant(value_int=3))
     within = op.Mul(op.MatMul(c, op.Transpose(b, perm=[0, 1, 2, 4, 3])), _decay(op, steps, q))
     y = op.MatMul(within, x_dt)  # [batch, heads, chunks, q, head_dim]
     to_end = op.Exp(op.Sub(_last(op, cumulative, 3), cumulative))

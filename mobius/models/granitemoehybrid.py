@@ -60,8 +60,7 @@ class GraniteHybridDecoderLayer(nn.Module):
         self.self_attn = None if mamba is not None else llama_attention(
             config, scale=_number(raw, "attention_multiplier"),
             rotary_dim=config.rope.rotary_dim if _rope(raw) else 0)
-        self.block_sparse_moe = (granitemoe_block(config, layer)
-                                 if _experts(config) else None)
+        self.block_sparse_moe = granitemoe_block(config, layer) if _experts(raw) else None
         self.shared_mlp = SharedMLP(config.hidden_size, _shared_size(config), config.hidden_act)
         self.residual_scale = _number(raw, "residual_multiplier")
 
@@ -84,9 +83,9 @@ class GraniteHybridDecoderLayer(nn.Module):
 
 class GraniteMoeHybridForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        kinds = layer_kinds(config)
-        dims = mamba_dims(config) if MAMBA in kinds else None
         raw = config.raw
+        kinds = layer_kinds(raw)
+        dims = mamba_dims(raw) if MAMBA in kinds else None
         layers = [GraniteHybridDecoderLayer(config, i, Mamba2Mixer(
             dims, proj_bias=_flag(raw, "mamba_proj_bias", False),
             conv_bias=_flag(raw, "mamba_conv_bias", True), eps=config.rms_norm_eps,
@@ -102,14 +101,15 @@ class GraniteMoeHybridForCausalLM(CausalLM):
         self.recurrent_states = {i: dims.state_dims() for i in recurrent}
 
 
-def layer_kinds(config: ArchitectureConfig) -> list[str]:
+def layer_kinds(raw) -> list[str]:
     """Each layer's mixer, MAMBA or ATTENTION (transformers' default: all Mamba)."""
-    kinds = config.raw.get("layer_types") or config.raw.get("layers_block_type")
+    layers = _int(raw, "num_hidden_layers", 0)
+    kinds = raw.get("layer_types") or raw.get("layers_block_type")
     if kinds is None:
-        return [MAMBA] * config.num_hidden_layers
-    if not isinstance(kinds, list) or len(kinds) != config.num_hidden_layers:
-        raise ConfigError(f"config.json: layer_types must list {config.num_hidden_layers} "
-                          f"layer types, got {kinds!r}")
+        return [MAMBA] * layers
+    if not isinstance(kinds, list) or len(kinds) != layers:
+        raise ConfigError(f"config.json: layer_types must list {layers} layer types, "
+                          f"got {kinds!r}")
     kinds = [LEGACY_LAYER_TYPES.get(k, k) if isinstance(k, str) else k for k in kinds]
     bad = sorted({repr(k) for k in kinds if k not in (MAMBA, ATTENTION)})
     if bad:
@@ -118,10 +118,10 @@ def layer_kinds(config: ArchitectureConfig) -> list[str]:
     return kinds
 
 
-def mamba_dims(config: ArchitectureConfig) -> Mamba2Dims:
-    raw = config.raw
+def mamba_dims(raw) -> Mamba2Dims:
+    hidden = _int(raw, "hidden_size", 0)
     heads, groups = _int(raw, "mamba_n_heads", 128), _int(raw, "mamba_n_groups", 1)
-    inner = _int(raw, "mamba_expand", 2) * config.hidden_size
+    inner = _int(raw, "mamba_expand", 2) * hidden
     head_dim = raw.get("mamba_d_head", "auto")
     head_dim = inner // heads if head_dim == "auto" else _int(raw, "mamba_d_head", 0)
     if heads * head_dim != inner or heads % groups:
@@ -136,7 +136,7 @@ def mamba_dims(config: ArchitectureConfig) -> Mamba2Dims:
     if conv < 2:
         raise ConfigError(f"config.json: mamba_d_conv ({conv}) must be at least 2 (a carried "
                           f"convolution state of mamba_d_conv - 1 positions)")
-    return Mamba2Dims(config.hidden_size, heads, head_dim, groups, _int(raw, "mamba_d_state", 256),
+    return Mamba2Dims(hidden, heads, head_dim, groups, _int(raw, "mamba_d_state", 256),
                       conv, _int(raw, "mamba_chunk_size", 256))
 
 
@@ -158,8 +158,21 @@ def _rope(raw) -> bool:
     return kind == "rope"
 
 
-def _experts(config: ArchitectureConfig) -> int:
-    value = config.raw.get("num_local_experts", 8)
+def checked(raw) -> dict:
+    """config_overrides: every GraniteMoeHybrid switch checked before any weight is read."""
+    kinds = layer_kinds(raw)
+    if MAMBA in kinds:
+        mamba_dims(raw)
+    _rope(raw)
+    _experts(raw)
+    for key in ("embedding_multiplier", "residual_multiplier", "attention_multiplier",
+                "logits_scaling"):
+        _number(raw, key)
+    return {}
+
+
+def _experts(raw) -> int:
+    value = raw.get("num_local_experts", 8)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f"config.json: 'num_local_experts' must be a non-negative integer, "
                           f"got {value!r}")
@@ -195,4 +208,5 @@ FAMILY = ModelFamily(
     name="granitemoehybrid", model_types=("granitemoehybrid",),
     architectures=("GraniteMoeHybridForCausalLM",),
     module=GraniteMoeHybridForCausalLM, tiny_preset="tiny-granitemoehybrid",
+    config_overrides=checked,
 )
