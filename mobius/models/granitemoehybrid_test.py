@@ -20,15 +20,18 @@ import json
 import os
 import shutil
 
+import onnx
 import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
+from mobius.ep.registry import ep_registry  # noqa: E402
 from mobius.errors import ConfigError, WeightsError  # noqa: E402
 from mobius.optimize.histogram import op_histogram  # noqa: E402
 from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
+from mobius.weights.dtypes import SHORT_NAMES  # noqa: E402
 from testing.ep_parity import uses_fused_rotary  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
 from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
@@ -119,6 +122,22 @@ def test_f32_parity_with_transformers(checkpoints, tmp_path, case, ep):
     assert histogram.get("Conv", 0) == kinds.count(MAMBA), histogram
     if ep == "cpu":
         assert histogram.get("com.microsoft::GroupQueryAttention", 0) == kinds.count(ATTN)
+
+
+L1_CASES = [(caps.name, SHORT_NAMES[dtype]) for caps in ep_registry
+            if caps.tasks is None or "text-generation" in caps.tasks
+            for dtype in sorted(caps.dtypes, key=lambda d: SHORT_NAMES[d])]
+
+
+@pytest.mark.parametrize("ep,dtype", L1_CASES, ids=["-".join(c) for c in L1_CASES])
+def test_builds_for_every_ep_and_dtype(checkpoints, tmp_path, ep, dtype):
+    """Every EP x dtype the capability data allows builds and passes the full checker;
+    the Mamba layers are standard ops everywhere (one Conv each, no loop op)."""
+    package = build(checkpoints("nope_moe"), execution_provider=ep, dtype=dtype)
+    histogram = op_histogram(package.models["model"])
+    assert histogram.get("Conv", 0) == 2 and not {"Scan", "Loop"} & set(histogram), histogram
+    path = package.save(str(tmp_path / "pkg"))
+    onnx.checker.check_model(os.path.join(path, "model.onnx"), full_check=True)
 
 
 def _edit_config(folder: str, edits: dict) -> None:
