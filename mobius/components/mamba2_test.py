@@ -38,11 +38,10 @@ def _reference(groups: int, chunk: int, proj_bias: bool):
     return config, layer
 
 
-@pytest.mark.parametrize("groups,chunk,proj_bias", [(1, 256, False), (2, 4, True), (3, 3, False)])
-def test_pieces_match_the_whole_sequence(tmp_path, groups, chunk, proj_bias):
+def _session(tmp_path, groups, chunk, proj_bias):
     import onnxruntime as ort
 
-    config, ref = _reference(groups, chunk, proj_bias)
+    _, ref = _reference(groups, chunk, proj_bias)
     dims = Mamba2Dims(HIDDEN, 6, 8, groups, 10, 4, chunk)
     with build_context(None, ir.DataType.FLOAT):
         mixer = Mamba2Mixer(dims, proj_bias=proj_bias)
@@ -58,6 +57,12 @@ def test_pieces_match_the_whole_sequence(tmp_path, groups, chunk, proj_bias):
          ("state_out", ["batch", *state_dims])])
     session = ort.InferenceSession(to_proto(model).SerializeToString(),
                                    providers=["CPUExecutionProvider"])
+    return session, ref, conv_dims, state_dims
+
+
+@pytest.mark.parametrize("groups,chunk,proj_bias", [(1, 256, False), (2, 4, True), (3, 3, False)])
+def test_pieces_match_the_whole_sequence(tmp_path, groups, chunk, proj_bias):
+    session, ref, conv_dims, state_dims = _session(tmp_path, groups, chunk, proj_bias)
     rng = np.random.default_rng(0)
     hidden = rng.standard_normal((2, SEQ, HIDDEN)).astype(np.float32)
     mask = np.ones((2, SEQ), np.float32)
@@ -75,3 +80,28 @@ def test_pieces_match_the_whole_sequence(tmp_path, groups, chunk, proj_bias):
     got = np.concatenate(outputs, axis=1)
     real = mask.astype(bool)
     np.testing.assert_allclose(got[real], expected[real], rtol=1e-4, atol=1e-5)
+
+
+def test_right_padding_keeps_the_state(tmp_path):
+    """onnxruntime-genai right-pads a batch of prompts: the padded row must leave the
+    prefill with the state of its real tokens alone (dt is 0 at padding; the conv state
+    ends at the last real token), and decode on from there exactly as unpadded."""
+    session, _, conv_dims, state_dims = _session(tmp_path, 2, 4, True)
+    rng = np.random.default_rng(1)
+    prompt = rng.standard_normal((1, 5, HIDDEN)).astype(np.float32)
+    steps = rng.standard_normal((1, 3, HIDDEN)).astype(np.float32)
+    padded = np.concatenate([prompt, rng.standard_normal((1, 3, HIDDEN)).astype(np.float32)], 1)
+    runs = []
+    for hidden, real in ((prompt, 5), (padded, 5)):
+        mask = np.zeros((1, hidden.shape[1], 1), np.float32)
+        mask[:, :real] = 1
+        zeros = (np.zeros((1, *conv_dims), np.float32), np.zeros((1, *state_dims), np.float32))
+        y, conv, state = session.run(None, {"h": hidden, "m": mask, "conv": zeros[0],
+                                            "state": zeros[1]})
+        outputs = [y[:, :real]]
+        for t in range(steps.shape[1]):
+            y, conv, state = session.run(None, {"h": steps[:, t:t + 1], "m": np.ones((1, 1, 1),
+                                                np.float32), "conv": conv, "state": state})
+            outputs.append(y)
+        runs.append(np.concatenate(outputs, axis=1))
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-5, atol=1e-6)
