@@ -26,7 +26,8 @@ class GatedRMSNorm(nn.Module):
         """y, gate [batch, seq, size] -> [batch, seq, size] in the build dtype."""
         y, gate = op.Cast(y, to=FLOAT), op.Cast(gate, to=FLOAT)
         y = op.Mul(y, op.Mul(gate, op.Sigmoid(gate)))
-        grouped = op.Reshape(y, op.Constant(value_ints=[0, 0, self.groups, self.size // self.groups]))
+        group_shape = [0, 0, self.groups, self.size // self.groups]
+        grouped = op.Reshape(y, op.Constant(value_ints=group_shape))
         variance = op.ReduceMean(op.Mul(grouped, grouped), op.Constant(value_ints=[-1]))
         eps = op.Constant(value=ir.tensor(np.array(self.eps, dtype=np.float32)))
         grouped = op.Div(grouped, op.Sqrt(op.Add(variance, eps)))

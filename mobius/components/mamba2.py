@@ -2,10 +2,11 @@
 
 in_proj makes, per token, the gate z [intermediate], the conv input
 xBC [intermediate + 2 * groups * state_size] and dt [heads]. xBC runs through a
-depthwise causal convolution (state carried, mobius/components/causal_conv_state.py),
-then the activation (SiLU), then splits into x (heads x head_dim), B and C (groups x state_size, each group
-shared by heads / groups heads). The scan (mobius/components/ssd_scan.py) runs in
-float32 with A = -exp(A_log), dt = softplus(dt + dt_bias), plus the skip D * x.
+depthwise causal convolution (state carried, mobius/components/causal_conv_state.py)
+and the activation (SiLU), then splits into x (heads x head_dim), B and C
+(groups x state_size, each group shared by heads / groups heads). The scan
+(mobius/components/ssd_scan.py) runs in float32 with A = -exp(A_log),
+dt = softplus(dt + dt_bias), plus the skip D * x.
 
 Padding (transformers' ``apply_mask_to_padding_states``): the layer input and the
 conv output are multiplied by the 0/1 mask of the current positions, so a padded

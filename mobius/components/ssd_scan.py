@@ -33,7 +33,8 @@ def _decay(op, steps, axis_len):
     rows = op.Unsqueeze(index, _ints(op, 1))  # [n, 1]
     zero = op.Constant(value=ir.tensor(np.array(0.0, dtype=np.float32)))
     below = op.Where(op.Greater(rows, index), op.Unsqueeze(steps, _ints(op, -1)), zero)
-    return op.Where(op.GreaterOrEqual(rows, index), op.Exp(op.CumSum(below, op.Constant(value_int=-2))), zero)
+    summed = op.CumSum(below, op.Constant(value_int=-2))
+    return op.Where(op.GreaterOrEqual(rows, index), op.Exp(summed), zero)
 
 
 def _last(op, x, axis: int):
