@@ -44,6 +44,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-gpt_oss": "gpt_oss",
     "tiny-granite": "granite",
     "tiny-granitemoe": "granitemoe",
+    "tiny-granitemoehybrid": "granitemoehybrid",
     "tiny-hubert": "wav2vec2",
     "tiny-hunyuan_v1_dense": "hunyuan_v1_dense",
     "tiny-llama": "llama",

@@ -43,22 +43,20 @@ def session(model: ir.Model, threads: int = 1):
 class Run:
     logits: list[np.ndarray]  # per step, float32: prefill [b, s, v], then [b, 1, v] ...
     presents: list[list[np.ndarray]]  # per step: [present.0.key, present.0.value, ...] as float32
+    #: per step: a hybrid's recurrent states (present.{i}.conv_state, ...) as float32
+    states: list[list[np.ndarray]] = dataclasses.field(default_factory=list)
 
 
 def run(sess, config, input_ids, attention_mask, steps: int, np_dtype,
         tokens=None) -> tuple[Run, list]:
     """Prefill + ``steps`` decode steps. Greedy tokens unless ``tokens`` are given."""
     types = {i.name: i.type for i in sess.get_inputs()}
-    layers, kv, hd = config.num_hidden_layers, config.num_key_value_heads, config.head_dim
 
     def feeds_for(ids, mask, past):
         feeds = {"input_ids": ids, "attention_mask": mask,
-                 "position_ids": parity.position_ids_for(mask, ids.shape[1])}
-        for i in range(layers):
-            for j, kind in enumerate(("key", "value")):
-                feeds[f"past_key_values.{i}.{kind}"] = (
-                    past[2 * i + j] if past is not None
-                    else np.zeros((ids.shape[0], kv, 0, hd), dtype=np_dtype))
+                 "position_ids": parity.position_ids_for(mask, ids.shape[1]),
+                 **(past if past is not None
+                    else parity.initial_past(sess, config, ids.shape[0], np_dtype))}
         out = {}
         for name, value in feeds.items():
             if name not in types:
@@ -69,8 +67,9 @@ def run(sess, config, input_ids, attention_mask, steps: int, np_dtype,
         return out
 
     output_names = [o.name for o in sess.get_outputs()]
-    present_names = [f"present.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
-    result = Run([], [])
+    present_names = [n for n in output_names if n.endswith((".key", ".value"))]
+    state_names = [n for n in output_names if n.startswith("present.") and n not in present_names]
+    result = Run([], [], [])
     chosen = []
     mask, ids, past = attention_mask, input_ids, None
     for step in range(steps + 1):
@@ -78,9 +77,10 @@ def run(sess, config, input_ids, attention_mask, steps: int, np_dtype,
         values = (parity.run_session(sess, feeds) if hasattr(sess, "run_with_ort_values")
                   else sess.run(None, feeds))  # run_session: bf16 I/O through OrtValues
         outputs = dict(zip(output_names, values))
-        past = [outputs[n] for n in present_names]
+        past = parity.carried_past(outputs)
         result.logits.append(outputs["logits"].astype(np.float32))
-        result.presents.append([p.astype(np.float32) for p in past])
+        result.presents.append([outputs[n].astype(np.float32) for n in present_names])
+        result.states.append([outputs[n].astype(np.float32) for n in state_names])
         if step == steps:
             break
         if tokens is None:
@@ -135,6 +135,11 @@ def compare(reference: Run, candidate: Run, attention_mask: np.ndarray,
             slots = np.broadcast_to(slots, a.shape)
             present = max(present, float(np.abs(a - b)[slots].max()))
             present_scale = max(present_scale, float(np.abs(a)[slots].max()))
+    state_pairs = zip(reference.states, candidate.states) if presents else ()
+    for ref_step, cand_step in state_pairs:  # recurrent states: every entry is defined
+        for a, b in zip(ref_step, cand_step):
+            present = max(present, float(np.abs(a - b).max()))
+            present_scale = max(present_scale, float(np.abs(a).max()))
     return Diff(max(per_step), present, scale, present_scale, per_step)
 
 
@@ -191,8 +196,8 @@ class ReferenceSession:
     """
 
     class _Arg:
-        def __init__(self, name, type_):
-            self.name, self.type = name, type_
+        def __init__(self, name, type_, shape=()):
+            self.name, self.type, self.shape = name, type_, shape
 
     def __init__(self, model: ir.Model):
         from onnx.reference import ReferenceEvaluator
@@ -202,7 +207,8 @@ class ReferenceSession:
         copy = ir.serde.deserialize_model(ir.serde.serialize_model(model))
         InlinePass()(copy)
         self._evaluator = ReferenceEvaluator(ir.serde.serialize_model(copy))
-        self._inputs = [self._Arg(v.name, f"tensor({_TYPE_NAMES.get(v.dtype, 'other')})")
+        self._inputs = [self._Arg(v.name, f"tensor({_TYPE_NAMES.get(v.dtype, 'other')})",
+                                  [d if isinstance(d, int) else str(d) for d in v.shape or ()])
                         for v in model.graph.inputs]
         self._outputs = [self._Arg(v.name, None) for v in model.graph.outputs]
 

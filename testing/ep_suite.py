@@ -180,8 +180,13 @@ class Built:
 
     @property
     def num_layers(self) -> int:
-        """Attention blocks: the config's layers and the family's extra ones (a pooling head)."""
-        return self.config.num_hidden_layers + family(self.family).extra_attention_blocks
+        """Attention blocks: the config's layers and the family's extra ones (a pooling head),
+        less a hybrid's recurrent layers (those with past_key_values.{i}.<state> inputs)."""
+        recurrent = {v.name.split(".")[1] for v in self.model.graph.inputs
+                     if v.name.startswith("past_key_values.")
+                     and not v.name.endswith((".key", ".value"))}
+        return (self.config.num_hidden_layers - len(recurrent)
+                + family(self.family).extra_attention_blocks)
 
     @functools.cached_property
     def histogram(self) -> Counter:

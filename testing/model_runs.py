@@ -69,12 +69,14 @@ class ReferenceSession:
         from onnx.reference import ReferenceEvaluator
 
         model = onnx.load(model_path)
-        self._inputs = [i.name for i in model.graph.input]
+        self._inputs = [_Named(i.name, [d.dim_param or d.dim_value
+                                        for d in i.type.tensor_type.shape.dim])
+                        for i in model.graph.input]
         self._outputs = [o.name for o in model.graph.output]
         self._evaluator = ReferenceEvaluator(model)
 
     def get_inputs(self):
-        return [_Named(n) for n in self._inputs]
+        return list(self._inputs)
 
     def get_outputs(self):
         return [_Named(n) for n in self._outputs]
@@ -88,6 +90,7 @@ class ReferenceSession:
 @dataclasses.dataclass
 class _Named:
     name: str
+    shape: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -111,11 +114,8 @@ def run_decoder(session, feeds: dict) -> dict[str, np.ndarray]:
 
 def onnx_greedy(session, config, input_ids, attention_mask, steps: int, np_dtype):
     """Prefill + ``steps`` greedy decode steps: (per-step float32 logits, chosen tokens)."""
-    layers = config.num_hidden_layers
-    kv_shape = (input_ids.shape[0], config.num_key_value_heads, 0, config.head_dim)
     inputs = {i.name for i in session.get_inputs()}
-    past = {f"past_key_values.{i}.{kind}": np.zeros(kv_shape, np_dtype)
-            for i in range(layers) for kind in ("key", "value")}
+    past = parity.initial_past(session, config, input_ids.shape[0], np_dtype)
     ids, mask = input_ids, attention_mask
     all_logits, tokens = [], []
     for step in range(steps + 1):
@@ -123,8 +123,7 @@ def onnx_greedy(session, config, input_ids, attention_mask, steps: int, np_dtype
                  "position_ids": parity.position_ids_for(mask, ids.shape[1]), **past}
         result = run_decoder(session, {k: v for k, v in feeds.items() if k in inputs})
         all_logits.append(result["logits"].astype(np.float32))
-        past = {f"past_key_values.{i}.{kind}": result[f"present.{i}.{kind}"]
-                for i in range(layers) for kind in ("key", "value")}
+        past = parity.carried_past(result)
         if step == steps:
             break
         ids = all_logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64)

@@ -61,6 +61,28 @@ def run_onnx_decoder(session, input_ids, attention_mask, past, num_layers, kv_he
     return result["logits"], presents
 
 
+def initial_past(session, config, batch: int, np_dtype) -> dict[str, np.ndarray]:
+    """Every ``past_key_values.*`` input of the session, empty / zero as on a first call:
+    KV caches [batch, kv_heads, 0, head_dim]; a hybrid's recurrent states (conv_state,
+    recurrent_state: every dim after batch fixed) zeros of their declared shape."""
+    past = {}
+    for spec in session.get_inputs():
+        if not spec.name.startswith("past_key_values."):
+            continue
+        if spec.name.endswith((".key", ".value")):
+            shape = (batch, config.num_key_value_heads, 0, config.head_dim)
+        else:
+            shape = (batch, *spec.shape[1:])
+        past[spec.name] = np.zeros(shape, np_dtype)
+    return past
+
+
+def carried_past(outputs: dict) -> dict[str, np.ndarray]:
+    """``present.*`` outputs renamed to the ``past_key_values.*`` inputs of the next call."""
+    return {"past_key_values." + name[len("present."):]: value
+            for name, value in outputs.items() if name.startswith("present.")}
+
+
 def run_session(session, feeds: dict) -> list[np.ndarray]:
     """session.run that also takes and returns bfloat16 arrays (ml_dtypes).
 

@@ -29,7 +29,10 @@ PROMPTS = [[17, 93, 251, 407, 12, 999, 64, 5], [311, 28, 777]]  # no pad (0) / b
 PRESETS = ["tiny-olmo", "tiny-starcoder2", "tiny-stablelm", "tiny-cohere", "tiny-cohere2",
            "tiny-glm", "tiny-glm4", "tiny-nemotron", "tiny-falcon", "tiny-exaone4",
            "tiny-ernie4_5", "tiny-hunyuan_v1_dense", "tiny-gpt_oss", "tiny-deepseek-v2",
-           "tiny-deepseek-v3", "tiny-ernie4_5_moe", "tiny-glm4_moe"]
+           "tiny-deepseek-v3", "tiny-ernie4_5_moe", "tiny-glm4_moe",
+           # Mamba2 + attention hybrid: genai carries each Mamba layer's conv and recurrent
+           # state (right-padded prompts: the short row's state stops at its last token)
+           "tiny-granitemoehybrid"]
 #: presets whose zero-initialized tensors (DeepSeek-V3's e_score_correction_bias) decide
 #: routing: randomized so that dropping them changes the tokens
 RANDOMIZE_ZEROS = {"tiny-deepseek-v2", "tiny-deepseek-v3", "tiny-glm4_moe"}

@@ -12,6 +12,7 @@ from mobius.models import classifiers, distilbert, masked_lm, whisper
 from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, hunyuan_v1_dense, nemotron
 from mobius.models import olmo, stablelm, starcoder2
 from mobius.models import granitemoe, olmoe, phimoe
+from mobius.models import granitemoehybrid
 from mobius.models import deepseek
 from mobius.models import clip_models, dinov2, siglip, vit
 from mobius.models import wav2vec2
@@ -33,6 +34,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     qwen_moe.QWEN2_MOE,
     olmoe.FAMILY,
     granitemoe.FAMILY,
+    granitemoehybrid.FAMILY,
     phimoe.FAMILY,
     *deepseek.FAMILIES,
     gpt_oss.FAMILY,

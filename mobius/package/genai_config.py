@@ -17,6 +17,7 @@ GENAI_DECODER_TYPES = frozenset({
     "chatglm", "decoder", "ernie4_5", "gemma", "gemma2", "gemma3_text", "gptoss", "granite",
     "internlm2", "llama", "mistral", "nemotron", "olmo", "phi", "phimoe", "phi3", "phi3small",
     "qwen2", "qwen3", "smollm3",
+    "granitemoehybrid",  # Mamba2 layers: genai finds their state inputs by name
 })
 
 

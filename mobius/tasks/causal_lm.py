@@ -8,9 +8,16 @@ present.{i}.key/.value [batch, kv_heads, total_seq, head_dim].
 The builder's client options may then limit the logits rows
 (mobius/tasks/logits_to_keep.py): the genai layout's package ends with
 logits [batch, 1, vocab] (each row's last real token) by default.
+
+A hybrid's recurrent layers (the module's ``recurrent_states``: layer -> its
+(name, dims after batch) tensors) carry fixed-size states instead of a KV cache:
+past_key_values.{i}.{name} -> present.{i}.{name}, e.g. Mamba2's conv_state and
+recurrent_state, which onnxruntime-genai finds by these names and zero-fills.
 """
 
 from __future__ import annotations
+
+from typing import Mapping
 
 import onnx_ir as ir
 from onnxscript import nn
@@ -30,19 +37,43 @@ NAMED_DIMS = (BATCH, SEQ, TOTAL, PAST)
 INT64 = ir.DataType.INT64
 
 
+#: layer -> its recurrent state tensors: (name suffix, dims after the batch axis)
+RecurrentStates = Mapping[int, tuple[tuple[str, tuple[int, ...]], ...]]
+
+
+def recurrent_states(module: nn.Module) -> RecurrentStates:
+    """The module's recurrent layers (none for a plain decoder)."""
+    return getattr(module, "recurrent_states", None) or {}
+
+
+def layer_state_names(config: ArchitectureConfig,
+                      recurrent: RecurrentStates) -> list[tuple[str, ...]]:
+    """Each layer's cached tensor names: key/value, or its recurrent states."""
+    return [tuple(name for name, _ in recurrent[i]) if i in recurrent else ("key", "value")
+            for i in range(config.num_hidden_layers)]
+
+
 def decoder_io(config: ArchitectureConfig, inputs_embeds: bool = False,
-               token_ids: bool = False) -> ModelIO:
+               token_ids: bool = False, recurrent: RecurrentStates | None = None) -> ModelIO:
     """The decoder contract; ``inputs_embeds`` replaces input_ids (TaskFlags.inputs_embeds);
-    ``token_ids`` keeps input_ids beside it (a mask that depends on the tokens)."""
+    ``token_ids`` keeps input_ids beside it (a mask that depends on the tokens);
+    ``recurrent``: a hybrid's state-carrying layers (see the module docstring)."""
     kv, head_dim = config.num_key_value_heads, config.head_dim
     ids = TensorSpec("input_ids", INT64, (BATCH, SEQ))
     first = ((TensorSpec("inputs_embeds", None, (BATCH, SEQ, config.hidden_size)),
               *((ids,) if token_ids else ())) if inputs_embeds else (ids,))
-    layers = range(config.num_hidden_layers)
-    past = tuple(TensorSpec(f"past_key_values.{i}.{kind}", None, (BATCH, kv, PAST, head_dim))
-                 for i in layers for kind in ("key", "value"))
-    present = tuple(TensorSpec(f"present.{i}.{kind}", None, (BATCH, kv, TOTAL, head_dim))
-                    for i in layers for kind in ("key", "value"))
+    recurrent = recurrent or {}
+    past, present = [], []
+    for i in range(config.num_hidden_layers):
+        for name, dims in recurrent.get(i, ()):
+            past.append(TensorSpec(f"past_key_values.{i}.{name}", None, (BATCH, *dims)))
+            present.append(TensorSpec(f"present.{i}.{name}", None, (BATCH, *dims)))
+        if i not in recurrent:
+            for kind in ("key", "value"):
+                past.append(TensorSpec(f"past_key_values.{i}.{kind}", None,
+                                       (BATCH, kv, PAST, head_dim)))
+                present.append(TensorSpec(f"present.{i}.{kind}", None,
+                                          (BATCH, kv, TOTAL, head_dim)))
     return ModelIO(
         inputs=(*first, TensorSpec("attention_mask", INT64, (BATCH, TOTAL)),
                 TensorSpec("position_ids", INT64, (BATCH, SEQ), optional=True), *past),
@@ -53,16 +84,18 @@ def build_causal_lm(module: nn.Module, config: ArchitectureConfig,
                     flags: TaskFlags = TaskFlags(), token_ids: bool = False) -> ir.Model:
     dtype = get_build_dtype()
     graph, builder = new_graph(OPSET)
-    io = decoder_io(config, flags.inputs_embeds, token_ids)
+    recurrent = recurrent_states(module)
+    io = decoder_io(config, flags.inputs_embeds, token_ids, recurrent)
     inputs = add_inputs(builder, io.inputs, dtype)
-    past = [(inputs[f"past_key_values.{i}.key"], inputs[f"past_key_values.{i}.value"])
-            for i in range(config.num_hidden_layers)]
+    names = layer_state_names(config, recurrent)
+    past = [tuple(inputs[f"past_key_values.{i}.{n}"] for n in layer)
+            for i, layer in enumerate(names)]
     embeds = {"inputs_embeds": inputs["inputs_embeds"]} if flags.inputs_embeds else {}
     logits, presents = module(builder.op, inputs.get("input_ids"), inputs["attention_mask"],
                               inputs["position_ids"], past, **embeds)
     outputs = {"logits": logits}
-    for i, (key, value) in enumerate(presents):
-        outputs[f"present.{i}.key"], outputs[f"present.{i}.value"] = key, value
+    for i, (layer, values) in enumerate(zip(names, presents)):
+        outputs.update({f"present.{i}.{n}": v for n, v in zip(layer, values)})
     add_outputs(builder, outputs, io.outputs, dtype)
     model = ir.Model(graph, ir_version=10, producer_name="mobius")
     if flags.use_concrete_dims:
@@ -82,7 +115,7 @@ TASK = Task(
     summary="causal LM with a KV cache (onnxruntime-genai)",
     build=lambda module, config, flags: {"model": build_causal_lm(module, config, flags)},
     roles={"model": DECODER},
-    io=lambda module, config: {"model": decoder_io(config)},
+    io=lambda module, config: {"model": decoder_io(config, recurrent=recurrent_states(module))},
     named_dims=NAMED_DIMS,
     reference=Reference(auto_class="AutoModelForCausalLM", runner="greedy_decode",
                         inputs=("input_ids", "attention_mask", "position_ids"),

@@ -1,0 +1,119 @@
+"""Mamba2 mixer: in_proj -> causal conv + SiLU -> selective scan -> gated RMSNorm -> out_proj.
+
+in_proj makes, per token, the gate z [intermediate], the conv input
+xBC [intermediate + 2 * groups * state_size] and dt [heads]. xBC runs through a
+depthwise causal convolution (state carried, mobius/components/causal_conv_state.py)
+and the activation (SiLU), then splits into x (heads x head_dim), B and C
+(groups x state_size, each group shared by heads / groups heads). The scan
+(mobius/components/ssd_scan.py) runs in float32 with A = -exp(A_log),
+dt = softplus(dt + dt_bias), plus the skip D * x.
+
+Padding (transformers' ``apply_mask_to_padding_states``): the layer input and the
+conv output are multiplied by the 0/1 mask of the current positions, so a padded
+position feeds zeros into the conv and adds nothing to the state. Beyond
+transformers (which left-pads, so its padding precedes a zero state), dt is 0
+at padding too, so the state passes a padded position unchanged and the conv
+state ends at each row's last real token: onnxruntime-genai's right-padded
+prompts then carry the same state as unpadded ones.
+
+State tensors (onnxruntime-genai's recurrent-state layout): conv
+[batch, intermediate + 2 * groups * state_size, conv_kernel - 1] and recurrent
+[batch, heads, head_dim, state_size], in the build dtype.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+from onnxscript import nn
+
+from mobius.components.activations import apply_activation
+from mobius.components.causal_conv_state import causal_conv_with_state, depthwise_causal_conv
+from mobius.components.gated_rms_norm import GatedRMSNorm
+from mobius.components.linear import Linear
+from mobius.components.ssd_scan import ssd_scan
+from mobius.components.weight import Weight
+from mobius.context import get_build_dtype
+
+FLOAT = ir.DataType.FLOAT
+
+
+@dataclasses.dataclass(frozen=True)
+class Mamba2Dims:
+    hidden: int
+    heads: int
+    head_dim: int
+    groups: int
+    state_size: int
+    conv_kernel: int
+    chunk_size: int
+
+    @property
+    def intermediate(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        return self.intermediate + 2 * self.groups * self.state_size
+
+    def state_dims(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """The carried tensors after the batch axis, by genai's name suffix."""
+        return (("conv_state", (self.conv_dim, self.conv_kernel - 1)),
+                ("recurrent_state", (self.heads, self.head_dim, self.state_size)))
+
+
+class Mamba2Mixer(nn.Module):
+    def __init__(self, dims: Mamba2Dims, *, proj_bias: bool = False, conv_bias: bool = True,
+                 eps: float = 1e-6, activation: str = "silu"):
+        """activation: the conv's (transformers' hidden_act); the norm's gate is always SiLU."""
+        super().__init__()
+        self.dims, self.activation = dims, activation
+        self.in_proj = Linear(dims.hidden, dims.intermediate + dims.conv_dim + dims.heads,
+                              proj_bias)
+        self.conv1d = depthwise_causal_conv(dims.conv_dim, dims.conv_kernel, conv_bias)
+        self.dt_bias = Weight([dims.heads])
+        self.A_log = Weight([dims.heads])
+        self.D = Weight([dims.heads])
+        self.norm = GatedRMSNorm(dims.intermediate, dims.groups, eps)
+        self.out_proj = Linear(dims.intermediate, dims.hidden, proj_bias)
+
+    def forward(self, op, hidden, padding, past_conv, past_state):
+        """hidden [batch, seq, hidden], padding [batch, seq, 1] (1 real, 0 padding) ->
+        (output [batch, seq, hidden], present conv, present recurrent state)."""
+        d = self.dims
+        inner, groups_n = d.intermediate, d.groups * d.state_size
+        gate, xbc, dt = op.Split(self.in_proj(op, op.Mul(hidden, padding)),
+                                 op.Constant(value_ints=[inner, d.conv_dim, d.heads]),
+                                 axis=-1, _outputs=3)
+        xbc, present_conv = causal_conv_with_state(op, self.conv1d, xbc, past_conv, padding)
+        real = op.Cast(padding, to=FLOAT)
+        xbc = op.Mul(op.Cast(apply_activation(op, xbc, self.activation), to=FLOAT), real)
+        x, b, c = op.Split(xbc, op.Constant(value_ints=[inner, groups_n, groups_n]),
+                           axis=-1, _outputs=3)
+        x = op.Reshape(x, op.Constant(value_ints=[0, 0, d.heads, d.head_dim]))
+        b, c = (self._per_head(op, t) for t in (b, c))
+        dt = op.Softplus(op.Add(op.Cast(dt, to=FLOAT), op.Cast(self.dt_bias, to=FLOAT)))
+        dt = op.Mul(dt, real)  # padding keeps the state
+        a = op.Neg(op.Exp(op.Cast(self.A_log, to=FLOAT)))
+        y, state = ssd_scan(op, x, dt, a, b, c, op.Cast(past_state, to=FLOAT),
+                            (d.heads, d.head_dim, d.state_size), d.chunk_size)
+        y = op.Add(y, op.Mul(x, op.Unsqueeze(op.Cast(self.D, to=FLOAT),
+                                             op.Constant(value_ints=[-1]))))
+        y = op.Reshape(y, op.Constant(value_ints=[0, 0, inner]))
+        out = self.out_proj(op, self.norm(op, y, gate))
+        present_state = op.Cast(state, to=get_build_dtype())
+        # shape inference loses the symbolic dims in the scan's dynamic chunking: restate
+        # them, so that rules matching on shapes (residual Add + norm fusion) see the layout
+        for value, like in ((out, hidden), (present_conv, past_conv), (present_state, past_state)):
+            if like.shape is not None:
+                value.shape = ir.Shape(list(like.shape))
+        return out, present_conv, present_state
+
+    def _per_head(self, op, t):
+        """[batch, seq, groups * state_size] -> [batch, seq, heads, state_size]."""
+        d = self.dims
+        t = op.Reshape(t, op.Constant(value_ints=[0, 0, d.groups, d.state_size]))
+        group_of_head = np.arange(d.heads, dtype=np.int64) // (d.heads // d.groups)
+        return op.Gather(t, op.Constant(value=ir.tensor(group_of_head)), axis=2)

@@ -1,0 +1,212 @@
+"""GraniteMoeHybrid (Granite 4.0-H): Mamba2 and attention layers, MoE + shared MLP.
+
+``layer_types`` (legacy ``layers_block_type``) picks each layer's mixer: Mamba2
+("linear_attention" / "mamba", mobius/components/mamba2.py) or attention
+("full_attention" / "attention"), with RoPE only when ``position_embedding_type``
+is "rope". Every layer's feed-forward is the shared SiLU-gated MLP
+(``shared_intermediate_size``; ``shared_mlp.input_linear`` holds gate rows then up
+rows), plus GraniteMoE's sparse MoE when ``num_local_experts`` > 0. Granite's
+multipliers scale embeddings, both residual branches, the attention logits and
+the final logits. Mamba layers carry ``conv_state`` and ``recurrent_state``
+instead of a KV cache (mobius/tasks/causal_lm.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+from onnxscript import nn
+
+from mobius.components.activations import apply_activation
+from mobius.components.causal_transformer import CausalLM, scalar
+from mobius.components.hybrid_transformer import HybridCausalTransformer
+from mobius.components.linear import Linear
+from mobius.components.mamba2 import Mamba2Dims, Mamba2Mixer
+from mobius.components.rms_norm import RMSNorm
+from mobius.config.architecture import ArchitectureConfig
+from mobius.errors import ConfigError
+from mobius.models.family import ModelFamily
+from mobius.models.granitemoe import granitemoe_block
+from mobius.models.llama import llama_attention
+
+MAMBA, ATTENTION = "linear_attention", "full_attention"
+LEGACY_LAYER_TYPES = {"mamba": MAMBA, "attention": ATTENTION}
+
+
+class SharedMLP(nn.Module):
+    """output_linear(act(gate) * up), [gate; up] = input_linear(x)."""
+
+    def __init__(self, hidden: int, inner: int, activation: str):
+        super().__init__()
+        self.inner, self.activation = inner, activation
+        self.input_linear = Linear(hidden, 2 * inner)
+        self.output_linear = Linear(inner, hidden)
+
+    def forward(self, op, x):
+        gate, up = op.Split(self.input_linear(op, x),
+                            op.Constant(value_ints=[self.inner, self.inner]), axis=-1, _outputs=2)
+        return self.output_linear(op, op.Mul(apply_activation(op, gate, self.activation), up))
+
+
+class GraniteHybridDecoderLayer(nn.Module):
+    """Pre-norm layer: x + s * mixer(norm(x)), then x + s * (moe(norm(x)) + shared_mlp(norm(x)))."""
+
+    def __init__(self, config: ArchitectureConfig, layer: int, mamba: Mamba2Mixer | None):
+        super().__init__()
+        raw, eps = config.raw, config.rms_norm_eps
+        self.input_layernorm = RMSNorm(config.hidden_size, eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, eps)
+        self.mamba = mamba
+        self.self_attn = None if mamba is not None else llama_attention(
+            config, scale=_number(raw, "attention_multiplier"),
+            rotary_dim=config.rope.rotary_dim if _rope(raw) else 0)
+        self.block_sparse_moe = granitemoe_block(config, layer) if _experts(raw) else None
+        self.shared_mlp = SharedMLP(config.hidden_size, _shared_size(config), config.hidden_act)
+        self.residual_scale = _number(raw, "residual_multiplier")
+
+    def _scaled(self, op, x):
+        return x if self.residual_scale == 1.0 else op.Mul(x, scalar(op, self.residual_scale))
+
+    def forward(self, op, hidden, cos, sin, mask, *past):
+        normed = self.input_layernorm(op, hidden)
+        if self.mamba is not None:
+            out, *present = self.mamba(op, normed, mask, *past)
+        else:
+            out, *present = self.self_attn(op, normed, cos, sin, mask, *past)
+        hidden = op.Add(hidden, self._scaled(op, out))
+        normed = self.post_attention_layernorm(op, hidden)
+        ff = self.shared_mlp(op, normed)
+        if self.block_sparse_moe is not None:
+            ff = op.Add(self.block_sparse_moe(op, normed), ff)
+        return (op.Add(hidden, self._scaled(op, ff)), *present)
+
+
+class GraniteMoeHybridForCausalLM(CausalLM):
+    def __init__(self, config: ArchitectureConfig):
+        raw = config.raw
+        kinds = layer_kinds(raw)
+        dims = mamba_dims(raw) if MAMBA in kinds else None
+        layers = [GraniteHybridDecoderLayer(config, i, Mamba2Mixer(
+            dims, proj_bias=_flag(raw, "mamba_proj_bias", False),
+            conv_bias=_flag(raw, "mamba_conv_bias", True), eps=config.rms_norm_eps,
+            activation=config.hidden_act) if kind == MAMBA else None)
+            for i, kind in enumerate(kinds)]
+        rope = _rope(raw)
+        recurrent = [i for i, kind in enumerate(kinds) if kind == MAMBA]
+        model = HybridCausalTransformer(
+            config, layers, RMSNorm(config.hidden_size, config.rms_norm_eps), recurrent,
+            layer_rope_kinds=["default" if rope and k == ATTENTION else None for k in kinds],
+            embed_scale=_number(raw, "embedding_multiplier"))
+        super().__init__(config, model, logits_divisor=_number(raw, "logits_scaling"))
+        self.recurrent_states = {i: dims.state_dims() for i in recurrent}
+
+
+def layer_kinds(raw) -> list[str]:
+    """Each layer's mixer, MAMBA or ATTENTION (transformers' default: all Mamba)."""
+    layers = _int(raw, "num_hidden_layers", 0)
+    kinds = raw.get("layer_types") or raw.get("layers_block_type")
+    if kinds is None:
+        return [MAMBA] * layers
+    if not isinstance(kinds, list) or len(kinds) != layers:
+        raise ConfigError(f"config.json: layer_types must list {layers} layer types, "
+                          f"got {kinds!r}")
+    kinds = [LEGACY_LAYER_TYPES.get(k, k) if isinstance(k, str) else k for k in kinds]
+    bad = sorted({repr(k) for k in kinds if k not in (MAMBA, ATTENTION)})
+    if bad:
+        raise ConfigError(f"config.json: layer_types {', '.join(bad)} not supported; use "
+                          f"{MAMBA!r} (or 'mamba') and {ATTENTION!r} (or 'attention')")
+    return kinds
+
+
+def mamba_dims(raw) -> Mamba2Dims:
+    hidden = _int(raw, "hidden_size", 0)
+    heads, groups = _int(raw, "mamba_n_heads", 128), _int(raw, "mamba_n_groups", 1)
+    inner = _int(raw, "mamba_expand", 2) * hidden
+    head_dim = raw.get("mamba_d_head", "auto")
+    head_dim = inner // heads if head_dim == "auto" else _int(raw, "mamba_d_head", 0)
+    if heads * head_dim != inner or heads % groups:
+        raise ConfigError(f"config.json: mamba_n_heads ({heads}) x mamba_d_head ({head_dim}) must "
+                          f"be mamba_expand x hidden_size ({inner}), in groups of mamba_n_groups "
+                          f"({groups})")
+    limit = raw.get("time_step_limit")
+    if limit is not None and [_json_float(v) for v in limit] != [0.0, math.inf]:
+        raise ConfigError(f"config.json: time_step_limit {limit!r} is not supported (transformers "
+                          f"clamps dt in multi-token forwards only); only [0.0, inf]")
+    conv = _int(raw, "mamba_d_conv", 4)
+    if conv < 2:
+        raise ConfigError(f"config.json: mamba_d_conv ({conv}) must be at least 2 (a carried "
+                          f"convolution state of mamba_d_conv - 1 positions)")
+    return Mamba2Dims(hidden, heads, head_dim, groups, _int(raw, "mamba_d_state", 256),
+                      conv, _int(raw, "mamba_chunk_size", 256))
+
+
+def _json_float(value):
+    """transformers writes inf as {"__float__": "Infinity"}."""
+    if isinstance(value, dict) and set(value) == {"__float__"}:
+        value = value["__float__"]
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _rope(raw) -> bool:
+    kind = raw.get("position_embedding_type")
+    if kind not in (None, "rope", "nope"):
+        raise ConfigError(f"config.json: position_embedding_type {kind!r} is not supported; "
+                          f"use 'rope' or none")
+    return kind == "rope"
+
+
+def checked(raw) -> dict:
+    """config_overrides: every GraniteMoeHybrid switch checked before any weight is read."""
+    kinds = layer_kinds(raw)
+    if MAMBA in kinds:
+        mamba_dims(raw)
+    _rope(raw)
+    _experts(raw)
+    for key in ("embedding_multiplier", "residual_multiplier", "attention_multiplier",
+                "logits_scaling"):
+        _number(raw, key)
+    return {}
+
+
+def _experts(raw) -> int:
+    value = raw.get("num_local_experts", 8)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"config.json: 'num_local_experts' must be a non-negative integer, "
+                          f"got {value!r}")
+    return value
+
+
+def _shared_size(config: ArchitectureConfig) -> int:
+    return _int(config.raw, "shared_intermediate_size", 1024)
+
+
+def _int(raw, key: str, default: int) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"config.json: {key!r} must be a positive integer, got {value!r}")
+    return value
+
+
+def _number(raw, key: str) -> float:
+    value = raw.get(key, 1.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"config.json: {key!r} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _flag(raw, key: str, default: bool) -> bool:
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"config.json: {key!r} must be true or false, got {value!r}")
+    return value
+
+
+FAMILY = ModelFamily(
+    name="granitemoehybrid", model_types=("granitemoehybrid",),
+    architectures=("GraniteMoeHybridForCausalLM",),
+    module=GraniteMoeHybridForCausalLM, tiny_preset="tiny-granitemoehybrid",
+    config_overrides=checked,
+)
