@@ -32,21 +32,19 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import numpy as np
-import onnx_ir as ir
 from onnxscript import nn
 
 from mobius.components.activations import apply_activation
+from mobius.components.image_tokens import merge_image_features
 from mobius.components.linear import Linear
 from mobius.components.lm_head import LMHead
 from mobius.config.architecture import ArchitectureConfig
-from mobius.context import get_build_dtype
 from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models import llama, mistral, qwen
 from mobius.models.clip import CLIPVisionConfig, CLIPVisionModel, hidden_state_index
 from mobius.models.family import ModelFamily
 from mobius.tasks import vision_language
 from mobius.weights.attach import IgnoredTensors
-from mobius.weights.dtypes import numpy_dtype
 
 #: text_config model_type -> the family whose decoder classes and config switches LLaVA reuses.
 TEXT_FAMILIES: Mapping[str, ModelFamily] = {
@@ -173,24 +171,9 @@ class LlavaForConditionalGeneration(nn.Module):
         return op.Reshape(projected, op.Constant(value_ints=[-1, self.hidden_size]))
 
     def embed(self, op, input_ids, image_features):
-        """Token embeddings [batch, seq, hidden] with image-token positions taken, in
-        order, from image_features [n, hidden]. Image tokens beyond the n features
-        (and every position when n = 0, e.g. decode steps) read a zero row instead of
-        failing; the token id itself is never looked up (it may lie past the table)."""
-        is_image = op.Equal(input_ids, op.Constant(value_int=self.image_token_id))
-        token_ids = op.Where(is_image, op.Constant(value_int=0), input_ids)
-        embeds = self.language_model.model.embed_tokens(op, token_ids)  # [batch, seq, hidden]
-
-        flat = op.Reshape(is_image, op.Constant(value_ints=[-1]))  # [batch * seq]
-        order = op.Sub(op.CumSum(op.Cast(flat, to=ir.DataType.INT64), op.Constant(value_int=0)),
-                       op.Constant(value_int=1))  # k-th image token -> k - 1 ... -> feature row
-        count = op.Shape(image_features, start=0, end=1)  # [1]: the zero row's index
-        zero_row = op.Constant(value=ir.tensor(
-            np.zeros((1, self.hidden_size), dtype=numpy_dtype(get_build_dtype()))))
-        rows = op.Concat(image_features, zero_row, axis=0)  # [n + 1, hidden]
-        index = op.Where(flat, op.Min(order, count), count)
-        picked = op.Reshape(op.Gather(rows, index, axis=0), op.Shape(embeds))
-        return op.Where(op.Unsqueeze(is_image, op.Constant(value_ints=[-1])), picked, embeds)
+        """inputs_embeds: mobius/components/image_tokens.py."""
+        return merge_image_features(op, self.language_model.model.embed_tokens, input_ids,
+                                    image_features, self.image_token_id, self.hidden_size)
 
 
 def _feature_states(raw: Mapping[str, Any], vision: CLIPVisionConfig) -> list[int]:

@@ -18,6 +18,7 @@ from mobius.models import wav2vec2
 from mobius.models import gpt_oss
 from mobius.models import deberta_v2, modernbert, modernbert_heads, mpnet
 from mobius.models import bart, marian, t5
+from mobius.models import qwen2_5_vl
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -81,6 +82,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     *t5.FAMILIES,
     bart.FAMILY,
     marian.FAMILY,
+    qwen2_5_vl.FAMILY,
 )
 
 _BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}

@@ -26,19 +26,28 @@ NAMED_DIMS = (BATCH, SEQ, TOTAL, PAST)
 INT64 = ir.DataType.INT64
 
 
-def decoder_io(config: ArchitectureConfig, inputs_embeds: bool = False) -> ModelIO:
-    """The decoder contract; ``inputs_embeds`` replaces input_ids (TaskFlags.inputs_embeds)."""
+def position_streams(module: nn.Module) -> int:
+    """How many position-id streams the module reads: 1 ([batch, seq]), or 3 for
+    M-RoPE ([3, batch, seq]: temporal, height, width; mobius/components/mrope.py)."""
+    return getattr(module, "position_streams", 1)
+
+
+def decoder_io(config: ArchitectureConfig, inputs_embeds: bool = False,
+               streams: int = 1) -> ModelIO:
+    """The decoder contract; ``inputs_embeds`` replaces input_ids (TaskFlags.inputs_embeds);
+    ``streams`` > 1 gives position_ids a leading [streams] axis (see position_streams)."""
     kv, head_dim = config.num_key_value_heads, config.head_dim
     first = (TensorSpec("inputs_embeds", None, (BATCH, SEQ, config.hidden_size)) if inputs_embeds
              else TensorSpec("input_ids", INT64, (BATCH, SEQ)))
     layers = range(config.num_hidden_layers)
+    positions = (streams, BATCH, SEQ) if streams > 1 else (BATCH, SEQ)
     past = tuple(TensorSpec(f"past_key_values.{i}.{kind}", None, (BATCH, kv, PAST, head_dim))
                  for i in layers for kind in ("key", "value"))
     present = tuple(TensorSpec(f"present.{i}.{kind}", None, (BATCH, kv, TOTAL, head_dim))
                     for i in layers for kind in ("key", "value"))
     return ModelIO(
         inputs=(first, TensorSpec("attention_mask", INT64, (BATCH, TOTAL)),
-                TensorSpec("position_ids", INT64, (BATCH, SEQ), optional=True), *past),
+                TensorSpec("position_ids", INT64, positions, optional=True), *past),
         outputs=(TensorSpec("logits", None, (BATCH, SEQ, config.vocab_size)), *present))
 
 
@@ -46,7 +55,7 @@ def build_causal_lm(module: nn.Module, config: ArchitectureConfig,
                     flags: TaskFlags = TaskFlags()) -> ir.Model:
     dtype = get_build_dtype()
     graph, builder = new_graph(OPSET)
-    io = decoder_io(config, flags.inputs_embeds)
+    io = decoder_io(config, flags.inputs_embeds, position_streams(module))
     inputs = add_inputs(builder, io.inputs, dtype)
     past = [(inputs[f"past_key_values.{i}.key"], inputs[f"past_key_values.{i}.value"])
             for i in range(config.num_hidden_layers)]
@@ -75,7 +84,7 @@ TASK = Task(
     summary="causal LM with a KV cache (onnxruntime-genai)",
     build=lambda module, config, flags: {"model": build_causal_lm(module, config, flags)},
     roles={"model": DECODER},
-    io=lambda module, config: {"model": decoder_io(config)},
+    io=lambda module, config: {"model": decoder_io(config, streams=position_streams(module))},
     named_dims=NAMED_DIMS,
     reference=Reference(auto_class="AutoModelForCausalLM", runner="greedy_decode",
                         inputs=("input_ids", "attention_mask", "position_ids"),
