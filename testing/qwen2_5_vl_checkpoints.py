@@ -44,12 +44,13 @@ def image_tokens(config, grid=GRID) -> int:
     return grid[0] * (grid[1] // merge) * (grid[2] // merge)
 
 
-def make_pixels(config, images: int, rng, grid=GRID) -> tuple[np.ndarray, np.ndarray]:
-    """pixel_values [images * t * h * w, patch_dim] and image_grid_thw [images, 3]."""
+def make_pixels(config, grids, rng) -> tuple[np.ndarray, np.ndarray]:
+    """pixel_values [sum of t * h * w, patch_dim] and image_grid_thw [images, 3]."""
     vision = config.vision_config
     patch_dim = vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2
-    pixels = rng.standard_normal((images * int(np.prod(grid)), patch_dim)).astype(np.float32)
-    return pixels, np.array([grid] * images, dtype=np.int64)
+    patches = sum(int(np.prod(grid)) for grid in grids)
+    pixels = rng.standard_normal((patches, patch_dim)).astype(np.float32)
+    return pixels, np.array(grids, dtype=np.int64).reshape(-1, 3)
 
 
 def image_span(config, grid=GRID) -> list[int]:

@@ -27,7 +27,7 @@ pytest.importorskip("transformers")
 from mobius.builder import build  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
 from testing.model_runs import ort_session  # noqa: E402
-from testing.qwen2_5_vl_checkpoints import (image_span, make_pixels,  # noqa: E402
+from testing.qwen2_5_vl_checkpoints import (GRID, image_span, make_pixels,  # noqa: E402
                                             make_qwen2_5_vl_checkpoint)
 
 F32_TOLERANCE = 1e-4
@@ -142,7 +142,7 @@ def make_inputs(hf_model, seed=0, pad=PAD) -> dict:
     input_ids = np.array([row0, row1], dtype=np.int64)
     attention_mask = np.ones_like(input_ids)
     attention_mask[1, :pad] = 0
-    pixel_values, grid = make_pixels(config, 2, rng)
+    pixel_values, grid = make_pixels(config, [GRID, GRID], rng)
     with torch.no_grad():
         ids = torch.from_numpy(input_ids)
         positions, _ = hf_model.model.get_rope_index(
