@@ -144,7 +144,7 @@ FAMILY = ModelFamily(
     config_overrides=lambda raw: {"qkv_bias": True, "o_bias": False},
     checkpoint_aliases=(
         ("visual.", ("visual.", "model.visual.")),
-        ("language_model.model.", ("model.language_model.", "model.")),
-        ("language_model.lm_head.", ("lm_head.", "language_model.lm_head.")),
+        ("language_model.model.", ("language_model.model.", "model.language_model.", "model.")),
+        ("language_model.lm_head.", ("language_model.lm_head.", "lm_head.")),
     ),
 )

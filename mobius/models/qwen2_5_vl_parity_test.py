@@ -201,3 +201,53 @@ def test_f32_parity(name, checkpoint, tmp_path):
     assert embeds_diff <= F32_TOLERANCE, f"{name}: embeddings {embeds_diff:.3g}"
     diff = logit_diff(steps, hf_steps, inputs["attention_mask"])
     assert diff <= F32_TOLERANCE, f"{name}: logits {diff:.3g}"
+
+
+def test_cpu_build_matches_default_build_and_fuses_gqa_in_the_decoder_only(checkpoint, tmp_path):
+    """cpu: GroupQueryAttention with M-RoPE applied before it (cos/sin are computed
+    in the graph, so the kernel cannot rotate), fused norms; same tokens and logits."""
+    folder, hf_model = checkpoint("default")
+    default = build_and_load(folder, tmp_path / "default", "default")
+    cpu = build_and_load(folder, tmp_path / "cpu", "cpu")
+    layers = cpu.config.num_hidden_layers
+    gqa = {key: [n for n in model.graph if f"{n.domain}::{n.op_type}" == GQA]
+           for key, model in cpu.package.models.items()}
+    assert {key: len(nodes) for key, nodes in gqa.items()} == {
+        "vision": 0, "embedding": 0, "model": layers}
+    assert all(n.attributes["do_rotary"].value == 0 for n in gqa["model"])
+    for pad in (0, PAD):
+        inputs = make_inputs(hf_model, seed=1, pad=pad)
+        ref_features, ref_embeds, ref_logits, tokens = default.generate(inputs)
+        features, embeds, logits, cpu_tokens = cpu.generate(inputs)
+        assert float(np.abs(features - ref_features).max()) <= F32_TOLERANCE
+        assert float(np.abs(embeds - ref_embeds).max()) <= F32_TOLERANCE
+        assert [t.tolist() for t in cpu_tokens] == [t.tolist() for t in tokens]
+        diff = logit_diff(logits, ref_logits, inputs["attention_mask"])
+        assert diff <= F32_TOLERANCE, f"pad {pad}: {diff:.3g}"
+
+
+def _in_memory_layout(name: str) -> str:  # transformers 5's module names
+    for old, new in (("model.", "model.language_model."), ("visual.", "model.visual.")):
+        if name.startswith(old):
+            return new + name[len(old):]
+    return name
+
+
+def test_transformers_5_module_names_load_the_same_weights(checkpoint, tmp_path):
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    folder, hf_model = checkpoint("default")
+    renamed = str(tmp_path / "renamed")
+    shutil.copytree(folder, renamed)
+    tensors = load_file(os.path.join(folder, "model.safetensors"))
+    assert any(k.startswith("visual.") for k in tensors)  # what save_pretrained writes today
+    save_file({_in_memory_layout(k): v for k, v in tensors.items()},
+              os.path.join(renamed, "model.safetensors"), metadata={"format": "pt"})
+    inputs = make_inputs(hf_model)
+    reference = build_and_load(folder, tmp_path / "a").generate(inputs, steps=1)
+    other = build_and_load(renamed, tmp_path / "b").generate(inputs, steps=1)
+    for a, b in zip(reference[:3], other[:3]):
+        for x, y in zip(a if isinstance(a, list) else [a], b if isinstance(b, list) else [b]):
+            np.testing.assert_array_equal(x, y)
