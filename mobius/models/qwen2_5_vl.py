@@ -41,6 +41,10 @@ _VL_DEFAULTS: Mapping[str, Any] = {
     "image_token_id": 151655, "video_token_id": 151656, "vision_start_token_id": 151652,
 }
 _SECTIONS = ("text_config", "vision_config")
+#: genai's image processor configuration (genai_config ``model.vision.config_filename``)
+PROCESSOR_FILE = "processor_config.json"
+#: Qwen2VLImageProcessor's normalization (OpenAI CLIP's)
+CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
 
 
 def normalize_qwen2_5_vl(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -129,8 +133,34 @@ class Qwen2_5_VLForConditionalGeneration(nn.Module):
             "vision_start_token_id": self.token_ids["vision_start_token_id"],
             "vision": {"spatial_merge_size": vision.spatial_merge_size,
                        "patch_size": vision.patch_size, "window_size": vision.window_size,
-                       "tokens_per_second": vision.tokens_per_second},
+                       "tokens_per_second": vision.tokens_per_second,
+                       "config_filename": PROCESSOR_FILE},
         }
+
+    def genai_processor_files(self) -> dict[str, Any]:
+        """genai's image processor (onnxruntime-extensions steps), as transformers'
+        Qwen2VLImageProcessor with its defaults: decode, RGB, resize to a multiple
+        of patch * merge within [min_pixels, max_pixels], rescale, CLIP mean/std,
+        then cut into the flattened patches the vision model takes."""
+        vision = self.vision
+        steps = [
+            ("decode_image", "DecodeImage", {"color_space": "RGB"}),
+            ("convert_to_rgb", "ConvertRGB", None),
+            ("resize", "Resize", {"width": 540, "height": 360, "smart_resize": 1,
+                                  "min_pixels": 56 * 56, "max_pixels": 28 * 28 * 1280 * 16,
+                                  "patch_size": vision.patch_size,
+                                  "merge_size": vision.spatial_merge_size}),
+            ("rescale", "Rescale", {"rescale_factor": 1 / 255}),
+            ("normalize", "Normalize", {"mean": list(CLIP_MEAN), "std": list(CLIP_STD),
+                                        "qwen2_5_vl": 1}),
+            ("patch_image", "PatchImage", {"patch_size": vision.patch_size,
+                                           "temporal_patch_size": vision.temporal_patch_size,
+                                           "merge_size": vision.spatial_merge_size}),
+        ]
+        transforms = [{"operation": {"name": name, "type": kind, **({"attrs": attrs} if attrs else {})}}
+                      for name, kind, attrs in steps]
+        return {PROCESSOR_FILE: {"processor": {"name": "qwen2_5_image_processor",
+                                               "transforms": transforms}}}
 
 
 FAMILY = ModelFamily(

@@ -101,3 +101,28 @@ def test_genai_generates_like_transformers(built, case):
     expected = hf_qwen_generate(hf_model, input_ids, pixel_values, grid_thw, NEW_TOKENS)
     per_image = [image_tokens(hf_model.config, grid) for grid in grids]
     assert _genai_generate(path, input_ids, pixel_values, grid_thw, per_image) == expected
+
+
+def test_genai_image_processor_gives_transformers_patches(built, tmp_path):
+    """The package's processor_config.json: genai's MultiModalProcessor turns an image
+    into the pixel_values / image_grid_thw transformers' Qwen2VLImageProcessor makes
+    (resized 40 x 56 -> 48 x 72, 12 x 18 patches of 4 px, 2 frames each)."""
+    import transformers
+    from PIL import Image
+
+    path, hf_model = built
+    pixels = (np.random.default_rng(3).random((40, 56, 3)) * 255).astype(np.uint8)
+    image_path = str(tmp_path / "image.png")
+    Image.fromarray(pixels).save(image_path)
+    processor = og.Model(path).create_multimodal_processor()
+    out = processor("<|vision_start|><|image_pad|><|vision_end|>", images=og.Images.open(image_path))
+    vision = hf_model.config.vision_config
+    reference = transformers.Qwen2VLImageProcessorPil(
+        patch_size=vision.patch_size, merge_size=vision.spatial_merge_size,
+        temporal_patch_size=vision.temporal_patch_size)(images=Image.open(image_path),
+                                                         return_tensors="np")
+    np.testing.assert_array_equal(out["image_grid_thw"].as_numpy().reshape(-1, 3),
+                                  reference["image_grid_thw"])
+    ours = out["pixel_values"].as_numpy()
+    np.testing.assert_allclose(ours.reshape(reference["pixel_values"].shape),
+                               reference["pixel_values"], atol=1e-5)

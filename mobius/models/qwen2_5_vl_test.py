@@ -81,6 +81,9 @@ def test_builds_for_every_ep_and_dtype(ep, dtype, checkpoint, tmp_path):
                                "tokens_per_second")}
     assert model["embedding"]["inputs"] == {"input_ids": "input_ids",
                                             "image_features": "image_features"}
+    with open(os.path.join(path, model["vision"]["config_filename"])) as f:
+        steps = [t["operation"]["type"] for t in json.load(f)["processor"]["transforms"]]
+    assert steps[-1] == "PatchImage"
 
 
 def _module(config):

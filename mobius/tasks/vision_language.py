@@ -29,7 +29,8 @@ The module protocol (mobius/models/llava.py implements it):
 * ``language_model``: a causal LM module accepting ``inputs_embeds``;
 * ``image_token_id``: the placeholder token (genai_config ``model.image_token_id``);
 * optional ``genai_model_config``: further keys of genai_config's ``model`` section
-  (a ``vision`` mapping is merged into the vision section).
+  (a ``vision`` mapping is merged into the vision section);
+* optional ``genai_processor_files``: {file name: JSON} of genai's image processor.
 """
 
 from __future__ import annotations
@@ -118,11 +119,13 @@ def build_embedding(module: nn.Module, io: ModelIO, flags: TaskFlags = TaskFlags
 def _genai_configs(module: nn.Module, config: ArchitectureConfig,
                    genai: GenaiContext) -> PackageConfigs:
     extra = getattr(module, "genai_model_config", None)
+    processor = getattr(module, "genai_processor_files", None)
     return PackageConfigs(vision_language_genai_config(
         config, image_token_id=module.image_token_id, provider_options=genai.provider_options,
         past_present_share_buffer=genai.past_present_share_buffer,
         vision_inputs=tuple(spec.name for spec in vision_inputs(module)),
-        extra=extra() if extra is not None else None))
+        extra=extra() if extra is not None else None),
+        dict(processor()) if processor is not None else {})
 
 
 TASK = Task(
