@@ -71,6 +71,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-phimoe": "phimoe",
     "tiny-qwen2": "qwen",
     "tiny-qwen2-moe": "qwen_moe",
+    "tiny-qwen2_5_vl": "qwen2_5_vl",
     "tiny-qwen3": "qwen",
     "tiny-qwen3-moe": "qwen_moe",
     "tiny-roberta": "bert",

@@ -74,5 +74,8 @@ def models_markdown() -> str:
         "LLaVA packages carry a genai_config.json (vision, embedding and decoder sections),",
         "but onnxruntime-genai 0.18 has no \"llava\" model type and refuses them: run them",
         "with plain onnxruntime, as docs/examples/llava_generate.py does.",
+        "Qwen2.5-VL packages are onnxruntime-genai's own qwen2_5_vl type: genai's",
+        "MultiModalProcessor reads their processor_config.json, and genai computes the",
+        "decoder's 3-D (M-RoPE) position_ids [3, batch, seq] from the prompt and image_grid_thw.",
     ]
     return "\n".join(lines) + "\n"

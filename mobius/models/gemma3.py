@@ -38,7 +38,7 @@ from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models import gemma
 from mobius.models.clip import CLIPVisionConfig
 from mobius.models.family import ModelFamily
-from mobius.models.image_merge import image_positions, merge_image_features
+from mobius.components.image_tokens import image_positions, merge_image_features
 from mobius.models.siglip import SIGLIP_VISION, SiglipVisionTransformer
 from mobius.models.vision_parts import POSITION_IDS
 from mobius.tasks import vision_language
@@ -169,7 +169,7 @@ class Gemma3ForConditionalGeneration(nn.Module):
                         scalar(op, self.embed_scale))
         return merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
 
-    def processor_files(self) -> dict[str, Any]:
+    def genai_processor_files(self) -> dict[str, Any]:
         """onnxruntime-genai's gemma3 image processor (onnxruntime-extensions steps):
         Gemma3ImageProcessor's resize to the tower's size (bilinear), 1/255, mean/std 0.5."""
         size = self.vision.image_size

@@ -97,7 +97,7 @@ def checkpoints(tmp_path_factory):
 
 
 def _parity(folder, out, ep, hf_model, pad=3, steps=3):
-    package = build(folder, execution_provider=ep, dtype="f32")
+    package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
     path = package.save(str(out), overwrite=True)
     built = BuiltPackage(path, package.config, "f32")
     return f32_parity(built, hf_model, pad=pad, steps=steps), package
@@ -211,7 +211,7 @@ EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
 def test_low_precision_runs_close_to_the_f32_reference(checkpoints, tmp_path, dtype):
     """The scan runs in float32 inside f16 / bf16 graphs (states stored in the build dtype)."""
     folder = checkpoints("nope_moe")
-    package = build(folder, dtype=dtype)
+    package = build(folder, dtype=dtype, prefill_logits="all")
     path = package.save(str(tmp_path / "pkg"))
     run = f32_parity(BuiltPackage(path, package.config, dtype), load_hf_model(folder), pad=3,
                      steps=3)

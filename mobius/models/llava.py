@@ -35,6 +35,7 @@ import numpy as np
 from onnxscript import nn
 
 from mobius.components.activations import apply_activation
+from mobius.components.image_tokens import image_positions, merge_image_features
 from mobius.components.linear import Linear
 from mobius.components.lm_head import LMHead
 from mobius.config.architecture import ArchitectureConfig
@@ -42,7 +43,6 @@ from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models import llama, mistral, qwen
 from mobius.models.clip import CLIPVisionConfig, CLIPVisionModel, hidden_state_index
 from mobius.models.family import ModelFamily
-from mobius.models.image_merge import image_positions, merge_image_features
 from mobius.tasks import vision_language
 from mobius.weights.attach import IgnoredTensors
 
@@ -172,7 +172,7 @@ class LlavaForConditionalGeneration(nn.Module):
 
     def embed(self, op, input_ids, image_features):
         """Token embeddings [batch, seq, hidden] with image-token positions taken, in
-        order, from image_features [n, hidden] (mobius/models/image_merge.py)."""
+        order, from image_features [n, hidden] (mobius/components/image_tokens.py)."""
         is_image, token_ids = image_positions(op, input_ids, self.image_token_id)
         embeds = self.language_model.model.embed_tokens(op, token_ids)  # [batch, seq, hidden]
         return merge_image_features(op, is_image, embeds, image_features, self.hidden_size)

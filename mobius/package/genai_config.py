@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from mobius.config.architecture import ArchitectureConfig
 
@@ -96,6 +96,8 @@ def vision_language_genai_config(
     provider_options: list[dict[str, Any]] | None = None,
     past_present_share_buffer: bool = False,
     decoder_token_ids: bool = False,
+    vision_inputs: tuple[str, ...] = ("pixel_values",),
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """genai_config.json of a three-model vision-language package
     (mobius/tasks/vision_language.py): the ``vision`` and ``embedding`` sections
@@ -107,8 +109,13 @@ def vision_language_genai_config(
     0.18 has no "llava" type (its multi-modal types are other families': phi3v,
     gemma3, qwen2_5_vl, mistral3, ...) and refuses to load such a package; its
     multi-modal pipeline itself runs the three models (see
-    mobius/models/llava_genai_test.py). ``decoder_token_ids``: the decoder also
-    takes input_ids (genai feeds it to a decoder that declares it).
+    mobius/models/llava_genai_test.py).
+
+    ``decoder_token_ids``: the decoder also takes input_ids (genai feeds it to a
+    decoder that declares it); ``vision_inputs``: the vision model's input names
+    (genai's key = the name); ``extra``: further ``model`` keys of the family (its
+    ``vision`` mapping is merged into the vision section: Qwen2.5-VL's patch and
+    window sizes, the processor's config_filename).
     """
     genai = decoder_genai_config(config, provider_options=provider_options,
                                  past_present_share_buffer=past_present_share_buffer)
@@ -127,9 +134,12 @@ def vision_language_genai_config(
     }
     model["vision"] = {
         "filename": "vision.onnx",
-        "inputs": {"pixel_values": "pixel_values"},
+        "inputs": {name: name for name in vision_inputs},
         "outputs": {"image_features": "image_features"},
     }
+    extra = dict(extra or {})
+    model["vision"].update(extra.pop("vision", {}))
+    model.update(extra)
     model["image_token_id"] = image_token_id
     model["type"] = config.model_type
     return genai

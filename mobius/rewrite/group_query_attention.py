@@ -8,8 +8,10 @@ Pattern (per layer, as emitted by mobius.components.attention):
 Rewrite:
     out, present_k, present_v = GroupQueryAttention(Q', K', V', past_k, past_v,
         seqlens_k, total_sequence_length, [cos_cache, sin_cache, pos], attention_bias=mask)
-with RoPE absorbed (``do_rotary=1``) when the EP fuses RoPE and the kernel's
-head-size constraint holds, else applied to the 3-D tensors beforehand.
+with RoPE absorbed (``do_rotary=1``) when the EP fuses RoPE, cos/sin are
+gathered from constant tables and the kernel's head-size constraint holds,
+else applied to the 3-D tensors beforehand (cos/sin computed in the graph:
+M-RoPE's per-stream selection, LongRoPE's table switch, dynamic NTK).
 A per-head norm of the rotated Q/K (``RMSNormalization(RotaryEmbedding(q4))``,
 HunYuan) keeps RoPE outside and is re-applied per head on the 3-D tensors.
 ``seqlens_k`` / ``total_sequence_length`` are computed once per graph.
@@ -124,7 +126,7 @@ class GroupQueryAttentionFusion(NodeRule):
         if (match.q.rotary is None) != (match.k.rotary is None):
             return False
         if match.q.rotary is not None:
-            if _rope_tables(match.q.rotary) is None or _rope_tables(match.k.rotary) is None:
+            if (_rope_tables(match.q.rotary) is None) != (_rope_tables(match.k.rotary) is None):
                 return False
             if match.q.rotary.inputs[1] is not match.k.rotary.inputs[1]:
                 return False
@@ -141,7 +143,7 @@ class GroupQueryAttentionFusion(NodeRule):
         scale = attr(node, "scale", None) or d**-0.5
         rotary = match.q.rotary
         absorb = (rotary is not None and ctx.caps.supports_fused_rope
-                  and match.q.post_norm is None
+                  and _rope_tables(rotary) is not None and match.q.post_norm is None
                   and d % ROTARY_HEAD_SIZE_MULTIPLE == 0
                   and _rope_tables(rotary)[0].shape[1] * 2 == d)
         interleaved = int(attr(rotary, "interleaved", 0)) if rotary is not None else 0

@@ -53,15 +53,24 @@ def layer_state_names(config: ArchitectureConfig,
             for i in range(config.num_hidden_layers)]
 
 
+def position_streams(module: nn.Module) -> int:
+    """How many position-id streams the module reads: 1 ([batch, seq]), or 3 for
+    M-RoPE ([3, batch, seq]: temporal, height, width; mobius/components/mrope.py)."""
+    return getattr(module, "position_streams", 1)
+
+
 def decoder_io(config: ArchitectureConfig, inputs_embeds: bool = False,
-               token_ids: bool = False, recurrent: RecurrentStates | None = None) -> ModelIO:
+               token_ids: bool = False, recurrent: RecurrentStates | None = None,
+               streams: int = 1) -> ModelIO:
     """The decoder contract; ``inputs_embeds`` replaces input_ids (TaskFlags.inputs_embeds);
     ``token_ids`` keeps input_ids beside it (a mask that depends on the tokens);
-    ``recurrent``: a hybrid's state-carrying layers (see the module docstring)."""
+    ``recurrent``: a hybrid's state-carrying layers (see the module docstring);
+    ``streams`` > 1 gives position_ids a leading [streams] axis (see position_streams)."""
     kv, head_dim = config.num_key_value_heads, config.head_dim
     ids = TensorSpec("input_ids", INT64, (BATCH, SEQ))
     first = ((TensorSpec("inputs_embeds", None, (BATCH, SEQ, config.hidden_size)),
               *((ids,) if token_ids else ())) if inputs_embeds else (ids,))
+    positions = (streams, BATCH, SEQ) if streams > 1 else (BATCH, SEQ)
     recurrent = recurrent or {}
     past, present = [], []
     for i in range(config.num_hidden_layers):
@@ -76,7 +85,7 @@ def decoder_io(config: ArchitectureConfig, inputs_embeds: bool = False,
                                           (BATCH, kv, TOTAL, head_dim)))
     return ModelIO(
         inputs=(*first, TensorSpec("attention_mask", INT64, (BATCH, TOTAL)),
-                TensorSpec("position_ids", INT64, (BATCH, SEQ), optional=True), *past),
+                TensorSpec("position_ids", INT64, positions, optional=True), *past),
         outputs=(TensorSpec("logits", None, (BATCH, SEQ, config.vocab_size)), *present))
 
 
@@ -85,7 +94,7 @@ def build_causal_lm(module: nn.Module, config: ArchitectureConfig,
     dtype = get_build_dtype()
     graph, builder = new_graph(OPSET)
     recurrent = recurrent_states(module)
-    io = decoder_io(config, flags.inputs_embeds, token_ids, recurrent)
+    io = decoder_io(config, flags.inputs_embeds, token_ids, recurrent, position_streams(module))
     inputs = add_inputs(builder, io.inputs, dtype)
     names = layer_state_names(config, recurrent)
     past = [tuple(inputs[f"past_key_values.{i}.{n}"] for n in layer)
@@ -115,7 +124,8 @@ TASK = Task(
     summary="causal LM with a KV cache (onnxruntime-genai)",
     build=lambda module, config, flags: {"model": build_causal_lm(module, config, flags)},
     roles={"model": DECODER},
-    io=lambda module, config: {"model": decoder_io(config, recurrent=recurrent_states(module))},
+    io=lambda module, config: {"model": decoder_io(config, recurrent=recurrent_states(module),
+                                                   streams=position_streams(module))},
     named_dims=NAMED_DIMS,
     reference=Reference(auto_class="AutoModelForCausalLM", runner="greedy_decode",
                         inputs=("input_ids", "attention_mask", "position_ids"),

@@ -2,7 +2,8 @@
 onnxruntime-genai's multi-modal pipeline (vision -> embedding -> decoder).
 
 ``vision`` (optimizer role vision)
-    pixel_values [num_images, channels, height, width] (build dtype)
+    pixel_values [num_images, channels, height, width] (build dtype), or the
+    module's own ``vision_inputs`` (Qwen2.5-VL: flattened patches + image_grid_thw)
     -> image_features [num_image_tokens, hidden]  (all images' tokens, in order)
 ``embedding`` (optimizer role embedding)
     input_ids int64 [batch_size, sequence_length], image_features [num_image_tokens, hidden]
@@ -10,7 +11,9 @@ onnxruntime-genai's multi-modal pipeline (vision -> embedding -> decoder).
     (decode steps pass zero image features: [0, hidden])
 ``model`` (optimizer role decoder: the only one GQA fusion touches)
     the causal-LM contract (mobius/tasks/causal_lm.py) with ``inputs_embeds``
-    [batch_size, sequence_length, hidden] in place of input_ids.
+    [batch_size, sequence_length, hidden] in place of input_ids; position_ids
+    [3, batch_size, sequence_length] where the language model reads M-RoPE
+    streams (``position_streams`` 3).
 
 ``hidden`` is the decoder's hidden size: the projector maps image features
 into the text embedding space. image_features is rank 2 because genai
@@ -19,15 +22,20 @@ and hands the same buffer from the vision to the embedding session.
 
 The module protocol (mobius/models/llava.py implements it):
 
-* ``image_input_shape``: (channels, height, width) the vision tower takes;
-* ``encode_images(op, pixel_values)`` -> image_features;
+* ``image_input_shape``: (channels, height, width) the vision tower takes, or
+  ``vision_inputs``: the vision model's input specs, in ``encode_images`` order;
+* ``encode_images(op, *vision inputs)`` -> image_features;
 * ``embed(op, input_ids, image_features)`` -> inputs_embeds;
 * ``language_model``: a causal LM module accepting ``inputs_embeds``;
 * ``image_token_id``: the placeholder token (genai_config ``model.image_token_id``);
 * ``decoder_token_ids`` (optional, default False): the decoder also takes
   ``input_ids`` (Gemma 3: image tokens attend to each other both ways), which
   onnxruntime-genai feeds a decoder that declares it;
-* ``processor_files()`` (optional): {file name: JSON} written beside the models.
+* optional ``genai_model_config()``: further keys of genai_config's ``model``
+  section (a ``vision`` mapping is merged into the vision section);
+* optional ``genai_processor_files()``: {file name: JSON} of genai's image
+  processor, written beside the models (the first one is the vision section's
+  ``config_filename`` unless genai_model_config names it).
 """
 
 from __future__ import annotations
@@ -41,27 +49,37 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
 from mobius.package.genai_config import vision_language_genai_config
 from mobius.roles import DECODER, EMBEDDING, VISION
-from mobius.tasks.causal_lm import BATCH, NAMED_DIMS, SEQ, build_causal_lm, decoder_io
+from mobius.tasks.causal_lm import (BATCH, NAMED_DIMS, SEQ, build_causal_lm, decoder_io,
+                                    position_streams)
 from mobius.tasks.concrete_dims import check_io_dims
 from mobius.tasks.task import (GenaiContext, ModelIO, PackageConfigs, Reference, Task, TaskFlags,
                                TensorSpec, add_inputs, add_outputs, new_graph)
 
 NUM_IMAGES, NUM_IMAGE_TOKENS = "num_images", "num_image_tokens"
-IMAGE_DIMS = (NUM_IMAGES, NUM_IMAGE_TOKENS)
+#: flattened image patches (Qwen2.5-VL's pixel_values rows)
+NUM_PATCHES = "num_patches"
+IMAGE_DIMS = (NUM_IMAGES, NUM_IMAGE_TOKENS, NUM_PATCHES)
 #: every symbolic dim of the three models' graph I/O (TaskFlags.use_concrete_dims)
 VISION_LANGUAGE_DIMS = (*NAMED_DIMS, *IMAGE_DIMS)
+
+
+def vision_inputs(module: nn.Module) -> tuple[TensorSpec, ...]:
+    """The vision model's inputs: the module's ``vision_inputs``, else pixel_values."""
+    specs = getattr(module, "vision_inputs", None)
+    if specs is not None:
+        return tuple(specs)
+    return (TensorSpec("pixel_values", None, (NUM_IMAGES, *module.image_input_shape)),)
 
 
 def vision_language_io(module: nn.Module, config: ArchitectureConfig) -> dict[str, ModelIO]:
     features = TensorSpec("image_features", None, (NUM_IMAGE_TOKENS, config.hidden_size))
     return {
-        "vision": ModelIO(
-            inputs=(TensorSpec("pixel_values", None, (NUM_IMAGES, *module.image_input_shape)),),
-            outputs=(features,)),
+        "vision": ModelIO(inputs=vision_inputs(module), outputs=(features,)),
         "embedding": ModelIO(
             inputs=(TensorSpec("input_ids", ir.DataType.INT64, (BATCH, SEQ)), features),
             outputs=(TensorSpec("inputs_embeds", None, (BATCH, SEQ, config.hidden_size)),)),
-        "model": decoder_io(config, inputs_embeds=True, token_ids=_token_ids(module)),
+        "model": decoder_io(config, inputs_embeds=True, token_ids=_token_ids(module),
+                            streams=position_streams(module.language_model)),
     }
 
 
@@ -94,7 +112,7 @@ def build_vision(module: nn.Module, io: ModelIO, flags: TaskFlags = TaskFlags())
     dtype = get_build_dtype()
     graph, builder = new_graph()
     inputs = add_inputs(builder, io.inputs, dtype)
-    features = module.encode_images(builder.op, inputs["pixel_values"])
+    features = module.encode_images(builder.op, *(inputs[spec.name] for spec in io.inputs))
     add_outputs(builder, {"image_features": features}, io.outputs, dtype)
     return _model(graph, flags)
 
@@ -110,13 +128,17 @@ def build_embedding(module: nn.Module, io: ModelIO, flags: TaskFlags = TaskFlags
 
 def _genai_configs(module: nn.Module, config: ArchitectureConfig,
                    genai: GenaiContext) -> PackageConfigs:
+    extra = getattr(module, "genai_model_config", None)
+    processor = getattr(module, "genai_processor_files", None)
+    files = dict(processor()) if processor is not None else {}
     genai_config = vision_language_genai_config(
         config, image_token_id=module.image_token_id, provider_options=genai.provider_options,
         past_present_share_buffer=genai.past_present_share_buffer,
-        decoder_token_ids=_token_ids(module))
-    files = module.processor_files() if hasattr(module, "processor_files") else {}
+        decoder_token_ids=_token_ids(module),
+        vision_inputs=tuple(spec.name for spec in vision_inputs(module)),
+        extra=extra() if extra is not None else None)
     if files:  # genai's image processor reads it through model.vision.config_filename
-        genai_config["model"]["vision"]["config_filename"] = next(iter(files))
+        genai_config["model"]["vision"].setdefault("config_filename", next(iter(files)))
     return PackageConfigs(genai_config, extra_json=files)
 
 

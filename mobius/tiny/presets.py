@@ -467,3 +467,25 @@ for _kind, (_suffix, _labels) in _HEADS.items():
         **_DEBERTA, "architectures": ["DebertaV2" + _suffix],
         "id2label": {str(i): name for i, name in enumerate(_labels)},
         "label2id": {name: i for i, name in enumerate(_labels)}}
+
+# Qwen2.5-VL (mobius/models/qwen2_5_vl.py): the common decoder with M-RoPE sections 2/3/3
+# of its 8 frequencies; a 2-layer vision tower (hidden 32, 2 heads of 16, MLP 40) on 4 px
+# patches, 2x2 merge, 16 px windows (2x2 merged tokens), layer 1 full attention. The
+# image/video/vision-start tokens are the vocabulary's last entries.
+_QWEN_VL_TEXT = {k: v for k, v in _COMMON.items() if k != "rope_theta"}
+TINY_PRESETS["tiny-qwen2_5_vl"] = {
+    "model_type": "qwen2_5_vl", "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+    "image_token_id": VOCAB_SIZE - 1, "video_token_id": VOCAB_SIZE - 2,
+    "vision_start_token_id": VOCAB_SIZE - 3, "vision_end_token_id": VOCAB_SIZE - 4,
+    "tie_word_embeddings": False,
+    "text_config": {**_QWEN_VL_TEXT, "model_type": "qwen2_5_vl_text",
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                        "mrope_section": [2, 3, 3]}},
+    "vision_config": {
+        "model_type": "qwen2_5_vl_vision", "depth": 2, "hidden_size": 32,
+        "intermediate_size": 40, "num_heads": 2, "in_channels": 3, "patch_size": 4,
+        "spatial_merge_size": 2, "temporal_patch_size": 2, "window_size": 16,
+        "fullatt_block_indexes": [1], "out_hidden_size": 64, "tokens_per_second": 4,
+        "hidden_act": "silu",
+    },
+}

@@ -1,5 +1,6 @@
-"""How a vision-language embedding model puts image features into the token
-embeddings (LLaVA, Gemma 3): transformers' ``masked_scatter`` as ONNX ops."""
+"""The embedding graph of a vision-language package (LLaVA, Gemma 3, Qwen2.5-VL):
+token embeddings with the image-placeholder positions replaced, in order, by the
+vision model's features (transformers' ``masked_scatter`` as ONNX ops)."""
 
 from __future__ import annotations
 

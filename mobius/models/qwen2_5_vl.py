@@ -1,0 +1,181 @@
+"""Qwen2.5-VL: a window-attention vision tower (mobius/models/qwen2_5_vl_vision.py)
++ a Qwen2 decoder with M-RoPE, built as the three models of the
+``image-text-to-text`` task (mobius/tasks/vision_language.py), in the layout
+onnxruntime-genai's ``qwen2_5_vl`` type runs:
+
+* ``vision``: pixel_values [patches, patch_dim] + image_grid_thw [images, 3]
+  -> image_features [patches / spatial_merge^2, text hidden];
+* ``embedding``: token embeddings with ``image_token_id`` positions replaced by
+  the features in order (mobius/components/image_tokens.py);
+* ``model``: the Qwen2 decoder (QKV bias) whose position_ids are [3, batch, seq]
+  (temporal, height, width: mobius/components/mrope.py). genai computes them
+  from input_ids and image_grid_thw (``vision_start_token_id`` marks an image)
+  and continues them after the prompt with each row's rope delta.
+
+config.json: transformers 5 nests the decoder in ``text_config`` (RoPE in
+``rope_parameters`` with ``mrope_section``); 4.x keeps it at the top level with
+``rope_scaling: {"type": "mrope", ...}``. Both are read; the ArchitectureConfig
+describes the decoder, ``config.raw`` keeps the normalized ``vision_config``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import onnx_ir as ir
+from onnxscript import nn
+
+from mobius.components.image_tokens import image_positions, merge_image_features
+from mobius.components.lm_head import LMHead
+from mobius.components.mrope import STREAMS, MRotaryEmbedding
+from mobius.config.architecture import ArchitectureConfig
+from mobius.errors import ConfigError, UnsupportedModelError
+from mobius.models.family import ModelFamily
+from mobius.models.llama import LlamaForCausalLM
+from mobius.models.qwen2_5_vl_vision import QwenVisionConfig, QwenVisionTransformer
+from mobius.tasks import vision_language
+from mobius.tasks.task import TensorSpec
+
+#: Qwen2_5_VLConfig's own defaults (transformers).
+_VL_DEFAULTS: Mapping[str, Any] = {
+    "image_token_id": 151655, "video_token_id": 151656, "vision_start_token_id": 151652,
+}
+_SECTIONS = ("text_config", "vision_config")
+#: genai's image processor configuration (genai_config ``model.vision.config_filename``)
+PROCESSOR_FILE = "processor_config.json"
+#: Qwen2VLImageProcessor's normalization (OpenAI CLIP's)
+CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+
+
+def normalize_qwen2_5_vl(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The decoder's fields at the top level with plain RoPE parameters and
+    ``mrope_section``; the token ids; the vision_config with its defaults."""
+    text = {**{k: v for k, v in raw.items() if k not in _SECTIONS}, **(raw.get("text_config") or {})}
+    rope = dict(text.pop("rope_parameters", None) or text.pop("rope_scaling", None) or {})
+    text.pop("rope_scaling", None)
+    section = rope.pop("mrope_section", text.get("mrope_section"))
+    if not section:
+        raise ConfigError("config.json: qwen2_5_vl needs rope_parameters.mrope_section")
+    kind = rope.pop("type", rope.pop("rope_type", "default"))
+    if kind not in ("default", "mrope"):
+        raise UnsupportedModelError(f"qwen2_5_vl: rope type {kind!r} with M-RoPE is not "
+                                    f"supported; supported: default / mrope")
+    if text.get("use_sliding_window"):
+        raise UnsupportedModelError("qwen2_5_vl: use_sliding_window is not supported")
+    ids = {key: raw.get(key, text.get(key, default)) for key, default in _VL_DEFAULTS.items()}
+    vision = QwenVisionConfig.from_dict(raw.get("vision_config") or {})
+    tie = bool(raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
+    return {**text, **ids, "model_type": "qwen2_5_vl",
+            "architectures": list(raw.get("architectures") or
+                                  ["Qwen2_5_VLForConditionalGeneration"]),
+            "rope_parameters": {**rope, "rope_type": "default"},
+            "mrope_section": [int(s) for s in section], "use_sliding_window": False,
+            "tie_word_embeddings": tie, "vision_config": vision_dict(vision)}
+
+
+def vision_dict(vision: QwenVisionConfig) -> dict[str, Any]:
+    out = {key: getattr(vision, key) for key in QwenVisionConfig.__dataclass_fields__}
+    out["fullatt_block_indexes"] = list(vision.fullatt_block_indexes)
+    return out
+
+
+class Qwen2_5_VLTextModel(LlamaForCausalLM):
+    """The Qwen2 decoder reading M-RoPE position streams [3, batch, seq]."""
+
+    position_streams = STREAMS
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__(config)
+        self.model.rotary_emb_default = MRotaryEmbedding(config.rope, config.raw["mrope_section"])
+
+
+class Qwen2_5_VLForConditionalGeneration(nn.Module):
+    """The vision-language module protocol of mobius/tasks/vision_language.py."""
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        raw = normalize_qwen2_5_vl(config.raw)  # idempotent
+        vision = QwenVisionConfig.from_dict(raw["vision_config"])
+        if vision.out_hidden_size != config.hidden_size:
+            raise ConfigError(f"config.json: vision_config out_hidden_size "
+                              f"{vision.out_hidden_size} != text hidden_size {config.hidden_size}")
+        for key in _VL_DEFAULTS:
+            if not 0 <= int(raw[key]) < config.vocab_size:
+                raise ConfigError(f"qwen2_5_vl: {key} {raw[key]} is outside the vocabulary "
+                                  f"(vocab_size {config.vocab_size})")
+        self.vision = vision
+        self.image_token_id = int(raw["image_token_id"])
+        self.token_ids = {key: int(raw[key]) for key in _VL_DEFAULTS}
+        self.hidden_size = config.hidden_size
+        self.vision_inputs = (
+            TensorSpec("pixel_values", None, (vision_language.NUM_PATCHES, vision.patch_dim)),
+            TensorSpec("image_grid_thw", ir.DataType.INT64, (vision_language.NUM_IMAGES, 3)))
+        self.visual = QwenVisionTransformer(vision)
+        self.language_model = Qwen2_5_VLTextModel(config)
+        if config.tie_word_embeddings:
+            # embedding.onnx and model.onnx each hold their own copy of the table
+            self.language_model.lm_head = LMHead(
+                config.hidden_size, config.vocab_size,
+                checkpoint_name="language_model.model.embed_tokens.weight")
+
+    def encode_images(self, op, pixel_values, image_grid_thw):
+        return self.visual(op, pixel_values, image_grid_thw)
+
+    def embed(self, op, input_ids, image_features):
+        is_image, token_ids = image_positions(op, input_ids, self.image_token_id)
+        embeds = self.language_model.model.embed_tokens(op, token_ids)  # [batch, seq, hidden]
+        return merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
+
+    def genai_model_config(self) -> dict[str, Any]:
+        """What genai's qwen2_5_vl position and vision code read besides the defaults."""
+        vision = self.vision
+        return {
+            "video_token_id": self.token_ids["video_token_id"],
+            "vision_start_token_id": self.token_ids["vision_start_token_id"],
+            "vision": {"spatial_merge_size": vision.spatial_merge_size,
+                       "patch_size": vision.patch_size, "window_size": vision.window_size,
+                       "tokens_per_second": vision.tokens_per_second,
+                       "config_filename": PROCESSOR_FILE},
+        }
+
+    def genai_processor_files(self) -> dict[str, Any]:
+        """genai's image processor (onnxruntime-extensions steps), as transformers'
+        Qwen2VLImageProcessor with its defaults: decode, RGB, resize to a multiple
+        of patch * merge within [min_pixels, max_pixels], rescale, CLIP mean/std,
+        then cut into the flattened patches the vision model takes."""
+        vision = self.vision
+        steps = [
+            ("decode_image", "DecodeImage", {"color_space": "RGB"}),
+            ("convert_to_rgb", "ConvertRGB", None),
+            ("resize", "Resize", {"width": 540, "height": 360, "smart_resize": 1,
+                                  "min_pixels": 56 * 56, "max_pixels": 28 * 28 * 1280 * 16,
+                                  "patch_size": vision.patch_size,
+                                  "merge_size": vision.spatial_merge_size}),
+            ("rescale", "Rescale", {"rescale_factor": 1 / 255}),
+            ("normalize", "Normalize", {"mean": list(CLIP_MEAN), "std": list(CLIP_STD),
+                                        "qwen2_5_vl": 1}),
+            ("patch_image", "PatchImage", {"patch_size": vision.patch_size,
+                                           "temporal_patch_size": vision.temporal_patch_size,
+                                           "merge_size": vision.spatial_merge_size}),
+        ]
+        transforms = [{"operation": {"name": name, "type": kind, **({"attrs": attrs} if attrs else {})}}
+                      for name, kind, attrs in steps]
+        return {PROCESSOR_FILE: {"processor": {"name": "qwen2_5_image_processor",
+                                               "transforms": transforms}}}
+
+
+FAMILY = ModelFamily(
+    name="qwen2_5_vl",
+    model_types=("qwen2_5_vl",),
+    architectures=("Qwen2_5_VLForConditionalGeneration",),
+    module=Qwen2_5_VLForConditionalGeneration,
+    task=vision_language.TASK,
+    tiny_preset="tiny-qwen2_5_vl",
+    normalize_raw=normalize_qwen2_5_vl,
+    config_overrides=lambda raw: {"qkv_bias": True, "o_bias": False},
+    checkpoint_aliases=(
+        ("visual.", ("visual.", "model.visual.")),
+        ("language_model.model.", ("language_model.model.", "model.language_model.", "model.")),
+        ("language_model.lm_head.", ("language_model.lm_head.", "lm_head.")),
+    ),
+)

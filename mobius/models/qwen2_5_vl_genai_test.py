@@ -1,0 +1,128 @@
+"""L4 (e2e): onnxruntime-genai runs the mobius Qwen2.5-VL package as its own
+``qwen2_5_vl`` type and greedy-generates what transformers' ``generate`` does.
+
+genai's multi-modal pipeline (vision -> embedding -> decoder) computes the
+decoder's 3-D position ids itself: from input_ids (an image starts after
+``vision_start_token_id``), image_grid_thw and the vision section's
+``spatial_merge_size``; decode steps continue each row at its rope delta. So
+equal tokens over 8 steps check the package's genai_config and graphs and that
+the positions after the image continue as transformers' do. The inputs are
+what genai's Qwen image processor would hand over (flattened patches,
+image_grid_thw, num_image_tokens, the prompt with each image's tokens
+expanded), fed through ``Generator.set_inputs``. Two images with different
+grids make genai run the vision model once per image; text-only prompts
+(``append_tokens``) feed the embedding model zero image features.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+og = pytest.importorskip("onnxruntime_genai")
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from mobius.builder import build  # noqa: E402
+from testing.hf_checkpoints import load_hf_model  # noqa: E402
+from testing.qwen2_5_vl_checkpoints import (GRID, hf_qwen_generate, image_span,  # noqa: E402
+                                            image_tokens, make_pixels,
+                                            make_qwen2_5_vl_checkpoint)
+
+NEW_TOKENS = 8
+#: per case, the images' (t, h, w) grids in patches
+IMAGES = {"text-only": [], "one-image": [GRID], "two-images-two-grids": [GRID, (1, 4, 6)]}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """(package folder, transformers model) for the tiny-qwen2_5_vl checkpoint, cpu EP."""
+    root = tmp_path_factory.mktemp("qwen2_5_vl")
+    folder = make_qwen2_5_vl_checkpoint(str(root / "ckpt"))
+    path = build(folder, execution_provider="cpu", dtype="f32").save(str(root / "pkg"))
+    return path, load_hf_model(folder)
+
+
+def _prompt(config, grids, seed=0):
+    rng = np.random.default_rng(seed)
+    text = lambda n: [int(t) for t in rng.integers(4, config.vision_start_token_id - 1, size=n)]  # noqa: E731
+    ids = text(2)
+    for grid in grids:
+        ids += image_span(config, grid) + text(3)
+    pixels, grid_thw = make_pixels(config, grids, rng) if grids else (None, None)
+    return np.array([ids], dtype=np.int64), pixels, grid_thw
+
+
+def _genai_generate(path, input_ids, pixel_values, grid_thw, tokens_per_image) -> list[int]:
+    config = og.Config(path)
+    config.overlay(json.dumps({"model": {"decoder": {"session_options": {
+        "intra_op_num_threads": 1}}}}))
+    model = og.Model(config)
+    params = og.GeneratorParams(model)
+    length = input_ids.shape[1] + NEW_TOKENS
+    params.set_search_options(do_sample=False, max_length=length, min_length=length)
+    generator = og.Generator(model, params)
+    if pixel_values is None:
+        generator.append_tokens(input_ids.astype(np.int32))
+    else:
+        inputs = og.NamedTensors()
+        inputs["input_ids"] = input_ids.astype(np.int32)  # genai's token type
+        inputs["pixel_values"] = pixel_values
+        inputs["image_grid_thw"] = grid_thw
+        inputs["num_image_tokens"] = np.array(tokens_per_image, dtype=np.int64)
+        generator.set_inputs(inputs)
+    tokens = []
+    while not generator.is_done():
+        generator.generate_next_token()
+        tokens.append(int(generator.get_next_tokens()[0]))
+    return tokens
+
+
+def test_genai_config_names_the_qwen2_5_vl_type(built):
+    path, hf_model = built
+    with open(f"{path}/genai_config.json") as f:
+        model = json.load(f)["model"]
+    config = hf_model.config
+    assert model["type"] == "qwen2_5_vl"
+    assert (model["image_token_id"], model["vision_start_token_id"]) == (
+        config.image_token_id, config.vision_start_token_id)
+    assert model["vision"]["inputs"] == {"pixel_values": "pixel_values",
+                                         "image_grid_thw": "image_grid_thw"}
+    assert model["vision"]["spatial_merge_size"] == config.vision_config.spatial_merge_size
+
+
+@pytest.mark.parametrize("case", sorted(IMAGES))
+def test_genai_generates_like_transformers(built, case):
+    path, hf_model = built
+    grids = IMAGES[case]
+    input_ids, pixel_values, grid_thw = _prompt(hf_model.config, grids)
+    expected = hf_qwen_generate(hf_model, input_ids, pixel_values, grid_thw, NEW_TOKENS)
+    per_image = [image_tokens(hf_model.config, grid) for grid in grids]
+    assert _genai_generate(path, input_ids, pixel_values, grid_thw, per_image) == expected
+
+
+def test_genai_image_processor_gives_transformers_patches(built, tmp_path):
+    """The package's processor_config.json: genai's MultiModalProcessor turns an image
+    into the pixel_values / image_grid_thw transformers' Qwen2VLImageProcessor makes
+    (resized 40 x 56 -> 48 x 72, 12 x 18 patches of 4 px, 2 frames each)."""
+    import transformers
+    from PIL import Image
+
+    path, hf_model = built
+    pixels = (np.random.default_rng(3).random((40, 56, 3)) * 255).astype(np.uint8)
+    image_path = str(tmp_path / "image.png")
+    Image.fromarray(pixels).save(image_path)
+    processor = og.Model(path).create_multimodal_processor()
+    out = processor("<|vision_start|><|image_pad|><|vision_end|>", images=og.Images.open(image_path))
+    vision = hf_model.config.vision_config
+    reference = transformers.Qwen2VLImageProcessorPil(
+        patch_size=vision.patch_size, merge_size=vision.spatial_merge_size,
+        temporal_patch_size=vision.temporal_patch_size)(images=Image.open(image_path),
+                                                         return_tensors="np")
+    np.testing.assert_array_equal(out["image_grid_thw"].as_numpy().reshape(-1, 3),
+                                  reference["image_grid_thw"])
+    ours = out["pixel_values"].as_numpy()
+    np.testing.assert_allclose(ours.reshape(reference["pixel_values"].shape),
+                               reference["pixel_values"], atol=1e-5)
