@@ -41,11 +41,11 @@ class BuiltPackage:
 
 
 def build_package(checkpoint: str | os.PathLike, out_dir: str | os.PathLike,
-                  dtype: str = "f32") -> BuiltPackage:
+                  dtype: str = "f32", ep: str = "default") -> BuiltPackage:
     """mobius.build + save, the same path the CLI takes."""
     from mobius.builder import build
 
-    package = build(str(checkpoint), dtype=dtype)
+    package = build(str(checkpoint), dtype=dtype, execution_provider=ep)
     path = package.save(str(out_dir), overwrite=True)
     return BuiltPackage(path=path, config=package.config, dtype=dtype)
 
