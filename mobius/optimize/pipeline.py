@@ -38,6 +38,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.moe_fusion import MoEFusion
     from mobius.rewrite.multi_head_attention import MultiHeadAttentionFusion
     from mobius.rewrite.pack_qkv import PackQKV
+    from mobius.rewrite.quick_gelu import QuickGeluFusion
     from mobius.rewrite.quantize_linears import QuantizeLinears
     from mobius.rewrite.separate_rope import SeparateRoPE
     from mobius.rewrite.skip_layer_norm import SkipLayerNormFusion
@@ -50,7 +51,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
                      lib.DeduplicateInitializers(), lib.ConstantFolding(), lib.RemoveUnused()]),
         ("fuse", [GroupQueryAttentionFusion(), PackQKV(), MultiHeadAttentionFusion(),
                   SkipSimplifiedLayerNormFusion(), SkipLayerNormFusion(),
-                  GeluFusion(), BiasGeluFusion(),
+                  GeluFusion(), BiasGeluFusion(), QuickGeluFusion(),
                   MoEFusion(), QuantizeLinears(), HeadFusedMatMul()]),
         ("inline", [InlineUnsupportedFunctions()]),
         ("lower", [UnpackQKV(), SeparateRoPE(),
