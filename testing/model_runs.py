@@ -164,3 +164,15 @@ def make_family_checkpoint(folder: str, family, seed: int = 0, **overrides) -> s
     from testing.hf_checkpoints import make_hf_checkpoint
 
     return make_hf_checkpoint(folder, family.tiny_preset, seed=seed, **overrides)
+
+
+def op_counts(model_path: str) -> dict[str, int]:
+    """Node count per op of a saved model's main graph (``domain::op`` for custom domains)."""
+    import collections
+
+    import onnx
+
+    graph = onnx.load(model_path, load_external_data=False).graph
+    return dict(collections.Counter(
+        f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
+        for n in graph.node))
