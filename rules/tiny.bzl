@@ -23,6 +23,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-cohere2": "cohere",
     "tiny-deepseek-v2": "deepseek",
     "tiny-deepseek-v3": "deepseek",
+    "tiny-deberta-v2": "deberta_v2",
     "tiny-deberta-v2-seq-cls": "deberta_v2",
     "tiny-deberta-v2-tok-cls": "deberta_v2",
     "tiny-distilbert": "distilbert",

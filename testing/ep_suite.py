@@ -32,6 +32,7 @@ from mobius.roles import DECODER, ENCODER
 GQA = "com.microsoft::GroupQueryAttention"
 SKIP_SIMPLIFIED = "com.microsoft::SkipSimplifiedLayerNormalization"
 SKIP_LAYER_NORM = "com.microsoft::SkipLayerNormalization"
+MHA = "com.microsoft::MultiHeadAttention"
 ROTARY_OPS = ("RotaryEmbedding", "com.microsoft::RotaryEmbedding")
 STANDARD_DOMAINS = ("", "ai.onnx")
 
@@ -381,6 +382,26 @@ class SameCountAsGeneric(Check):
 
     def __str__(self):
         return f"separate-{self.label}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Replaced(Check):
+    """Every ``op`` of the generic graph became one ``fused`` op, none left."""
+
+    op: str
+    fused: str
+
+    def failure(self, built, generic):
+        want = generic.histogram.get(self.op, 0)
+        if not want:
+            return f"the generic graph has no {self.op} (test premise broken)"
+        got, left = built.histogram.get(self.fused, 0), built.histogram.get(self.op, 0)
+        if got != want or left:
+            return f"expected {want} {self.fused} (one per generic {self.op}); found {got}, {left} left"
+        return None
+
+    def __str__(self):
+        return f"{self.op.split('::')[-1]}->{self.fused.split('::')[-1]}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,12 +41,12 @@ class BuiltPackage:
 
 
 def build_package(checkpoint: str | os.PathLike, out_dir: str | os.PathLike,
-                  dtype: str = "f32") -> BuiltPackage:
+                  dtype: str = "f32", ep: str = "default") -> BuiltPackage:
     """mobius.build + save, the same path the CLI takes, with every prompt position's
     logits (what the parity checks compare)."""
     from mobius.builder import build
 
-    package = build(str(checkpoint), dtype=dtype, prefill_logits="all")
+    package = build(str(checkpoint), dtype=dtype, execution_provider=ep, prefill_logits="all")
     path = package.save(str(out_dir), overwrite=True)
     return BuiltPackage(path=path, config=package.config, dtype=dtype)
 
@@ -164,3 +164,15 @@ def make_family_checkpoint(folder: str, family, seed: int = 0, **overrides) -> s
     from testing.hf_checkpoints import make_hf_checkpoint
 
     return make_hf_checkpoint(folder, family.tiny_preset, seed=seed, **overrides)
+
+
+def op_counts(model_path: str) -> dict[str, int]:
+    """Node count per op of a saved model's main graph (``domain::op`` for custom domains)."""
+    import collections
+
+    import onnx
+
+    graph = onnx.load(model_path, load_external_data=False).graph
+    return dict(collections.Counter(
+        f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
+        for n in graph.node))

@@ -32,6 +32,8 @@ class EpCapabilities:
         tasks: tasks the EP's runtime serves (None: every task).
         gqa_dtypes: dtypes for which attention is fused into GroupQueryAttention.
         qkv_pack_dtypes: dtypes for which Q/K/V projections are packed into one MatMul.
+        mha_dtypes: dtypes for which bidirectional attention outside decoders
+            (encoders, vision towers) fuses into com.microsoft MultiHeadAttention.
         supports_fused_rope: GQA may absorb RoPE (``do_rotary=1``).
         gqa_sliding_window_cache: GQA keeps a sliding-window layer's cache
             window-sized (``sliding_window_cache=1``) while reading mobius's
@@ -77,6 +79,7 @@ class EpCapabilities:
     tasks: frozenset | None = None
     gqa_dtypes: frozenset = frozenset()
     qkv_pack_dtypes: frozenset = frozenset()
+    mha_dtypes: frozenset = frozenset()
     supports_fused_rope: bool = False
     gqa_sliding_window_cache: bool = False
     gqa_head_sink: bool = False
@@ -109,7 +112,8 @@ class EpCapabilities:
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
             raise ValueError("EpCapabilities.name must be a non-empty string")
-        for field in ("dtypes", "compute_dtypes", "gqa_dtypes", "qkv_pack_dtypes", "contrib_ops",
+        for field in ("dtypes", "compute_dtypes", "gqa_dtypes", "qkv_pack_dtypes", "mha_dtypes",
+                      "contrib_ops",
                       "quant_bits", "quant_block_sizes"):
             object.__setattr__(self, field, frozenset(getattr(self, field)))
         object.__setattr__(
@@ -130,6 +134,12 @@ class EpCapabilities:
             raise ValueError(
                 f"EP {self.name!r}: gqa_dtypes is set but GroupQueryAttention is not in contrib_ops"
             )
+        if self.mha_dtypes and "MultiHeadAttention" not in self.contrib_ops:
+            raise ValueError(
+                f"EP {self.name!r}: mha_dtypes is set but MultiHeadAttention is not in contrib_ops"
+            )
+        if self.mha_dtypes - self.compute_dtypes:
+            raise ValueError(f"EP {self.name!r}: MultiHeadAttention dtypes must be computed natively")
         if self.supports_skip_layer_norm and not {
             "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"
         } <= self.contrib_ops:
@@ -167,6 +177,9 @@ class EpCapabilities:
 
     def packs_qkv(self, dtype: ir.DataType) -> bool:
         return dtype in self.qkv_pack_dtypes
+
+    def fuses_mha(self, dtype: ir.DataType) -> bool:
+        return dtype in self.mha_dtypes
 
     def has_kernel(self, op_type: str) -> bool:
         """Whether a com.microsoft op runs natively (else its function body is used)."""

@@ -12,6 +12,10 @@ QMOE = "QMoE"
 GATHER_BLOCK_QUANTIZED = "GatherBlockQuantized"
 PACKED_MHA = "PackedMultiHeadAttention"
 FUSED_MATMUL = "FusedMatMul"
+MHA = "MultiHeadAttention"
+QUICK_GELU = "QuickGelu"
 
+#: what onnxruntime's CPU, CUDA, DirectML and WebGPU EPs all register (checked against
+#: their contrib kernel registries: MultiHeadAttention and QuickGelu included).
 ORT_COMMON = frozenset({GQA, SKIP_SIMPLIFIED_LAYER_NORM, SKIP_LAYER_NORM, ROTARY, BIAS_GELU,
-                        FAST_GELU, MATMUL_NBITS})
+                        FAST_GELU, MATMUL_NBITS, MHA, QUICK_GELU})

@@ -14,6 +14,7 @@ CAPABILITIES = EpCapabilities(
     compute_dtypes=F32_F16,
     gqa_dtypes={ir.DataType.FLOAT},
     qkv_pack_dtypes={ir.DataType.FLOAT},
+    mha_dtypes=F32_F16,
     supports_fused_rope=True,
     gqa_sliding_window_cache=True,
     # head_sink: checked against onnxruntime 1.32's CPU kernel (components/attention_sinks_test.py).

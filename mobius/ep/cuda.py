@@ -3,7 +3,7 @@
 import onnx_ir as ir
 
 from mobius.ep import contrib_ops
-from mobius.ep.capabilities import EpCapabilities
+from mobius.ep.capabilities import F32_F16, EpCapabilities
 
 _HALF = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
 
@@ -11,6 +11,7 @@ CAPABILITIES = EpCapabilities(
     name="cuda",
     gqa_dtypes=_HALF,
     qkv_pack_dtypes=_HALF,
+    mha_dtypes=F32_F16,
     supports_fused_rope=True,
     # head_sink: onnxruntime's CUDA GQA kernels take it since gpt-oss support (not run here).
     gqa_head_sink=True,

@@ -10,6 +10,7 @@ CAPABILITIES = EpCapabilities(
     dtypes=F32_F16,
     compute_dtypes=F32_F16,
     gqa_dtypes={ir.DataType.FLOAT16},
+    mha_dtypes=F32_F16,
     supports_fused_rope=False,
     supports_skip_layer_norm=True,
     supports_fused_matmul=True,

@@ -11,6 +11,7 @@ CAPABILITIES = EpCapabilities(
     compute_dtypes=F32_F16,
     gqa_dtypes={ir.DataType.FLOAT, ir.DataType.FLOAT16},
     qkv_pack_dtypes={ir.DataType.FLOAT, ir.DataType.FLOAT16},
+    mha_dtypes=F32_F16,
     supports_fused_rope=True,
     # head_sink: onnxruntime's WebGPU GQA takes it (microsoft/onnxruntime#25285; not run here).
     gqa_head_sink=True,

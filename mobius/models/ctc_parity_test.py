@@ -28,7 +28,7 @@ from mobius.errors import ConfigError  # noqa: E402
 from mobius.models import wav2vec2  # noqa: E402
 from testing.ctc_runs import ctc_parity, run_onnx  # noqa: E402
 from testing.model_runs import (NUMPY_DTYPES, build_package, make_family_checkpoint,  # noqa: E402
-                                ort_session)
+                                op_counts, ort_session)
 
 F32_TOLERANCE = 1e-4
 #: case -> (family, config overrides of its tiny preset)
@@ -83,8 +83,8 @@ def _random_statistics(folder: str) -> str:
     return folder
 
 
-def _session(folder, out, dtype="f32"):
-    built = build_package(folder, out, dtype)
+def _session(folder, out, dtype="f32", ep="default"):
+    built = build_package(folder, out, dtype, ep)
     return ort_session(built.model_path), built
 
 
@@ -197,3 +197,13 @@ def test_package_carries_the_preprocessor_config(case, mask, checkpoint, tmp_pat
     default = written("default")
     assert default["sampling_rate"] == 16000 and default["do_normalize"] is True
     assert default["return_attention_mask"] is mask
+
+
+@pytest.mark.parametrize("case", ["wav2vec2", "hubert"])
+def test_cpu_build_f32_logits(case, checkpoint, tmp_path):
+    """The cpu EP's MultiHeadAttention keeps f32 parity (HuBERT: with its padding mask)."""
+    folder = checkpoint(case)
+    session, built = _session(folder, tmp_path / "onnx", ep="cpu")
+    ops = op_counts(built.model_path)
+    assert ops.get("com.microsoft::MultiHeadAttention", 0) > 0 and "Attention" not in ops, ops
+    assert ctc_parity(session, folder).diff <= F32_TOLERANCE

@@ -40,7 +40,7 @@ from mobius.context import get_build_dtype
 from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models.bert import BertIntermediate, BertResidualOutput, first_token
 from mobius.models.family import ModelFamily
-from mobius.tasks import text_classification, token_classification
+from mobius.tasks import encoder, text_classification, token_classification
 from mobius.tasks.labels import id2label
 from mobius.weights.attach import IgnoredTensors
 
@@ -354,17 +354,33 @@ def _family(kind: str, module, task, architecture: str) -> ModelFamily:
                        config_overrides=config_overrides, ignored_tensors=_ignored)
 
 
-def _ignored(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
+def _ignored(config: ArchitectureConfig,
+             prefix: str = r"deberta\.") -> tuple[IgnoredTensors, ...]:
     s = settings(config)
     if s.norm_rel_embeddings and not s.relative_attention:
-        return (IgnoredTensors(r"deberta\.encoder\.LayerNorm\.(weight|bias)",
+        return (IgnoredTensors(prefix + r"encoder\.LayerNorm\.(weight|bias)",
                                "norm_rel_ebd without relative_attention: no table to normalize"),)
     return ()
 
+
+def _base_ignored(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
+    """A task checkpoint (``deberta.`` body) read as the base model: its heads stay unread."""
+    heads = IgnoredTensors(r"(pooler|classifier|cls|lm_predictions|mask_predictions)\..*",
+                           "task heads: not part of feature extraction")
+    return (heads,) + _ignored(config, prefix=r"(deberta\.)?")
+
+
+#: feature extraction (DebertaV2Model: last_hidden_state, sentence embeddings where the
+#: checkpoint carries sentence-transformers pooling)
+BASE = ModelFamily(name="deberta-v2", model_types=("deberta-v2",),
+                   architectures=("DebertaV2Model",), module=DebertaV2Model, task=encoder.TASK,
+                   tiny_preset="tiny-deberta-v2", checkpoint_prefixes=("", "deberta."),
+                   config_overrides=config_overrides, ignored_tensors=_base_ignored)
 
 FAMILIES = (
     _family("seq-cls", DebertaV2ForSequenceClassification, text_classification.TASK,
             "DebertaV2ForSequenceClassification"),
     _family("tok-cls", DebertaV2ForTokenClassification, token_classification.TASK,
             "DebertaV2ForTokenClassification"),
+    BASE,
 )

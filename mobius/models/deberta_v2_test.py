@@ -18,11 +18,12 @@ pytest.importorskip("transformers")
 from mobius import build  # noqa: E402
 from mobius.errors import ConfigError, UnsupportedModelError  # noqa: E402
 from mobius.models import deberta_v2  # noqa: E402
+from mobius.models.registry import family_for  # noqa: E402
 from mobius.tiny.presets import VOCAB_SIZE  # noqa: E402
 from testing.encoder_runs import encoder_parity, run_reference  # noqa: E402
 from testing.model_runs import build_package, make_family_checkpoint, ort_session  # noqa: E402
 
-SEQ_CLS, TOK_CLS = deberta_v2.FAMILIES
+SEQ_CLS, TOK_CLS, BASE = deberta_v2.FAMILIES
 #: weights 10x transformers' init scale: attention logits O(1), so that position terms
 #: change the output by far more than the parity tolerance
 SHARP = {"initializer_range": 0.2}
@@ -50,6 +51,38 @@ CASES = {
     "no_relative_attention": (TOK_CLS, {"relative_attention": False}, 9),
     "past_the_buckets": (TOK_CLS, {}, 60),
 }
+
+
+def test_masked_lm_checkpoint_builds_as_the_base_model(tmp_path):
+    """A DebertaV2ForMaskedLM checkpoint (no family of its own) resolves by model_type to the
+    base model: its ``deberta.`` body is read, its MLM head is declared ignorable, and the
+    hidden states match transformers' body on a padded batch."""
+    import transformers
+
+    from mobius.tiny.presets import TINY_PRESETS
+    from mobius.tiny.tokenizer import write_tiny_tokenizer
+
+    raw = {k: v for k, v in TINY_PRESETS[BASE.tiny_preset].items() if k != "architectures"}
+    torch.manual_seed(0)
+    model = transformers.DebertaV2ForMaskedLM(transformers.DebertaV2Config(**raw)).eval()
+    with torch.no_grad():
+        for param in model.parameters():  # biases too: nothing left at its init value
+            param.add_(0.05 * torch.randn_like(param))
+    folder = str(tmp_path / "mlm")
+    model.save_pretrained(folder)
+    write_tiny_tokenizer(folder, raw["vocab_size"])
+    with open(os.path.join(folder, "config.json")) as f:
+        assert family_for(json.load(f)) is BASE
+    path = build(folder).save(str(tmp_path / "onnx"))
+    session = ort_session(os.path.join(path, "model.onnx"))
+    feeds = {"input_ids": np.array([[5, 6, 7, 8, 9, 10], [11, 12, 13, 0, 0, 0]]),
+             "attention_mask": np.array([[1] * 6, [1, 1, 1, 0, 0, 0]])}
+    (hidden,) = session.run(None, feeds)
+    with torch.no_grad():
+        expected = model.deberta(**{k: torch.from_numpy(v) for k, v in feeds.items()})
+    real = feeds["attention_mask"].astype(bool)
+    diff = np.abs(hidden - expected.last_hidden_state.numpy())[real].max()
+    assert diff <= 1e-4, diff
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -24,7 +24,8 @@ from mobius.context import build_context  # noqa: E402
 from mobius.models.registry import FAMILIES  # noqa: E402
 from mobius.tasks import encoder  # noqa: E402
 from testing.encoder_runs import encoder_parity, save_sentence_transformer  # noqa: E402
-from testing.model_runs import build_package, make_family_checkpoint, ort_session  # noqa: E402
+from testing.model_runs import (build_package, make_family_checkpoint, op_counts,  # noqa: E402
+                                ort_session)
 
 F32_TOLERANCE = 1e-4
 ENCODERS = [f for f in FAMILIES if f.task.reference.runner == "single_pass"]
@@ -78,6 +79,25 @@ def test_f32_outputs(family, checkpoint, tmp_path):
     run = encoder_parity(ort_session(os.path.join(built.path, "model.onnx")), folder,
                          built.config)
     assert set(run.diffs) == _output_names(family, built.config)
+    assert max(run.diffs.values()) <= F32_TOLERANCE, f"{family.name}: {run.diffs}"
+
+
+#: one family per distinct attention form: padding mask (BERT, DistilBERT), relative
+#: position bias in the mask (MPNet), disentangled scores reading the split heads
+#: (DeBERTa-v2); ModernBERT's RoPE keeps standard Attention (unfused, same graph)
+FUSED = ("bert-tok-cls", "distilbert-mlm", "mpnet", "deberta-v2-seq-cls", "modernbert")
+
+
+@pytest.mark.parametrize("family", [f for f in ENCODERS if f.name in FUSED], ids=lambda f: f.name)
+def test_cpu_build_f32_outputs(family, checkpoint, tmp_path):
+    """The cpu EP's MultiHeadAttention keeps f32 parity on the padded batch."""
+    folder = checkpoint(family)
+    built = build_package(folder, tmp_path / "onnx", "f32", ep="cpu")
+    ops = op_counts(built.model_path)
+    fused = family.name != "modernbert"
+    assert (ops.get("com.microsoft::MultiHeadAttention", 0) > 0) == fused, ops
+    assert ("Attention" in ops) != fused, ops
+    run = encoder_parity(ort_session(built.model_path), folder, built.config)
     assert max(run.diffs.values()) <= F32_TOLERANCE, f"{family.name}: {run.diffs}"
 
 

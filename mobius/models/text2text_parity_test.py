@@ -192,10 +192,11 @@ def test_matches_transformers(checkpoint, tmp_path, case):
     assert logits[0].shape[:2] == (2, PROMPT) and all(s.shape[1] == 1 for s in logits[1:])
 
 
-@pytest.mark.parametrize("case", ["t5_gated_untied", "bart_tied_scaled"])
+@pytest.mark.parametrize("case", ["t5_gated_untied", "bart_tied_scaled", "marian_tied"])
 def test_cpu_build_matches_transformers(checkpoint, tmp_path, case):
     """The cpu EP's fused graphs (SkipSimplifiedLayerNormalization for T5's pre-norm;
-    SkipLayerNormalization and BiasGelu for BART's post-norm) keep f32 parity."""
+    SkipLayerNormalization and BiasGelu for BART's post-norm; the encoders' attention a
+    MultiHeadAttention, T5's with its position bias and scale 1) keep f32 parity."""
     diffs, _, _ = _compare(checkpoint, tmp_path, case, ep="cpu")
     assert all(d <= F32_TOLERANCE for d in diffs.values()), diffs
 

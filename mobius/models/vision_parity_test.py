@@ -22,7 +22,7 @@ pytest.importorskip("transformers")
 from mobius.errors import ConfigError, UnsupportedModelError  # noqa: E402
 from mobius.models.registry import FAMILIES  # noqa: E402
 from testing.model_runs import (NUMPY_DTYPES, build_package, make_family_checkpoint,  # noqa: E402
-                                ort_session)
+                                op_counts, ort_session)
 from testing.vision_runs import image_parity  # noqa: E402
 
 F32_TOLERANCE = 1e-4
@@ -84,6 +84,25 @@ def test_f32_outputs(family, checkpoint, tmp_path):
         packaged = json.load(f)
     with open(os.path.join(checkpoint(family), "preprocessor_config.json")) as f:
         assert packaged == json.load(f)
+
+
+#: towers with and without a mask (CLIP's text tower: causal + padding), SigLIP's
+#: attention-pooling head (a probe query over the patches), ViT's plain encoder
+FUSED = ("clip", "siglip", "vit-img-cls", "dinov2")
+
+
+@pytest.mark.parametrize("family", [f for f in IMAGE_FAMILIES if f.name in FUSED],
+                         ids=lambda f: f.name)
+def test_cpu_build_f32_outputs(family, checkpoint, tmp_path):
+    """The cpu EP's MultiHeadAttention (and CLIP's QuickGelu) keep f32 parity."""
+    folder = checkpoint(family)
+    built = build_package(folder, tmp_path / "onnx", "f32", ep="cpu")
+    ops = op_counts(built.model_path)
+    assert ops.get("com.microsoft::MultiHeadAttention", 0) > 0 and "Attention" not in ops, ops
+    quick = family.name == "clip"
+    assert (ops.get("com.microsoft::QuickGelu", 0) > 0) == quick, ops
+    run = image_parity(ort_session(built.model_path), folder, built.config)
+    assert max(run.diffs.values()) <= F32_TOLERANCE, f"{family.name}: {run.diffs}"
 
 
 # f16 / bf16: |onnx_lowp - reference_f32| <= 4 * eps(dtype) * max(1, max|ref|), as for

@@ -37,7 +37,9 @@ def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.shape_elimination import ShapeElimination
     from mobius.rewrite.inline_functions import InlineUnsupportedFunctions
     from mobius.rewrite.moe_fusion import MoEFusion
+    from mobius.rewrite.multi_head_attention import MultiHeadAttentionFusion
     from mobius.rewrite.pack_qkv import PackQKV
+    from mobius.rewrite.quick_gelu import QuickGeluFusion
     from mobius.rewrite.quantize_linears import QuantizeLinears
     from mobius.rewrite.separate_rope import SeparateRoPE
     from mobius.rewrite.skip_layer_norm import SkipLayerNormFusion
@@ -49,10 +51,10 @@ def _stages() -> list[tuple[str, list[Rule]]]:
     return [
         ("cleanup", [lib.IdentityElimination(), lib.CommonSubexpressionElimination(),
                      lib.DeduplicateInitializers(), lib.ConstantFolding(), lib.RemoveUnused()]),
-        ("fuse", [GroupQueryAttentionFusion(), PackQKV(),
+        ("fuse", [GroupQueryAttentionFusion(), PackQKV(), MultiHeadAttentionFusion(),
                   SkipSimplifiedLayerNormFusion(), SkipLayerNormFusion(),
                   GeluFusion(), BiasGeluFusion(),
-                  MoEFusion(), QuantizeLinears(), UnflattenQuantizedHead(),
+                  MoEFusion(), QuickGeluFusion(), QuantizeLinears(), UnflattenQuantizedHead(),
                   HeadFusedMatMul()]),
         ("inline", [InlineUnsupportedFunctions()]),
         ("lower", [UnpackQKV(), SeparateRoPE(),

@@ -462,6 +462,7 @@ _DEBERTA = {
     "share_att_key": True, "norm_rel_ebd": "layer_norm", "position_biased_input": False,
     "pooler_hidden_act": "gelu",
 }
+TINY_PRESETS["tiny-deberta-v2"] = {**_DEBERTA, "architectures": ["DebertaV2Model"]}
 for _kind, (_suffix, _labels) in _HEADS.items():
     TINY_PRESETS[f"tiny-deberta-v2-{_kind}"] = {
         **_DEBERTA, "architectures": ["DebertaV2" + _suffix],
