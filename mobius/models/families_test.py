@@ -98,6 +98,9 @@ def _check_contract(key, graph, io, float_type):
 #: Weights transformers keeps in float32 whatever the model dtype
 #: (_keep_in_fp32_modules_strict), used by float32 routing: DeepSeek-V3's router bias.
 FLOAT32_WEIGHTS = (".e_score_correction_bias",)
+#: Constants folded inside a Mamba2 mixer, whose scan and gated norm compute in float32
+#: in every build dtype (mobius/components/mamba2.py), from A_log, dt_bias, D, norm weight.
+FLOAT32_SCOPES = (".mamba.",)
 
 
 def _check_weight_dtypes(graph, dtype, largest: bool):
@@ -114,7 +117,8 @@ def _check_weight_dtypes(graph, dtype, largest: bool):
 
     float_types = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
     weights = [i for i in graph.initializer if i.data_type in float_types
-               and not i.name.endswith(FLOAT32_WEIGHTS)]
+               and not i.name.endswith(FLOAT32_WEIGHTS)
+               and not any(scope in i.name for scope in FLOAT32_SCOPES)]
     stray = sorted(i.name for i in weights if i.data_type != DTYPES[dtype])
     if get_ep("default").computes(parse_dtype(dtype)):
         assert not stray, f"initializers not in {dtype}: {stray[:5]}"
