@@ -43,6 +43,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-granitemoe": "granitemoe",
     "tiny-hubert": "wav2vec2",
     "tiny-hunyuan_v1_dense": "hunyuan_v1_dense",
+    "tiny-lfm2": "lfm2",
     "tiny-llama": "llama",
     "tiny-llava": "llava",
     "tiny-marian": "marian",

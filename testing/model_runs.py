@@ -68,12 +68,14 @@ class ReferenceSession:
         from onnx.reference import ReferenceEvaluator
 
         model = onnx.load(model_path)
-        self._inputs = [i.name for i in model.graph.input]
+        self._inputs = [(i.name, [d.dim_value if d.HasField("dim_value") else d.dim_param
+                                  for d in i.type.tensor_type.shape.dim])
+                        for i in model.graph.input]
         self._outputs = [o.name for o in model.graph.output]
         self._evaluator = ReferenceEvaluator(model)
 
     def get_inputs(self):
-        return [_Named(n) for n in self._inputs]
+        return [_Named(n, s) for n, s in self._inputs]
 
     def get_outputs(self):
         return [_Named(n) for n in self._outputs]
@@ -87,6 +89,7 @@ class ReferenceSession:
 @dataclasses.dataclass
 class _Named:
     name: str
+    shape: list | None = None
 
 
 @dataclasses.dataclass
@@ -115,6 +118,7 @@ def onnx_greedy(session, config, input_ids, attention_mask, steps: int, np_dtype
     inputs = {i.name for i in session.get_inputs()}
     past = {f"past_key_values.{i}.{kind}": np.zeros(kv_shape, np_dtype)
             for i in range(layers) for kind in ("key", "value")}
+    past.update(parity.zero_conv_states(session, input_ids.shape[0], np_dtype))
     ids, mask = input_ids, attention_mask
     all_logits, tokens = [], []
     for step in range(steps + 1):
@@ -122,8 +126,8 @@ def onnx_greedy(session, config, input_ids, attention_mask, steps: int, np_dtype
                  "position_ids": parity.position_ids_for(mask, ids.shape[1]), **past}
         result = run_decoder(session, {k: v for k, v in feeds.items() if k in inputs})
         all_logits.append(result["logits"].astype(np.float32))
-        past = {f"past_key_values.{i}.{kind}": result[f"present.{i}.{kind}"]
-                for i in range(layers) for kind in ("key", "value")}
+        past = {parity.past_name(name): value for name, value in result.items()
+                if name.startswith("present.")}
         if step == steps:
             break
         ids = all_logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64)

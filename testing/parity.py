@@ -36,6 +36,20 @@ def position_ids_for(attention_mask: np.ndarray, seq_len: int) -> np.ndarray:
     return positions[:, -seq_len:]
 
 
+def zero_conv_states(session, batch: int, np_dtype) -> dict[str, np.ndarray]:
+    """The first step's ``past.{i}.conv`` [batch, channels, width] (hybrid models): zeros."""
+    return {i.name: np.zeros((batch, *i.shape[1:]), np_dtype) for i in session.get_inputs()
+            if i.name.startswith("past.") and i.name.endswith(".conv")}
+
+
+def past_name(present: str) -> str:
+    """The input a present output feeds next step: present.{i}.key -> past_key_values.{i}.key,
+    present.{i}.conv -> past.{i}.conv."""
+    if present.endswith(".conv"):
+        return "past." + present[len("present."):]
+    return "past_key_values." + present[len("present."):]
+
+
 def run_onnx_decoder(session, input_ids, attention_mask, past, num_layers, kv_heads, head_dim,
                      np_dtype=np.float32):
     seq = input_ids.shape[1]

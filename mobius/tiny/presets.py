@@ -105,6 +105,14 @@ TINY_PRESETS: dict[str, dict] = {
         "routed_scaling_factor": 2.5, "norm_topk_prob": True, "rope_interleave": True,
         "num_nextn_predict_layers": 0,
     },
+    # hybrid: conv, attention, conv layers; every bias on (conv_bias); the MLP width is
+    # 2/3 of 172 times 1.5, rounded up to a multiple of 12 (= 180)
+    "tiny-lfm2": {
+        **_COMMON, "model_type": "lfm2", "architectures": ["Lfm2ForCausalLM"],
+        "num_hidden_layers": 3, "full_attn_idxs": [1], "conv_L_cache": 3, "conv_bias": True,
+        "block_auto_adjust_ff_dim": True, "block_ffn_dim_multiplier": 1.5,
+        "block_multiple_of": 12, "norm_eps": 1e-5,
+    },
     "tiny-gpt_oss": {
         **_COMMON, "model_type": "gpt_oss", "architectures": ["GptOssForCausalLM"],
         "head_dim": 16, "intermediate_size": 96, "num_local_experts": 5, "num_experts_per_tok": 2,
