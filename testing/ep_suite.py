@@ -180,8 +180,11 @@ class Built:
 
     @property
     def num_layers(self) -> int:
-        """Attention blocks: the config's layers and the family's extra ones (a pooling head)."""
-        return self.config.num_hidden_layers + family(self.family).extra_attention_blocks
+        """Attention blocks: the config's layers less those that carry a conv state instead
+        of a KV cache (LFM2's), and the family's extra ones (a pooling head)."""
+        convs = sum(v.name.startswith("past.") and v.name.endswith(".conv")
+                    for v in self.model.graph.inputs)
+        return self.config.num_hidden_layers - convs + family(self.family).extra_attention_blocks
 
     @functools.cached_property
     def histogram(self) -> Counter:

@@ -36,7 +36,6 @@ from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 
 LAYER_KINDS = ("full_attention", "conv")
-_UNSET = object()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,17 +59,15 @@ def options(config_or_raw) -> Lfm2Options:
 
 
 def feed_forward_size(raw: Mapping[str, Any], intermediate_size: int, o: Lfm2Options) -> int:
-    """transformers' Lfm2MLP width: 2/3 of intermediate_size, times block_ffn_dim_multiplier
-    rounded up to block_multiple_of (a null multiplier skips both), when auto-adjusted."""
+    """transformers' Lfm2MLP width: 2/3 of intermediate_size, times block_ffn_dim_multiplier,
+    rounded up to block_multiple_of, when auto-adjusted."""
     if not o.block_auto_adjust_ff_dim:
         return intermediate_size
-    size = int(2 * intermediate_size / 3)
-    multiplier = raw.get("block_ffn_dim_multiplier", _UNSET)
-    if multiplier is None:
-        return positive_int("intermediate_size", size)
-    multiplier = 1.0 if multiplier is _UNSET else finite_float(
-        "block_ffn_dim_multiplier", multiplier, positive=True)
-    size = int(multiplier * size)
+    multiplier = raw.get("block_ffn_dim_multiplier", 1.0)
+    if multiplier is None:  # transformers 5's Lfm2Config refuses it too
+        raise ConfigError("config.json: block_ffn_dim_multiplier must be a number, got null")
+    multiplier = finite_float("block_ffn_dim_multiplier", multiplier, positive=True)
+    size = int(multiplier * int(2 * intermediate_size / 3))
     step = o.block_multiple_of
     return positive_int("intermediate_size", step * ((size + step - 1) // step))
 
