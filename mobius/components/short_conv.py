@@ -51,7 +51,10 @@ class ShortConv(nn.Module):
         window = op.Concat(past_state, op.Mul(b, x), axis=2)
         present = op.GatherElements(window, op.Expand(tail, op.Shape(past_state)), axis=2)
         y = op.Mul(c, self.conv(op, window))
-        return self.out_proj(op, op.Transpose(y, perm=[0, 2, 1])), present
+        out = self.out_proj(op, op.Transpose(y, perm=[0, 2, 1]))
+        if hidden.shape is not None:  # the window's width + seq columns give seq outputs
+            out.shape = hidden.shape.copy()
+        return out, present
 
 
 

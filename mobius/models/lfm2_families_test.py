@@ -36,13 +36,13 @@ CHANGED = 1e-3  # a reverted switch must move some logit by at least this much
 PRESET = "tiny-lfm2"
 NO_ROPE = {"rope_parameters": None, "rope_theta": None}  # config.json without a RoPE base
 
-#: checkpoint: config overrides. The preset: conv / attention / conv, conv_bias, kernel 3,
-#: feed-forward 2/3 x 172 x 1.5 rounded up to a multiple of 12.
+#: checkpoint: config overrides. The preset: conv / attention / conv, kernel 3, feed-forward
+#: 2/3 x 172 x 1.5 rounded up to a multiple of 12, no conv biases.
 CONFIGS: dict[str, dict] = {
-    "lfm2": {},
+    "lfm2": {"conv_bias": True},
     # attention first, kernel 5, no biases, tied embeddings, a large norm epsilon
     "attention_first_kernel5": {"layer_types": ["full_attention", "conv", "conv"],
-                                "conv_L_cache": 5, "conv_bias": False,
+                                "conv_L_cache": 5,
                                 "tie_word_embeddings": True, "norm_eps": 0.5},
     # the feed-forward width as written (no 2/3, no multiple)
     "ff_as_written": {"block_auto_adjust_ff_dim": False, "full_attn_idxs": [0, 2]},

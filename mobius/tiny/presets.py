@@ -105,11 +105,13 @@ TINY_PRESETS: dict[str, dict] = {
         "routed_scaling_factor": 2.5, "norm_topk_prob": True, "rope_interleave": True,
         "num_nextn_predict_layers": 0,
     },
-    # hybrid: conv, attention, conv layers; every bias on (conv_bias); the MLP width is
-    # 2/3 of 172 times 1.5, rounded up to a multiple of 12 (= 180)
+    # hybrid: conv, attention, conv layers; the MLP width is 2/3 of 172 times 1.5, rounded
+    # up to a multiple of 12 (= 180). No conv biases, as released LFM2s: a left-padded row
+    # then equals the row alone (transformers zeroes the padding's conv input, a bias is
+    # not zeroed); lfm2_families_test.py covers conv_bias.
     "tiny-lfm2": {
         **_COMMON, "model_type": "lfm2", "architectures": ["Lfm2ForCausalLM"],
-        "num_hidden_layers": 3, "full_attn_idxs": [1], "conv_L_cache": 3, "conv_bias": True,
+        "num_hidden_layers": 3, "full_attn_idxs": [1], "conv_L_cache": 3, "conv_bias": False,
         "block_auto_adjust_ff_dim": True, "block_ffn_dim_multiplier": 1.5,
         "block_multiple_of": 12, "norm_eps": 1e-5,
     },
