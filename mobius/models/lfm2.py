@@ -89,12 +89,10 @@ def layer_types(raw: Mapping[str, Any], layers: int) -> tuple[str, ...]:
     return kinds
 
 
-def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Lfm2Config's spellings: block_ff_dim / tie_embedding win, norm_eps, RoPE theta 1e6,
-    tied embeddings by default, layer kinds from full_attn_idxs."""
+def normalize_hybrid(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """What Lfm2Config and Lfm2MoeConfig share: tie_embedding wins, tied embeddings by
+    default, norm_eps, RoPE theta 1e6 by default, layer kinds from full_attn_idxs."""
     raw = dict(raw)
-    if raw.get("block_ff_dim") is not None:
-        raw["intermediate_size"] = raw["block_ff_dim"]
     if raw.get("tie_embedding") is not None:
         raw["tie_word_embeddings"] = raw["tie_embedding"]
     if raw.get("tie_word_embeddings") is None:
@@ -105,6 +103,14 @@ def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
     layers = positive_int("num_hidden_layers", raw.get("num_hidden_layers"))
     raw["layer_types"] = list(layer_types(raw, layers))
     return raw
+
+
+def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Lfm2Config's spellings: block_ff_dim wins over intermediate_size, then the rest."""
+    raw = dict(raw)
+    if raw.get("block_ff_dim") is not None:
+        raw["intermediate_size"] = raw["block_ff_dim"]
+    return normalize_hybrid(raw)
 
 
 def overrides(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, hunyuan_v1_den
 from mobius.models import olmo, stablelm, starcoder2
 from mobius.models import granitemoe, olmoe, phimoe
 from mobius.models import deepseek
-from mobius.models import lfm2
+from mobius.models import lfm2, lfm2_moe
 from mobius.models import clip_models, dinov2, siglip, vit
 from mobius.models import wav2vec2
 from mobius.models import gpt_oss
@@ -35,6 +35,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     *deepseek.FAMILIES,
     gpt_oss.FAMILY,
     lfm2.FAMILY,
+    lfm2_moe.FAMILY,
     gemma.GEMMA,
     gemma.GEMMA2,
     gemma.GEMMA3,

@@ -115,6 +115,15 @@ TINY_PRESETS: dict[str, dict] = {
         "block_auto_adjust_ff_dim": True, "block_ffn_dim_multiplier": 1.5,
         "block_multiple_of": 12, "norm_eps": 1e-5,
     },
+    # LFM2-MoE: a dense first layer (intermediate_size as written), then 6 experts of 28,
+    # top-2 chosen on sigmoid + expert_bias, renormalized, scaled by 1.5.
+    "tiny-lfm2-moe": {
+        **_COMMON, "model_type": "lfm2_moe", "architectures": ["Lfm2MoeForCausalLM"],
+        "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"],
+        "conv_L_cache": 3, "conv_bias": False, "norm_eps": 1e-5, "num_dense_layers": 1,
+        "num_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 28,
+        "use_expert_bias": True, "routed_scaling_factor": 1.5, "norm_topk_prob": True,
+    },
     "tiny-gpt_oss": {
         **_COMMON, "model_type": "gpt_oss", "architectures": ["GptOssForCausalLM"],
         "head_dim": 16, "intermediate_size": 96, "num_local_experts": 5, "num_experts_per_tok": 2,
