@@ -1,4 +1,4 @@
-"""L4 for the decoder families of issue 11 (dense, gpt-oss, deepseek, the lfm2 hybrid), on
+"""L4 for the decoder families of issue 11 (dense, gpt-oss, deepseek, the lfm2 hybrids), on
 checkpoints with every parameter random (biases included): onnxruntime-genai
 greedy-generates exactly what transformers' ``generate`` does, for the default-EP
 package (standard Attention, separate KV buffers) and the cpu-EP package
@@ -6,7 +6,7 @@ package (standard Attention, separate KV buffers) and the cpu-EP package
 
 A batch of two prompts of different lengths covers padding; testing/genai_harness.py
 documents how each library is fed. genai_config's model.type is the family's own
-type where onnxruntime-genai 0.18 names it (olmo, nemotron, ernie4_5, lfm2), else its
+type where onnxruntime-genai 0.18 names it (olmo, nemotron, ernie4_5, lfm2, lfm2_moe), else its
 generic "decoder" (mobius/package/genai_config.py). LFM2's conv states travel as genai's
 conv state cache; the short prompt's right padding is exact for them too
 (mobius/components/short_conv.py).
@@ -32,10 +32,10 @@ PROMPTS = [[17, 93, 251, 407, 12, 999, 64, 5], [311, 28, 777]]  # no pad (0) / b
 PRESETS = ["tiny-olmo", "tiny-starcoder2", "tiny-stablelm", "tiny-cohere", "tiny-cohere2",
            "tiny-glm", "tiny-glm4", "tiny-nemotron", "tiny-falcon", "tiny-exaone4",
            "tiny-ernie4_5", "tiny-hunyuan_v1_dense", "tiny-gpt_oss", "tiny-deepseek-v2",
-           "tiny-deepseek-v3", "tiny-lfm2"]
-#: presets whose zero-initialized tensors (DeepSeek-V3's e_score_correction_bias) decide
-#: routing: randomized so that dropping them changes the tokens
-RANDOMIZE_ZEROS = {"tiny-deepseek-v2", "tiny-deepseek-v3"}
+           "tiny-deepseek-v3", "tiny-lfm2", "tiny-lfm2-moe"]
+#: presets whose zero-initialized tensors (DeepSeek-V3's e_score_correction_bias, LFM2-MoE's
+#: expert_bias) decide routing: randomized so that dropping them changes the tokens
+RANDOMIZE_ZEROS = {"tiny-deepseek-v2", "tiny-deepseek-v3", "tiny-lfm2-moe"}
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1,7 +1,9 @@
-"""LFM2 (gated short convolutions + GQA attention): L3 parity per switch, the state contract.
+"""LFM2 and LFM2-MoE (gated short convolutions + GQA attention; sigmoid-routed experts):
+L3 parity per switch, the state contract.
 
 * Every case is a transformers-written tiny checkpoint with every parameter random
-  (conv, in/out projection biases included).
+  (conv, in/out projection biases included), LFM2-MoE's zero-initialized expert_bias
+  randomized too.
 * Parity: f32 logits within 1e-4 of transformers, prefill + 3 cached decode steps, the
   conv states fed back as ``past.{i}.conv``: a batch of an unpadded and a left-padded
   row on the default EP; on the cpu EP (GroupQueryAttention with RoPE inside) the
@@ -27,25 +29,32 @@ pytest.importorskip("transformers")
 from mobius.builder import build  # noqa: E402
 from mobius.errors import ConfigError, WeightsError  # noqa: E402
 from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
+from testing.hf_checkpoints import load_hf_model, randomize_zero_tensors  # noqa: E402
 from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
 from testing.random_checkpoint import random_checkpoint  # noqa: E402
 
 TOLERANCE = 1e-4
 CHANGED = 1e-3  # a reverted switch must move some logit by at least this much
-PRESET = "tiny-lfm2"
+PRESET, MOE = "tiny-lfm2", "tiny-lfm2-moe"
 NO_ROPE = {"rope_parameters": None, "rope_theta": None}  # config.json without a RoPE base
 
-#: checkpoint: config overrides. The preset: conv / attention / conv, kernel 3, feed-forward
-#: 2/3 x 172 x 1.5 rounded up to a multiple of 12, no conv biases.
-CONFIGS: dict[str, dict] = {
-    "lfm2": {"conv_bias": True},
+#: checkpoint: (preset, config overrides). tiny-lfm2: conv / attention / conv, kernel 3,
+#: feed-forward 2/3 x 172 x 1.5 rounded up to a multiple of 12, no conv biases.
+#: tiny-lfm2-moe: the same stack, a dense first layer, then top-2 of 6 experts on sigmoid +
+#: expert_bias, renormalized, scaled by 1.5.
+CONFIGS: dict[str, tuple[str, dict]] = {
+    "lfm2": (PRESET, {"conv_bias": True}),
     # attention first, kernel 5, no biases, tied embeddings, a large norm epsilon
-    "attention_first_kernel5": {"layer_types": ["full_attention", "conv", "conv"],
-                                "conv_L_cache": 5,
-                                "tie_word_embeddings": True, "norm_eps": 0.5},
+    "attention_first_kernel5": (PRESET, {"layer_types": ["full_attention", "conv", "conv"],
+                                         "conv_L_cache": 5, "tie_word_embeddings": True,
+                                         "norm_eps": 0.5}),
     # the feed-forward width as written (no 2/3, no multiple)
-    "ff_as_written": {"block_auto_adjust_ff_dim": False, "full_attn_idxs": [0, 2]},
+    "ff_as_written": (PRESET, {"block_auto_adjust_ff_dim": False, "full_attn_idxs": [0, 2]}),
+    "moe": (MOE, {"conv_bias": True}),
+    # chosen on p alone, not renormalized, not scaled, top-3, every layer sparse
+    "moe_plain_routing": (MOE, {"use_expert_bias": False, "norm_topk_prob": False,
+                                "routed_scaling_factor": 1.0, "num_experts_per_tok": 3,
+                                "num_dense_layers": 0}),
 }
 
 #: switch: (checkpoint, config.json edit that reverts it).
@@ -59,18 +68,26 @@ SWITCHES: dict[str, tuple[str, dict]] = {
     "block_auto_adjust_ff_dim": ("ff_as_written", {"block_auto_adjust_ff_dim": True}),
     "block_ffn_dim_multiplier": ("lfm2", {"block_ffn_dim_multiplier": 1.0}),
     "block_multiple_of": ("lfm2", {"block_multiple_of": 16}),
+    "moe_use_expert_bias": ("moe", {"use_expert_bias": False}),
+    "moe_norm_topk_prob": ("moe", {"norm_topk_prob": False}),
+    "moe_routed_scaling_factor": ("moe", {"routed_scaling_factor": 1.0}),
+    "moe_num_experts_per_tok": ("moe_plain_routing", {"num_experts_per_tok": 2}),
+    "moe_num_dense_layers": ("moe_plain_routing", {"num_dense_layers": 1}),
+    "moe_plain_norm_topk_prob": ("moe_plain_routing", {"norm_topk_prob": True}),
 }
 
 PARITY_CASES = [(c, ep) for c in CONFIGS for ep in ("default", "cpu")]
 
-#: (overrides, message part): values rejected before anything is built.
-REJECTED: dict[str, tuple[dict, str]] = {
-    "kernel_1": ({"conv_L_cache": 1}, "conv_L_cache must be at least 2"),
-    "sliding_layer": ({"layer_types": ["conv", "sliding_attention", "conv"]},
+#: (preset, overrides, message part): values rejected before anything is built.
+REJECTED: dict[str, tuple[str, dict, str]] = {
+    "kernel_1": (PRESET, {"conv_L_cache": 1}, "conv_L_cache must be at least 2"),
+    "sliding_layer": (PRESET, {"layer_types": ["conv", "sliding_attention", "conv"]},
                       "layer_types must be"),
-    "idx_type": ({"full_attn_idxs": ["1"], "layer_types": None}, "full_attn_idxs"),
-    "bias_type": ({"conv_bias": "yes"}, "conv_bias"),
-    "null_multiplier": ({"block_ffn_dim_multiplier": None}, "block_ffn_dim_multiplier"),
+    "idx_type": (PRESET, {"full_attn_idxs": ["1"], "layer_types": None}, "full_attn_idxs"),
+    "bias_type": (PRESET, {"conv_bias": "yes"}, "conv_bias"),
+    "null_multiplier": (PRESET, {"block_ffn_dim_multiplier": None}, "block_ffn_dim_multiplier"),
+    "moe_top_k": (MOE, {"num_experts_per_tok": 7}, "exceeds num_experts"),
+    "moe_bias_type": (MOE, {"use_expert_bias": 1}, "use_expert_bias"),
 }
 
 
@@ -94,8 +111,9 @@ def checkpoints(tmp_path_factory):
 
     def get(case: str) -> str:
         if case not in made:
+            preset, overrides = CONFIGS[case]
             folder = str(tmp_path_factory.mktemp(f"ckpt-{case}"))
-            made[case] = random_checkpoint(folder, PRESET, **CONFIGS[case])
+            made[case] = randomize_zero_tensors(random_checkpoint(folder, preset, **overrides))
         return made[case]
 
     return get
@@ -158,10 +176,10 @@ def test_rope_theta_defaults_to_1e6(checkpoints, tmp_path):
 
 @pytest.mark.parametrize("case", sorted(REJECTED))
 def test_unsupported_values_are_rejected_up_front(tmp_path, case):
-    overrides, message = REJECTED[case]
+    preset, overrides, message = REJECTED[case]
     folder = tmp_path / "ckpt"
     folder.mkdir()
-    raw = {**TINY_PRESETS[PRESET], **overrides}
+    raw = {**TINY_PRESETS[preset], **overrides}
     (folder / "config.json").write_text(json.dumps(raw))
     out = tmp_path / "out"
     with pytest.raises(ConfigError, match=message):
