@@ -29,7 +29,7 @@ def write_decoder_case(model_path: str, folder: str, *, steps: int = 3, prompt_l
     session = ort_session(model_path)
     inputs = {i.name: i for i in session.get_inputs()}
     names = [o.name for o in session.get_outputs()]
-    cache = {n: n.replace("present.", "past_key_values.", 1) for n in names if n.startswith("present.")}
+    cache = {n: parity.past_name(n) for n in names if n.startswith("present.")}
     vocab = session.get_outputs()[0].shape[-1]
     ids, mask = parity.make_batch(vocab, prompt_len, pad, seed)
     past = {past_name: _empty_past(inputs[past_name], ids.shape[0]) for past_name in cache.values()}
@@ -56,8 +56,10 @@ def write_decoder_case(model_path: str, folder: str, *, steps: int = 3, prompt_l
 
 
 def _empty_past(info, batch: int) -> np.ndarray:
+    """A KV cache holds no slot yet; a conv state [batch, channels, width] is zeros."""
     dims = [batch, *info.shape[1:]]
-    dims[2] = 0
+    if len(dims) == 4:
+        dims[2] = 0
     return np.zeros(dims, _TYPES[info.type][0])
 
 
