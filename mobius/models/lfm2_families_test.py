@@ -225,12 +225,13 @@ EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_low_precision_runs_close_to_the_f32_reference(checkpoints, tmp_path, dtype):
-    folder = checkpoints("lfm2")
+@pytest.mark.parametrize("case", ["lfm2", "moe"])
+def test_low_precision_runs_close_to_the_f32_reference(checkpoints, tmp_path, case, dtype):
+    folder = checkpoints(case)
     package = build(folder, dtype=dtype)
     path = package.save(str(tmp_path / "pkg"))
     run = f32_parity(BuiltPackage(path, package.config, dtype), load_hf_model(folder), pad=3,
                      steps=3)
     scale = max(1.0, max(float(abs(h).max()) for h in run.hf_steps))
     atol = 4 * EPS[dtype] * scale
-    assert run.max_abs_diff <= atol, f"{dtype}: {run.max_abs_diff:.3g} > {atol:.3g}"
+    assert run.max_abs_diff <= atol, f"{case} {dtype}: {run.max_abs_diff:.3g} > {atol:.3g}"

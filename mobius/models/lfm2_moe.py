@@ -72,7 +72,8 @@ class Lfm2MoeBlock(nn.Module):
         self.top_k, self.o = o.num_experts_per_tok, o
         self.dtype = get_build_dtype()
         self.gate = Linear(hidden, o.num_experts)
-        # float32 in every build, as transformers keeps it: it decides expert choices
+        # float32 in every build (transformers keeps it in the model dtype): it decides expert
+        # choices, and a Cast of it to the float32 routing would be folded to float32 anyway
         self.expert_bias = Weight([o.num_experts], dtype=F32) if o.use_expert_bias else None
         self.experts = nn.ModuleList([
             GatedExpert(hidden, o.moe_intermediate_size, "silu", MIXTRAL_EXPERT_NAMES)
