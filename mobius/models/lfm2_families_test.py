@@ -188,14 +188,16 @@ def test_unsupported_values_are_rejected_up_front(tmp_path, case):
 
 
 def test_the_conv_layers_carry_their_state(checkpoints, tmp_path):
-    """Conv layers: past_key_values.{i}.conv / present.{i}.conv [batch, hidden, conv_L_cache - 1] and
-    no KV cache; attention layers: KV only. genai_config names them as genai's lfm2 reads."""
+    """Conv layers: past_key_values.{i}.conv / present.{i}.conv [batch, hidden,
+    conv_L_cache - 1] and no KV cache; attention layers: KV only. genai_config names them
+    as genai's lfm2 reads."""
     package = build(checkpoints("attention_first_kernel5"), dtype="f32")
     graph = package.models["model"].graph
     shapes = {v.name: [d if isinstance(d, int) else str(d) for d in v.shape]
               for v in [*graph.inputs, *graph.outputs]}
     for i in (1, 2):
-        assert shapes[f"past_key_values.{i}.conv"] == shapes[f"present.{i}.conv"] == ["batch_size", 64, 4]
+        assert (shapes[f"past_key_values.{i}.conv"] == shapes[f"present.{i}.conv"]
+                == ["batch_size", 64, 4])
         assert f"past_key_values.{i}.key" not in shapes
     assert "past_key_values.0.conv" not in shapes and "past_key_values.0.key" in shapes
     path = package.save(str(tmp_path / "pkg"))
