@@ -48,6 +48,8 @@ TINY_PRESET_FAMILIES = {
     "tiny-granitemoehybrid": "granitemoehybrid",
     "tiny-hubert": "wav2vec2",
     "tiny-hunyuan_v1_dense": "hunyuan_v1_dense",
+    "tiny-lfm2": "lfm2",
+    "tiny-lfm2-moe": "lfm2_moe",
     "tiny-llama": "llama",
     "tiny-llava": "llava",
     "tiny-marian": "marian",

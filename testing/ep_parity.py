@@ -311,9 +311,12 @@ def recompute_diff(model: ir.Model, config, dtype: str, steps: int = 3) -> Diff:
     full, _ = run(sess, config, full_ids, np.ones_like(full_ids), 0, np_dtype(dtype))
     prompt = input_ids.shape[1]
     # Re-slice the one-shot run into prefill + per-step views to reuse compare().
+    # A hybrid's recurrent state is the recompute's only after the last step; the earlier
+    # steps' states are checked through the logits they feed.
     sliced = Run([full.logits[0][:, :prompt]] +
                  [full.logits[0][:, prompt + k - 1: prompt + k] for k in range(1, steps + 1)],
-                 [[p[:, :, :prompt + k] for p in full.presents[0]] for k in range(steps + 1)])
+                 [[p[:, :, :prompt + k] for p in full.presents[0]] for k in range(steps + 1)],
+                 [*cached.states[:steps], full.states[0]])
     return compare(sliced, cached, mask)
 
 
@@ -329,5 +332,6 @@ def padding_diff(model: ir.Model, config, dtype: str, pad: int = 3, steps: int =
     alone, _ = run(sess, config, input_ids[1:, pad:], mask[1:, pad:], steps, np_dtype(dtype),
                    tokens=[t[1:] for t in tokens])
     row = Run([batched.logits[0][1:, pad:]] + [x[1:] for x in batched.logits[1:]],
-              [[p[1:, :, pad:] for p in step] for step in batched.presents])
+              [[p[1:, :, pad:] for p in step] for step in batched.presents],
+              [[p[1:] for p in step] for step in batched.states])
     return compare(alone, row, mask[1:, pad:])

@@ -1,12 +1,15 @@
-"""L4 for the decoder families of issue 11 (dense, gpt-oss and deepseek), on checkpoints with
-every parameter random (biases included): onnxruntime-genai greedy-generates exactly what
-transformers' ``generate`` does, for the default-EP package (standard Attention,
-separate KV buffers) and the cpu-EP package (GroupQueryAttention, shared buffer).
+"""L4 for the decoder families of issue 11 (dense, gpt-oss, deepseek, the lfm2 hybrids), on
+checkpoints with every parameter random (biases included): onnxruntime-genai
+greedy-generates exactly what transformers' ``generate`` does, for the default-EP
+package (standard Attention, separate KV buffers) and the cpu-EP package
+(GroupQueryAttention, shared buffer).
 
 A batch of two prompts of different lengths covers padding; testing/genai_harness.py
 documents how each library is fed. genai_config's model.type is the family's own
-type where onnxruntime-genai 0.18 names it (olmo, nemotron, ernie4_5), else its
-generic "decoder" (mobius/package/genai_config.py).
+type where onnxruntime-genai 0.18 names it (olmo, nemotron, ernie4_5, lfm2, lfm2_moe), else its
+generic "decoder" (mobius/package/genai_config.py). LFM2's conv states travel as genai's
+conv state cache; the short prompt's right padding is exact for them too
+(mobius/components/short_conv.py).
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ PRESETS = ["tiny-olmo", "tiny-starcoder2", "tiny-stablelm", "tiny-cohere", "tiny
            "tiny-deepseek-v3", "tiny-ernie4_5_moe", "tiny-glm4_moe",
            # Mamba2 + attention hybrid: genai carries each Mamba layer's conv and recurrent
            # state (right-padded prompts: the short row's state stops at its last token)
-           "tiny-granitemoehybrid"]
-#: presets whose zero-initialized tensors (DeepSeek-V3's e_score_correction_bias) decide
-#: routing: randomized so that dropping them changes the tokens
-RANDOMIZE_ZEROS = {"tiny-deepseek-v2", "tiny-deepseek-v3", "tiny-glm4_moe"}
+           "tiny-granitemoehybrid",
+           # short-convolution + attention hybrids: genai's conv state cache
+           "tiny-lfm2", "tiny-lfm2-moe"]
+#: presets whose zero-initialized tensors (DeepSeek-V3's e_score_correction_bias, LFM2-MoE's
+#: expert_bias) decide routing: randomized so that dropping them changes the tokens
+RANDOMIZE_ZEROS = {"tiny-deepseek-v2", "tiny-deepseek-v3", "tiny-glm4_moe", "tiny-lfm2-moe"}
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -96,8 +96,9 @@ def _check_contract(key, graph, io, float_type):
 
 
 #: Weights transformers keeps in float32 whatever the model dtype
-#: (_keep_in_fp32_modules_strict), used by float32 routing: DeepSeek-V3's router bias.
-FLOAT32_WEIGHTS = (".e_score_correction_bias",)
+#: (_keep_in_fp32_modules_strict), used by float32 routing: DeepSeek-V3's router bias;
+#: LFM2-MoE's expert_bias, which only float32 routing reads.
+FLOAT32_WEIGHTS = (".e_score_correction_bias", ".expert_bias")
 #: Constants folded inside a Mamba2 mixer, whose scan and gated norm compute in float32
 #: in every build dtype (mobius/components/mamba2.py), from A_log, dt_bias, D, norm weight.
 FLOAT32_SCOPES = (".mamba.",)

@@ -14,6 +14,7 @@ from mobius.models import olmo, stablelm, starcoder2
 from mobius.models import granitemoe, olmoe, phimoe
 from mobius.models import granitemoehybrid
 from mobius.models import deepseek
+from mobius.models import lfm2, lfm2_moe
 from mobius.models import clip_models, dinov2, siglip, vit
 from mobius.models import wav2vec2
 from mobius.models import gpt_oss
@@ -39,6 +40,8 @@ FAMILIES: tuple[ModelFamily, ...] = (
     phimoe.FAMILY,
     *deepseek.FAMILIES,
     gpt_oss.FAMILY,
+    lfm2.FAMILY,
+    lfm2_moe.FAMILY,
     gemma.GEMMA,
     gemma.GEMMA2,
     gemma.GEMMA3,

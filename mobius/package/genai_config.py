@@ -15,7 +15,8 @@ from mobius.config.architecture import ArchitectureConfig
 # ("past_%d"), not the separate key/value tensors mobius emits.
 GENAI_DECODER_TYPES = frozenset({
     "chatglm", "decoder", "ernie4_5", "gemma", "gemma2", "gemma3_text", "gptoss", "granite",
-    "internlm2", "llama", "mistral", "nemotron", "olmo", "phi", "phimoe", "phi3", "phi3small",
+    "internlm2", "lfm2", "lfm2_moe", "llama", "mistral", "nemotron", "olmo", "phi", "phimoe",
+    "phi3", "phi3small",
     "qwen2", "qwen3", "smollm3",
     "granitemoehybrid",  # Mamba2 layers: genai finds their state inputs by name
 })

@@ -12,7 +12,9 @@ logits [batch, 1, vocab] (each row's last real token) by default.
 A hybrid's recurrent layers (the module's ``recurrent_states``: layer -> its
 (name, dims after batch) tensors) carry fixed-size states instead of a KV cache:
 past_key_values.{i}.{name} -> present.{i}.{name}, e.g. Mamba2's conv_state and
-recurrent_state, which onnxruntime-genai finds by these names and zero-fills.
+recurrent_state, which onnxruntime-genai finds by these names and zero-fills, or
+LFM2's short-convolution ``conv`` [hidden, L_cache - 1], whose names the genai config
+gives (past_conv_names / present_conv_names).
 """
 
 from __future__ import annotations
@@ -114,9 +116,29 @@ def build_causal_lm(module: nn.Module, config: ArchitectureConfig,
 
 def _genai_configs(module: nn.Module, config: ArchitectureConfig,
                    genai: GenaiContext) -> PackageConfigs:
-    return PackageConfigs(decoder_genai_config(
+    genai_config = decoder_genai_config(
         config, provider_options=genai.provider_options,
-        past_present_share_buffer=genai.past_present_share_buffer))
+        past_present_share_buffer=genai.past_present_share_buffer)
+    convs = {i: dims for i, layer in recurrent_states(module).items()
+             for name, dims in layer if name == "conv"}
+    if convs:
+        add_conv_states(genai_config, config, convs)
+    return PackageConfigs(genai_config)
+
+
+def add_conv_states(genai_config: dict, config: ArchitectureConfig,
+                    states: Mapping[int, tuple[int, ...]]) -> None:
+    """What genai's conv state cache reads (LFM2's short convolutions, a recurrent state
+    named ``conv`` [channels, width]): each layer's kind, the state names and width."""
+    widths = {dims[-1] for dims in states.values()}
+    if len(widths) != 1:
+        raise ValueError(f"conv states of different widths {sorted(widths)}: genai holds one")
+    decoder = genai_config["model"]["decoder"]
+    decoder["inputs"]["past_conv_names"] = "past_key_values.%d.conv"
+    decoder["outputs"]["present_conv_names"] = "present.%d.conv"
+    decoder["layer_types"] = ["conv" if i in states else "full_attention"
+                              for i in range(config.num_hidden_layers)]
+    decoder["conv_cache_size"] = widths.pop()
 
 
 TASK = Task(

@@ -127,6 +127,25 @@ TINY_PRESETS: dict[str, dict] = {
         "routed_scaling_factor": 2.5, "norm_topk_prob": True, "rope_interleave": True,
         "num_nextn_predict_layers": 0,
     },
+    # hybrid: conv, attention, conv layers; the MLP width is 2/3 of 172 times 1.5, rounded
+    # up to a multiple of 12 (= 180). No conv biases, as released LFM2s: a left-padded row
+    # then equals the row alone (transformers zeroes the padding's conv input, a bias is
+    # not zeroed); lfm2_families_test.py covers conv_bias.
+    "tiny-lfm2": {
+        **_COMMON, "model_type": "lfm2", "architectures": ["Lfm2ForCausalLM"],
+        "num_hidden_layers": 3, "full_attn_idxs": [1], "conv_L_cache": 3, "conv_bias": False,
+        "block_auto_adjust_ff_dim": True, "block_ffn_dim_multiplier": 1.5,
+        "block_multiple_of": 12, "norm_eps": 1e-5,
+    },
+    # LFM2-MoE: a dense first layer (intermediate_size as written), then 6 experts of 28,
+    # top-2 chosen on sigmoid + expert_bias, renormalized, scaled by 1.5.
+    "tiny-lfm2-moe": {
+        **_COMMON, "model_type": "lfm2_moe", "architectures": ["Lfm2MoeForCausalLM"],
+        "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"],
+        "conv_L_cache": 3, "conv_bias": False, "norm_eps": 1e-5, "num_dense_layers": 1,
+        "num_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 28,
+        "use_expert_bias": True, "routed_scaling_factor": 1.5, "norm_topk_prob": True,
+    },
     "tiny-gpt_oss": {
         **_COMMON, "model_type": "gpt_oss", "architectures": ["GptOssForCausalLM"],
         "head_dim": 16, "intermediate_size": 96, "num_local_experts": 5, "num_experts_per_tok": 2,

@@ -56,8 +56,10 @@ def write_decoder_case(model_path: str, folder: str, *, steps: int = 3, prompt_l
 
 
 def _empty_past(info, batch: int) -> np.ndarray:
+    """A KV cache holds no slot yet; a recurrent state (every dim after batch fixed) is zeros."""
     dims = [batch, *info.shape[1:]]
-    dims[2] = 0
+    if info.name.endswith((".key", ".value")):
+        dims[2] = 0
     return np.zeros(dims, _TYPES[info.type][0])
 
 

@@ -1,0 +1,239 @@
+"""LFM2 and LFM2-MoE (gated short convolutions + GQA attention; sigmoid-routed experts):
+L3 parity per switch, the state contract.
+
+* Every case is a transformers-written tiny checkpoint with every parameter random
+  (conv, in/out projection biases included), LFM2-MoE's zero-initialized expert_bias
+  randomized too.
+* Parity: f32 logits within 1e-4 of transformers, prefill + 3 cached decode steps, the
+  conv states fed back as ``past_key_values.{i}.conv``: a batch of an unpadded and a
+  left-padded row on the default EP; on the cpu EP (GroupQueryAttention with RoPE inside) the
+  left-padded batch over the prefill and an unpadded one over every step (ORT's GQA
+  kernel rotates a left-padded row's first prompt by cache slot: see
+  ep/parity_suite.py; the conv layers themselves are exact either way).
+* Switches: a case names the config.json edit that reverts its switch; the reverted
+  config on the same weights must move the logits, or need tensors the checkpoint
+  lacks / leave some unread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from mobius.builder import build  # noqa: E402
+from mobius.errors import ConfigError, WeightsError  # noqa: E402
+from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
+from testing.hf_checkpoints import load_hf_model, randomize_zero_tensors  # noqa: E402
+from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
+from testing.random_checkpoint import random_checkpoint  # noqa: E402
+
+TOLERANCE = 1e-4
+CHANGED = 1e-3  # a reverted switch must move some logit by at least this much
+PRESET, MOE = "tiny-lfm2", "tiny-lfm2-moe"
+NO_ROPE = {"rope_parameters": None, "rope_theta": None}  # config.json without a RoPE base
+
+#: checkpoint: (preset, config overrides). tiny-lfm2: conv / attention / conv, kernel 3,
+#: feed-forward 2/3 x 172 x 1.5 rounded up to a multiple of 12, no conv biases.
+#: tiny-lfm2-moe: the same stack, a dense first layer, then top-2 of 6 experts on sigmoid +
+#: expert_bias, renormalized, scaled by 1.5.
+CONFIGS: dict[str, tuple[str, dict]] = {
+    "lfm2": (PRESET, {"conv_bias": True}),
+    # attention first, kernel 5, no biases, tied embeddings, a large norm epsilon
+    "attention_first_kernel5": (PRESET, {"layer_types": ["full_attention", "conv", "conv"],
+                                         "conv_L_cache": 5, "tie_word_embeddings": True,
+                                         "norm_eps": 0.5}),
+    # the feed-forward width as written (no 2/3, no multiple)
+    "ff_as_written": (PRESET, {"block_auto_adjust_ff_dim": False, "full_attn_idxs": [0, 2]}),
+    "moe": (MOE, {"conv_bias": True}),
+    # chosen on p alone, not renormalized, not scaled, top-3, every layer sparse
+    "moe_plain_routing": (MOE, {"use_expert_bias": False, "norm_topk_prob": False,
+                                "routed_scaling_factor": 1.0, "num_experts_per_tok": 3,
+                                "num_dense_layers": 0}),
+}
+
+#: switch: (checkpoint, config.json edit that reverts it).
+SWITCHES: dict[str, tuple[str, dict]] = {
+    "conv_bias": ("lfm2", {"conv_bias": False}),
+    "conv_L_cache": ("attention_first_kernel5", {"conv_L_cache": 3}),
+    "layer_types": ("lfm2", {"layer_types": ["full_attention", "conv", "conv"]}),
+    "full_attn_idxs": ("ff_as_written", {"layer_types": None, "full_attn_idxs": [0]}),
+    "tie_word_embeddings": ("attention_first_kernel5", {"tie_word_embeddings": False}),
+    "norm_eps": ("attention_first_kernel5", {"norm_eps": 1e-5}),
+    "block_auto_adjust_ff_dim": ("ff_as_written", {"block_auto_adjust_ff_dim": True}),
+    "block_ffn_dim_multiplier": ("lfm2", {"block_ffn_dim_multiplier": 1.0}),
+    "block_multiple_of": ("lfm2", {"block_multiple_of": 16}),
+    "moe_use_expert_bias": ("moe", {"use_expert_bias": False}),
+    "moe_norm_topk_prob": ("moe", {"norm_topk_prob": False}),
+    "moe_routed_scaling_factor": ("moe", {"routed_scaling_factor": 1.0}),
+    "moe_num_experts_per_tok": ("moe_plain_routing", {"num_experts_per_tok": 2}),
+    "moe_num_dense_layers": ("moe_plain_routing", {"num_dense_layers": 1}),
+    "moe_plain_norm_topk_prob": ("moe_plain_routing", {"norm_topk_prob": True}),
+}
+
+PARITY_CASES = [(c, ep) for c in CONFIGS for ep in ("default", "cpu")]
+
+#: (preset, overrides, message part): values rejected before anything is built.
+REJECTED: dict[str, tuple[str, dict, str]] = {
+    "kernel_1": (PRESET, {"conv_L_cache": 1}, "conv_L_cache must be at least 2"),
+    "sliding_layer": (PRESET, {"layer_types": ["conv", "sliding_attention", "conv"]},
+                      "layer_types must be"),
+    "idx_type": (PRESET, {"full_attn_idxs": ["1"], "layer_types": None}, "full_attn_idxs"),
+    "bias_type": (PRESET, {"conv_bias": "yes"}, "conv_bias"),
+    "null_multiplier": (PRESET, {"block_ffn_dim_multiplier": None}, "block_ffn_dim_multiplier"),
+    "moe_top_k": (MOE, {"num_experts_per_tok": 7}, "exceeds num_experts"),
+    "moe_bias_type": (MOE, {"use_expert_bias": 1}, "use_expert_bias"),
+}
+
+
+def _edit(folder: str, edits: dict) -> None:
+    """Sets (None: removes) top-level config.json keys."""
+    path = os.path.join(folder, "config.json")
+    with open(path) as f:
+        raw = json.load(f)
+    for key, value in edits.items():
+        if value is None:
+            raw.pop(key, None)
+        else:
+            raw[key] = value
+    with open(path, "w") as f:
+        json.dump(raw, f)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    made = {}
+
+    def get(case: str) -> str:
+        if case not in made:
+            preset, overrides = CONFIGS[case]
+            folder = str(tmp_path_factory.mktemp(f"ckpt-{case}"))
+            made[case] = randomize_zero_tensors(random_checkpoint(folder, preset, **overrides))
+        return made[case]
+
+    return get
+
+
+def _parity(folder, out, ep, hf_model, pad=3, steps=3):
+    package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
+    path = package.save(str(out), overwrite=True)
+    return f32_parity(BuiltPackage(path, package.config, "f32"), hf_model, pad=pad,
+                      steps=steps), package
+
+
+@pytest.mark.parametrize("case,ep", PARITY_CASES, ids=["-".join(c) for c in PARITY_CASES])
+def test_f32_parity_with_transformers(checkpoints, tmp_path, case, ep):
+    folder = checkpoints(case)
+    hf_model = load_hf_model(folder)
+    if ep == "default":
+        run, _ = _parity(folder, tmp_path / "pkg", ep, hf_model)
+        assert run.max_abs_diff <= TOLERANCE, f"{case}/{ep}: {run.max_abs_diff:.3g}"
+        return
+    prefill, package = _parity(folder, tmp_path / "a", ep, hf_model, steps=0)
+    unpadded, _ = _parity(folder, tmp_path / "b", ep, hf_model, pad=0)
+    assert max(prefill.max_abs_diff, unpadded.max_abs_diff) <= TOLERANCE, (
+        f"{case}/{ep}: padded prefill {prefill.max_abs_diff:.3g}, "
+        f"unpadded {unpadded.max_abs_diff:.3g}")
+    graph = package.models["model"].graph
+    attention = sum(kind == "full_attention" for kind in package.config.layer_types)
+    assert sum(n.op_type == "GroupQueryAttention" for n in graph) == attention
+
+
+@pytest.mark.parametrize("switch", sorted(SWITCHES))
+def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, switch):
+    case, revert = SWITCHES[switch]
+    folder = checkpoints(case)
+    reverted = str(tmp_path / "reverted")
+    shutil.copytree(folder, reverted)
+    _edit(reverted, revert)
+    try:
+        run, _ = _parity(reverted, tmp_path / "pkg", "default", load_hf_model(folder))
+    except WeightsError:  # the reverted model needs other tensors or leaves some unread
+        return
+    assert run.max_abs_diff > CHANGED, (
+        f"{switch}: the switch changes nothing ({run.max_abs_diff:.3g})")
+
+
+def test_rope_theta_defaults_to_1e6(checkpoints, tmp_path):
+    """A config.json without a RoPE base: transformers' Lfm2Config uses 1e6, so must we
+    (10000, the base the weights were saved with, gives other logits)."""
+    bare = str(tmp_path / "bare")
+    shutil.copytree(checkpoints("lfm2"), bare)
+    _edit(bare, NO_ROPE)
+    hf_model = load_hf_model(bare)
+    assert hf_model.config.rope_parameters["rope_theta"] == 1e6
+    run, _ = _parity(bare, tmp_path / "a", "default", hf_model)
+    assert run.max_abs_diff <= TOLERANCE, run.max_abs_diff
+    _edit(bare, {"rope_theta": 10000.0})
+    run, _ = _parity(bare, tmp_path / "b", "default", hf_model)
+    assert run.max_abs_diff > CHANGED, run.max_abs_diff
+
+
+@pytest.mark.parametrize("case", sorted(REJECTED))
+def test_unsupported_values_are_rejected_up_front(tmp_path, case):
+    preset, overrides, message = REJECTED[case]
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    raw = {**TINY_PRESETS[preset], **overrides}
+    (folder / "config.json").write_text(json.dumps(raw))
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match=message):
+        build(str(folder), dtype="f32").save(str(out))
+    assert not out.exists()
+
+
+def test_the_conv_layers_carry_their_state(checkpoints, tmp_path):
+    """Conv layers: past_key_values.{i}.conv / present.{i}.conv [batch, hidden,
+    conv_L_cache - 1] and no KV cache; attention layers: KV only. genai_config names them
+    as genai's lfm2 reads."""
+    package = build(checkpoints("attention_first_kernel5"), dtype="f32")
+    graph = package.models["model"].graph
+    shapes = {v.name: [d if isinstance(d, int) else str(d) for d in v.shape]
+              for v in [*graph.inputs, *graph.outputs]}
+    for i in (1, 2):
+        assert (shapes[f"past_key_values.{i}.conv"] == shapes[f"present.{i}.conv"]
+                == ["batch_size", 64, 4])
+        assert f"past_key_values.{i}.key" not in shapes
+    assert "past_key_values.0.conv" not in shapes and "past_key_values.0.key" in shapes
+    path = package.save(str(tmp_path / "pkg"))
+    with open(os.path.join(path, "genai_config.json")) as f:
+        model = json.load(f)["model"]
+    decoder = model["decoder"]
+    assert model["type"] == "lfm2"
+    assert decoder["layer_types"] == ["full_attention", "conv", "conv"]
+    assert decoder["conv_cache_size"] == 4
+    assert decoder["inputs"]["past_conv_names"] == "past_key_values.%d.conv"
+    assert decoder["outputs"]["present_conv_names"] == "present.%d.conv"
+
+
+def test_lfm2_spellings_are_read(tmp_path):
+    """Lfm2Config's block_ff_dim and tie_embedding win over intermediate_size /
+    tie_word_embeddings, as in transformers."""
+    from mobius.models.lfm2 import FAMILY
+
+    raw = {**TINY_PRESETS[PRESET], "block_ff_dim": 343, "tie_embedding": True}
+    config = FAMILY.make_config(raw)
+    assert config.tie_word_embeddings
+    assert config.intermediate_size == 12 * -(-int(1.5 * int(2 * 343 / 3)) // 12)
+
+
+#: |onnx_lowp - transformers_f32| <= 4 eps(dtype) x max(1, max|logit|), as in parity_test.py.
+EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("case", ["lfm2", "moe"])
+def test_low_precision_runs_close_to_the_f32_reference(checkpoints, tmp_path, case, dtype):
+    folder = checkpoints(case)
+    package = build(folder, dtype=dtype, prefill_logits="all")
+    path = package.save(str(tmp_path / "pkg"))
+    run = f32_parity(BuiltPackage(path, package.config, dtype), load_hf_model(folder), pad=3,
+                     steps=3)
+    scale = max(1.0, max(float(abs(h).max()) for h in run.hf_steps))
+    atol = 4 * EPS[dtype] * scale
+    assert run.max_abs_diff <= atol, f"{case} {dtype}: {run.max_abs_diff:.3g} > {atol:.3g}"
