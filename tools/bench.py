@@ -267,6 +267,25 @@ def _write_json(target: str | None, result: dict) -> None:
 # --------------------------------------------------------------------------- run
 
 
+def _every_position_package(args, checkpoint: str, folder: str) -> str:
+    """``folder``, or where it computes the last position's logits only (mobius' genai
+    default) the same build with ``--prefill-logits all`` beside it: the logit error
+    compares every prompt position, with the same weights and kernels."""
+    import onnx
+
+    graph = onnx.load(os.path.join(folder, "model.onnx"), load_external_data=False).graph
+    logits = next(o for o in graph.output if o.name == "logits")
+    if logits.type.tensor_type.shape.dim[1].dim_value != 1:
+        return folder
+    every = folder.rstrip(os.sep) + "-all-logits"
+    if not os.path.isfile(os.path.join(every, "genai_config.json")):
+        shutil.rmtree(every, ignore_errors=True)
+        cmd = _tool_commands(checkpoint, every, "", quant=args.quant)["mobius"]
+        subprocess.run(cmd + ["--prefill-logits", "all"], check=True, env=measure.child_env(
+            _repo_root()), cwd=_repo_root())
+    return every
+
+
 def cmd_run(args) -> int:
     root = _repo_root()
     packages = {"mobius": args.mobius, "peer": args.peer}
@@ -338,7 +357,8 @@ def cmd_run(args) -> int:
         import bench_quant
 
         checkpoint = checkpoint or _setup(args)[1]
-        result["logit_error"] = bench_quant.logit_errors(checkpoint, folders, args.prompt_tokens)
+        scored = dict(folders, mobius=_every_position_package(args, checkpoint, folders["mobius"]))
+        result["logit_error"] = bench_quant.logit_errors(checkpoint, scored, args.prompt_tokens)
         print(f"bench: logit error vs transformers f32: {result['logit_error']}", file=sys.stderr)
     print(run_table(result))
     _write_json(args.json, result)

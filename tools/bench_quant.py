@@ -57,6 +57,9 @@ def package_logits(folder: str, prompt: np.ndarray) -> np.ndarray:
             raise RuntimeError(f"{folder}: unexpected graph input {inp.name}")
     logits = sess.run(["logits"], feeds)[0][0]
     del sess
+    if len(logits) != len(prompt):  # would broadcast one row against every position
+        raise RuntimeError(f"{folder}: logits for {len(logits)} of {len(prompt)} positions; "
+                           f"build it with --prefill-logits all")
     return logits
 
 

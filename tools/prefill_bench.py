@@ -13,6 +13,7 @@ pruned model). Each measurement runs in a fresh process: median time of
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -21,16 +22,27 @@ import subprocess
 import sys
 import time
 
-if __package__ in (None, ""):
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_TOOLS_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _TOOLS_DIR)
 
-from tools import bench  # noqa: E402
+from bench import measure, shapes  # noqa: E402  (tools/bench/)
+
+
+def _bench_cli():
+    """tools/bench.py (its package commands), which the tools/bench/ package shadows."""
+    spec = importlib.util.spec_from_file_location("bench_cli", os.path.join(_TOOLS_DIR, "bench.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _bench_cli()
 
 #: (name, extra mobius flags); None: the peer's package
 PACKAGES = (("peer", None), ("mobius-all", ["--prefill-logits", "all"]), ("mobius", []))
 
 
-def measure(folder: str, prompt_tokens: int, repeat: int) -> dict:
+def measure_prefill(folder: str, prompt_tokens: int, repeat: int) -> dict:
     """One package in this process: genai prefill latency (ms) and RSS growth (MiB)."""
     import numpy as np
     import onnxruntime_genai as og
@@ -60,7 +72,8 @@ def _build(workdir: str, checkpoint: str) -> dict[str, str]:
         cmd = list(commands["peer" if extra is None else "mobius"])
         cmd[cmd.index("")] = folder
         if not os.path.isfile(os.path.join(folder, "model.onnx")):
-            subprocess.run(cmd + (extra or []), check=True, env=bench._child_env(bench._repo_root()))
+            subprocess.run(cmd + (extra or []), check=True,
+                           env=measure.child_env(bench._repo_root()))
         folders[name] = folder
     return folders
 
@@ -73,16 +86,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--one", metavar="FOLDER", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(measure(args.one, args.prompt_tokens, args.repeat)))
+        print(json.dumps(measure_prefill(args.one, args.prompt_tokens, args.repeat)))
         return 0
-    folders = _build(args.workdir, bench.make_checkpoint(args.workdir))
+    folders = _build(args.workdir, shapes.make_checkpoint(args.workdir))
     results = {}
     for name, folder in folders.items():
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", folder,
                               "--prompt-tokens", str(args.prompt_tokens),
                               "--repeat", str(args.repeat)],
                              check=True, capture_output=True, text=True,
-                             env=bench._child_env(bench._repo_root()))
+                             env=measure.child_env(bench._repo_root()))
         results[name] = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"prefill_bench: {name}: {results[name]}")
     for name in ("mobius-all", "mobius"):
