@@ -132,6 +132,30 @@ def onnx_greedy(session, config, input_ids, attention_mask, steps: int, np_dtype
     return all_logits, tokens
 
 
+#: The low-precision tolerance: |onnx_lowp - transformers_f32| <= 4 eps(dtype) x
+#: max(1, max|logit|) (rounding of the weights and activations alone stays well inside
+#: it on tiny models; a real bug shows at the scale of the logits).
+LOW_PRECISION_EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
+
+
+def low_precision_atol(run: ParityRun, dtype: str) -> float:
+    """The low-precision tolerance for ``run``'s reference logits (see LOW_PRECISION_EPS)."""
+    scale = max(1.0, max(float(np.abs(h).max()) for h in run.hf_steps))
+    return 4 * LOW_PRECISION_EPS[dtype] * scale
+
+
+def assert_low_precision_parity(folder: str, dtype: str, out_dir, hf_model, label: str) -> None:
+    """Builds ``folder`` in ``dtype`` (default EP, every position's logits) and checks prefill
+    + 3 cached steps on a left-padded batch against transformers f32 (low_precision_atol)."""
+    from mobius.builder import build
+
+    package = build(folder, dtype=dtype, prefill_logits="all")
+    path = package.save(str(out_dir))
+    run = f32_parity(BuiltPackage(path, package.config, dtype), hf_model, pad=3, steps=3)
+    atol = low_precision_atol(run, dtype)
+    assert run.max_abs_diff <= atol, f"{label} {dtype}: {run.max_abs_diff:.3g} > {atol:.3g}"
+
+
 def f32_parity(built: BuiltPackage, hf_model, *, session=None, prompt_len: int = 10,
                steps: int = 3, pad: int = 3, seed: int = 0) -> ParityRun:
     """Prefill (batch 2, row 1 left-padded by ``pad``) + ``steps`` greedy decode steps.

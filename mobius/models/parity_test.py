@@ -21,6 +21,7 @@ from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint  # noqa: E4
 from testing.model_runs import (  # noqa: E402
     build_package,
     f32_parity,
+    low_precision_atol,
     onnx_greedy,
     ort_session,
     real_positions,
@@ -128,14 +129,14 @@ def test_left_padding_does_not_change_a_row(checkpoint, tmp_path):
 # f16 / bf16: runs, finite, close to the f32 reference
 # ---------------------------------------------------------------------------
 
-# Tolerance: |onnx_lowp - transformers_f32| <= 4 * eps(dtype) * max(1, max|logit|).
+# Tolerance (testing/model_runs.low_precision_atol):
+# |onnx_lowp - transformers_f32| <= 4 * eps(dtype) * max(1, max|logit|).
 # f16: every weight and activation is rounded to f16 (relative error eps/2 each).
 # bf16: weights, the KV cache and the logits are bf16, activations float32. Through
 # 2 tiny layers (RMSNorm re-normalizes between them) the accumulated logit error
 # measured ~0.8 eps (f16) and ~0.5-1.2 eps (bf16) times the logit scale on these
 # models, so 4 eps leaves >= 3x headroom, while a real bug (wrong rope, missing norm,
 # broken mask) shows up at the scale of the logits themselves.
-EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
@@ -146,8 +147,7 @@ def test_low_precision_runs_close_to_f32_reference(name, dtype, checkpoint, tmp_
     run = f32_parity(built, hf_model, prompt_len=PROMPT, steps=STEPS, pad=PAD)
     for step in run.onnx_steps:
         assert np.isfinite(step).all()
-    scale = max(1.0, max(float(np.abs(h).max()) for h in run.hf_steps))
-    atol = 4 * EPS[dtype] * scale
+    atol = low_precision_atol(run, dtype)
     assert run.max_abs_diff <= atol, f"{name} {dtype}: {run.max_abs_diff:.3g} > {atol:.3g}"
     # Greedy agreement: wherever the f32 reference's top-1 leads its top-2 by more than
     # twice the tolerance, the low-precision argmax must be the same token; overall,

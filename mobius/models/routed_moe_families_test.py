@@ -37,7 +37,8 @@ from mobius.optimize.histogram import op_histogram  # noqa: E402
 from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
 from mobius.weights.dtypes import SHORT_NAMES  # noqa: E402
 from testing.hf_checkpoints import load_hf_model, randomize_zero_tensors  # noqa: E402
-from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
+from testing.model_runs import (BuiltPackage, assert_low_precision_parity,  # noqa: E402
+                                 f32_parity)
 from testing.random_checkpoint import random_checkpoint  # noqa: E402
 
 TOLERANCE = 1e-4
@@ -298,18 +299,8 @@ def test_ernie_multi_token_prediction_tensors_are_left_unread(checkpoints, tmp_p
         build(folder, dtype="f32")
 
 
-#: |onnx_lowp - transformers_f32| <= 4 eps(dtype) x max(1, max|logit|), as in parity_test.py.
-EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
-
-
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 @pytest.mark.parametrize("case", ["ernie", "glm"])
 def test_low_precision_runs_close_to_the_f32_reference(checkpoints, tmp_path, case, dtype):
     folder = checkpoints(case)
-    package = build(folder, dtype=dtype, prefill_logits="all")
-    path = package.save(str(tmp_path / "pkg"))
-    run = f32_parity(BuiltPackage(path, package.config, dtype), load_hf_model(folder), pad=3,
-                     steps=3)
-    scale = max(1.0, max(float(abs(h).max()) for h in run.hf_steps))
-    atol = 4 * EPS[dtype] * scale
-    assert run.max_abs_diff <= atol, f"{case} {dtype}: {run.max_abs_diff:.3g} > {atol:.3g}"
+    assert_low_precision_parity(folder, dtype, tmp_path / "pkg", load_hf_model(folder), case)
