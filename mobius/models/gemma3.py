@@ -40,7 +40,7 @@ from mobius.models.clip import CLIPVisionConfig
 from mobius.models.family import ModelFamily
 from mobius.components.image_tokens import image_positions, merge_image_features
 from mobius.models.siglip import SIGLIP_VISION, SiglipVisionTransformer
-from mobius.models.vision_parts import POSITION_IDS
+from mobius.models.vision_parts import POSITION_IDS, VLM_CHECKPOINT_ALIASES
 from mobius.tasks import vision_language
 from mobius.weights.attach import IgnoredTensors
 
@@ -205,11 +205,5 @@ FAMILY = ModelFamily(
     normalize_raw=normalize_gemma3,
     config_overrides=_text_overrides,
     ignored_tensors=_unread,
-    checkpoint_aliases=(
-        ("vision_tower.vision_model.", ("vision_tower.vision_model.", "vision_tower.",
-                                        "model.vision_tower.vision_model.", "model.vision_tower.")),
-        ("multi_modal_projector.", ("multi_modal_projector.", "model.multi_modal_projector.")),
-        ("language_model.model.", ("language_model.model.", "model.language_model.")),
-        ("language_model.lm_head.", ("language_model.lm_head.", "lm_head.")),
-    ),
+    checkpoint_aliases=VLM_CHECKPOINT_ALIASES,
 )

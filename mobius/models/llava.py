@@ -43,6 +43,7 @@ from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models import llama, mistral, qwen
 from mobius.models.clip import CLIPVisionConfig, CLIPVisionModel, hidden_state_index
 from mobius.models.family import ModelFamily
+from mobius.models.vision_parts import VLM_CHECKPOINT_ALIASES
 from mobius.tasks import vision_language
 from mobius.weights.attach import IgnoredTensors
 
@@ -211,11 +212,5 @@ FAMILY = ModelFamily(
     normalize_raw=normalize_llava,
     config_overrides=_text_overrides,
     ignored_tensors=_unread_vision_layers,
-    checkpoint_aliases=(
-        ("vision_tower.vision_model.", ("vision_tower.vision_model.", "vision_tower.",
-                                        "model.vision_tower.vision_model.", "model.vision_tower.")),
-        ("multi_modal_projector.", ("multi_modal_projector.", "model.multi_modal_projector.")),
-        ("language_model.model.", ("language_model.model.", "model.language_model.")),
-        ("language_model.lm_head.", ("language_model.lm_head.", "lm_head.")),
-    ),
+    checkpoint_aliases=VLM_CHECKPOINT_ALIASES,
 )

@@ -25,6 +25,18 @@ def vision_config(raw: Mapping[str, Any], defaults: Mapping[str, Any]) -> CLIPVi
     return CLIPVisionConfig.from_dict(vision_section(raw), defaults)
 
 
+#: Where a LLaVA-style vision-language checkpoint keeps its parts (llava, gemma3):
+#: transformers before 4.52 saved vision_tower. / multi_modal_projector. /
+#: language_model.model. / language_model.lm_head., later ones model.vision_tower. /
+#: model.multi_modal_projector. / model.language_model. / lm_head.
+VLM_CHECKPOINT_ALIASES = (
+    ("vision_tower.vision_model.", ("vision_tower.vision_model.", "vision_tower.",
+                                    "model.vision_tower.vision_model.", "model.vision_tower.")),
+    ("multi_modal_projector.", ("multi_modal_projector.", "model.multi_modal_projector.")),
+    ("language_model.model.", ("language_model.model.", "model.language_model.")),
+    ("language_model.lm_head.", ("language_model.lm_head.", "lm_head.")),
+)
+
 #: buffers older checkpoints saved beside the weights (positions are 0..n-1 here)
 POSITION_IDS = IgnoredTensors(r"(.*\.)?embeddings\.position_ids",
                               "buffer of older checkpoints: positions are 0..n-1")
