@@ -7,7 +7,9 @@ testing/hf_checkpoints.make_hf_checkpoint has written the checkpoint.
 
 from __future__ import annotations
 
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint
+from typing import Callable
+
+from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint, randomize_zero_tensors
 
 
 def random_checkpoint(folder: str, preset: str, seed: int = 7, **overrides) -> str:
@@ -22,3 +24,19 @@ def random_checkpoint(folder: str, preset: str, seed: int = 7, **overrides) -> s
             param.add_(0.1 * torch.randn(param.shape, generator=generator))
     model.save_pretrained(folder, safe_serialization=True)
     return folder
+
+
+def checkpoint_cases(tmp_path_factory, configs) -> Callable[[str], str]:
+    """case -> its random checkpoint folder, made on first use (a module-scoped fixture's
+    body). ``configs``: case -> (tiny preset, config overrides). Tensors transformers
+    initializes to zero (routing correction biases) are randomized too."""
+    made: dict[str, str] = {}
+
+    def get(case: str) -> str:
+        if case not in made:
+            preset, overrides = configs[case]
+            folder = str(tmp_path_factory.mktemp(f"ckpt-{case}"))
+            made[case] = randomize_zero_tensors(random_checkpoint(folder, preset, **overrides))
+        return made[case]
+
+    return get

@@ -27,10 +27,10 @@ from mobius.builder import build  # noqa: E402
 from mobius.errors import ConfigError, WeightsError  # noqa: E402
 from mobius.optimize.histogram import op_histogram  # noqa: E402
 from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.hf_checkpoints import load_hf_model, randomize_zero_tensors  # noqa: E402
+from testing.hf_checkpoints import load_hf_model  # noqa: E402
 from testing.model_runs import (BuiltPackage, assert_low_precision_parity,  # noqa: E402
                                  f32_parity)
-from testing.random_checkpoint import random_checkpoint  # noqa: E402
+from testing.random_checkpoint import checkpoint_cases, random_checkpoint  # noqa: E402
 
 TOLERANCE = 1e-4
 CHANGED = 1e-3  # a reverted switch must move some logit by at least this much
@@ -92,16 +92,7 @@ REJECTED: dict[str, tuple[str, dict, str]] = {
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    made = {}
-
-    def get(case: str) -> str:
-        if case not in made:
-            preset, overrides = CONFIGS[case]
-            folder = str(tmp_path_factory.mktemp(f"ckpt-{case}"))
-            made[case] = randomize_zero_tensors(random_checkpoint(folder, preset, **overrides))
-        return made[case]
-
-    return get
+    return checkpoint_cases(tmp_path_factory, CONFIGS)
 
 
 def _parity(folder, out, ep, hf_model):
