@@ -41,7 +41,8 @@ def check_build(server: ForkServer, checkpoint: str, out: str, names: tuple[str,
     the reference when transformers itself refuses the mutated config.
     """
     before = fingerprint(checkpoint)
-    result = server.run(["build", "-q", "--model", checkpoint, out])
+    # every prompt position's logits: the parity check below compares them all
+    result = server.run(["build", "-q", "--prefill-logits", "all", "--model", checkpoint, out])
     assert fingerprint(checkpoint) == before, "the checkpoint was changed"
     if result.code == 0:
         _check_package(checkpoint, out, reference_checkpoint)
