@@ -125,7 +125,9 @@ def test_tied_matrix_is_quantized_once(family, ep, dtype, checkpoints, tmp_path)
 def _table_name(folder: str) -> str:
     """The checkpoint's token embedding: its one tensor whose first dimension is the vocab."""
     checkpoint = SafetensorsCheckpoint(folder)
-    vocab = json.load(open(os.path.join(folder, "config.json")))["vocab_size"]
+    with open(os.path.join(folder, "config.json")) as f:
+        raw = json.load(f)
+    vocab = raw.get("vocab_size") or raw["text_config"]["vocab_size"]  # a VLM's text config
     names = [n for n in checkpoint.names() if checkpoint.info(n).shape[0] == vocab
              and len(checkpoint.info(n).shape) == 2]
     assert len(names) == 1, names

@@ -31,7 +31,7 @@ from mobius.quantize.emit_moe import emit_qmoe
 from mobius.quantize.emit_tied import emit_tied_quantized
 from mobius.quantize.prequantized import emit_prequantized, plan_for, sources_of
 from mobius.quantize.rtn import quantize_rtn_kn
-from mobius.rewrite.rule import Rule, RuleContext, attr
+from mobius.rewrite.rule import Rule, RuleContext, attr, initializer_array
 
 TOKEN_IDS = "input_ids"  # the graph contract's token input (DESIGN.md)
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
@@ -151,10 +151,21 @@ def _token_table(node: ir.Node) -> ir.Value | None:
     if node.op_type != "Gather" or node.domain != "":
         return None
     table, ids = node.inputs[0], node.inputs[1]
-    if ids is None or not ids.is_graph_input() or ids.name != TOKEN_IDS:
+    if not _token_ids(ids):
         return None
     axis = node.attributes.get("axis")
     return table if (axis is None or axis.value == 0) and _is_float_matrix(table) else None
+
+
+def _token_ids(ids: ir.Value | None) -> bool:
+    """The graph input input_ids, or Where(mask, constant, input_ids): a vision-language
+    embedding model's ids with the image placeholders sent to a fixed row
+    (mobius/components/image_tokens.py)."""
+    where = ids.producer() if ids is not None else None
+    if (where is not None and where.op_type == "Where" and where.domain == ""
+            and initializer_array(where.inputs[1]) is not None):
+        ids = where.inputs[2]
+    return ids is not None and ids.is_graph_input() and ids.name == TOKEN_IDS
 
 
 def _is_head(node: ir.Node) -> bool:
