@@ -27,7 +27,7 @@ from mobius.builder import build  # noqa: E402
 from testing.gemma3_checkpoints import make_gemma3_checkpoint  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
 from testing.model_runs import ort_session  # noqa: E402
-from testing.parity import position_ids_for  # noqa: E402
+from testing.parity import compare_logits, position_ids_for  # noqa: E402
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3
@@ -152,13 +152,6 @@ def hf_reference(hf_model, input_ids, attention_mask, pixel_values, tokens, toke
     return features.numpy(), merged.numpy(), logits
 
 
-def logit_diff(steps, reference, attention_mask) -> float:
-    worst = float(np.abs(steps[0] - reference[0])[attention_mask.astype(bool)].max())
-    for a, b in zip(steps[1:], reference[1:]):
-        worst = max(worst, float(np.abs(a - b).max()))
-    return worst
-
-
 PARAMS = [(name, "default") for name in sorted(CASES)] + [("pooled_16_tokens", "cpu")]
 
 
@@ -178,12 +171,12 @@ def test_f32_parity(name, ep, checkpoint, tmp_path):
     np.testing.assert_array_equal(pkg.embed(input_ids, hf_features), hf_merged)
     embeds_diff = float(np.abs(embeds - hf_merged).max())
     assert embeds_diff <= F32_TOLERANCE, f"{name}: embeddings {embeds_diff:.3g}"
-    diff = logit_diff(steps, hf_steps, attention_mask)
+    diff = compare_logits(steps, hf_steps, attention_mask)
     assert diff <= F32_TOLERANCE, f"{name}: logits {diff:.3g}"
     if ep == "default":  # the image blocks' two-way attention is what the decoder adds
         causal = hf_reference(hf_model, input_ids, attention_mask, pixel_values, tokens,
                               token_types=False)[2]
-        assert logit_diff(steps, causal, attention_mask) > 100 * F32_TOLERANCE
+        assert compare_logits(steps, causal, attention_mask) > 100 * F32_TOLERANCE
 
 
 def _rename_checkpoint(folder: str, out: str, rename) -> str:

@@ -27,6 +27,7 @@ pytest.importorskip("transformers")
 from mobius.builder import build  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
 from testing.model_runs import ort_session  # noqa: E402
+from testing.parity import compare_logits  # noqa: E402
 from testing.qwen2_5_vl_checkpoints import (GRID, image_span, make_pixels,  # noqa: E402
                                             make_qwen2_5_vl_checkpoint)
 
@@ -178,13 +179,6 @@ def hf_reference(hf_model, inputs, tokens):
     return features.numpy(), merged.numpy(), logits
 
 
-def logit_diff(steps, reference, attention_mask) -> float:
-    worst = float(np.abs(steps[0] - reference[0])[attention_mask.astype(bool)].max())
-    for a, b in zip(steps[1:], reference[1:]):
-        worst = max(worst, float(np.abs(a - b).max()))
-    return worst
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_f32_parity(name, checkpoint, tmp_path):
     folder, hf_model = checkpoint(name)
@@ -199,7 +193,7 @@ def test_f32_parity(name, checkpoint, tmp_path):
     np.testing.assert_array_equal(pkg.embed(inputs["input_ids"], hf_features), hf_merged)
     embeds_diff = float(np.abs(embeds - hf_merged).max())
     assert embeds_diff <= F32_TOLERANCE, f"{name}: embeddings {embeds_diff:.3g}"
-    diff = logit_diff(steps, hf_steps, inputs["attention_mask"])
+    diff = compare_logits(steps, hf_steps, inputs["attention_mask"])
     assert diff <= F32_TOLERANCE, f"{name}: logits {diff:.3g}"
 
 
@@ -222,7 +216,7 @@ def test_cpu_build_matches_default_build_and_fuses_gqa_in_the_decoder_only(check
         assert float(np.abs(features - ref_features).max()) <= F32_TOLERANCE
         assert float(np.abs(embeds - ref_embeds).max()) <= F32_TOLERANCE
         assert [t.tolist() for t in cpu_tokens] == [t.tolist() for t in tokens]
-        diff = logit_diff(logits, ref_logits, inputs["attention_mask"])
+        diff = compare_logits(logits, ref_logits, inputs["attention_mask"])
         assert diff <= F32_TOLERANCE, f"pad {pad}: {diff:.3g}"
 
 
