@@ -105,6 +105,7 @@ def build(
     if family.task.read_extras is not None:
         raw = {**raw, **family.task.read_extras(folder)}
     check_layout(layout, task=family.task.name)
+    check_prefill_logits(prefill_logits, logits_to_keep, family.task)
     config = family.make_config(raw, generation)  # config errors before any weight is opened
     checkpoint = open_checkpoint(folder, raw)
     if quant_spec is None and isinstance(checkpoint, PrequantizedCheckpoint):
@@ -182,9 +183,6 @@ def _client_options(package: ModelPackage, task: Task, caps: EpCapabilities, lay
     if package.genai_config is not None and task.kv_cache_sized_by_context:
         apply_context_length(package.genai_config, context_length)
     if not task.takes_logits_to_keep:
-        if prefill_logits == LAST:
-            raise MobiusError(f"--prefill-logits last: only a causal LM's logits can be "
-                              f"limited, not a {task.name} package's")
         return
     if logits_to_keep is None:
         logits_to_keep = layout == TRANSFORMERS_JS and prefill_logits is None
@@ -200,8 +198,14 @@ def _client_options(package: ModelPackage, task: Task, caps: EpCapabilities, lay
         keep_last_logits(package.model)
 
 
-def check_prefill_logits(prefill_logits: str | None, logits_to_keep: bool | None) -> None:
-    """Rejects an unknown ``prefill_logits`` or one that contradicts ``logits_to_keep``."""
+def check_prefill_logits(prefill_logits: str | None, logits_to_keep: bool | None,
+                         task: Task | None = None) -> None:
+    """Rejects an unknown ``prefill_logits``, one that contradicts ``logits_to_keep``, or
+    "last" for a ``task`` without LM-head logits (once the checkpoint's task is known,
+    before any weight is read)."""
+    if task is not None and prefill_logits == LAST and not task.takes_logits_to_keep:
+        raise MobiusError(f"--prefill-logits last: only a causal LM's logits can be "
+                          f"limited, not a {task.name} package's")
     if prefill_logits not in (None, *PREFILL_LOGITS):
         raise MobiusError(f"unknown prefill logits {prefill_logits!r}; expected "
                           f"{' or '.join(PREFILL_LOGITS)}")
