@@ -77,6 +77,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-qwen2_5_vl": "qwen2_5_vl",
     "tiny-qwen3": "qwen",
     "tiny-qwen3-moe": "qwen_moe",
+    "tiny-qwen3_vl": "qwen3_vl",
     "tiny-roberta": "bert",
     "tiny-roberta-mlm": "masked_lm",
     "tiny-roberta-seq-cls": "classifiers",

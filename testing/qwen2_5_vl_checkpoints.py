@@ -1,6 +1,6 @@
-"""Tiny Qwen2.5-VL checkpoints written by transformers, and prompts for them.
+"""Tiny Qwen2.5-VL / Qwen3-VL checkpoints written by transformers, and prompts for them.
 
-transformers initializes the patch merger with std 0.02, so random image
+transformers initializes the patch mergers with std 0.02, so random image
 features would be ~0.01 next to O(1) text embeddings: the merger is scaled so
 they are O(1), and the decoder's query/key projections are scaled so that
 attention (hence the 3-D positions) moves the logits well past the tolerance
@@ -23,15 +23,16 @@ from testing.hf_checkpoints import make_hf_checkpoint
 GRID = (1, 6, 10)
 
 
-def make_qwen2_5_vl_checkpoint(folder: str, seed: int = 0, **overrides) -> str:
-    """tiny-qwen2_5_vl (+ overrides) saved by transformers, then perturbed in place."""
+def make_qwen2_5_vl_checkpoint(folder: str, seed: int = 0, preset: str = "tiny-qwen2_5_vl",
+                               **overrides) -> str:
+    """``preset`` (+ overrides) saved by transformers, then perturbed in place."""
     from safetensors.numpy import load_file, save_file
 
-    make_hf_checkpoint(folder, "tiny-qwen2_5_vl", seed=seed, **overrides)
+    make_hf_checkpoint(folder, preset, seed=seed, **overrides)
     path = os.path.join(folder, "model.safetensors")
     tensors = load_file(path)
     for name, value in tensors.items():
-        if "merger.mlp" in name:
+        if "merger.mlp" in name or ("merger" in name and "linear_fc" in name):
             tensors[name] = value * np.float32(6.0)
         elif "self_attn.q_proj.weight" in name or "self_attn.k_proj.weight" in name:
             tensors[name] = value * np.float32(4.0)  # sharper attention: positions matter more

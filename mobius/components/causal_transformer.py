@@ -69,11 +69,13 @@ class CausalTransformer(nn.Module):
         self.block_token_id: int | None = None
 
     def forward(self, op, input_ids, attention_mask, position_ids, past_key_values,
-                inputs_embeds=None):
+                inputs_embeds=None, layer_additions=()):
         """``inputs_embeds`` [batch, seq, hidden], when given, replaces the token
         lookup (``input_ids`` is then None): a multi-modal model's embedding
         graph has already merged image features into it. Everything after the
-        lookup (learned positions, embedding scale) still applies, as in transformers."""
+        lookup (learned positions, embedding scale) still applies, as in transformers.
+        ``layer_additions[i]`` [batch, seq, hidden] is added to layer i's output
+        (Qwen3-VL's deepstack visual features)."""
         config = self.config
         embedding, layers, norm = (getattr(self, name) for name in self.attributes)
         hidden = embedding(op, input_ids) if inputs_embeds is None else inputs_embeds
@@ -100,6 +102,8 @@ class CausalTransformer(nn.Module):
             hidden, present_key, present_value = layer(
                 op, hidden, cos, sin, masks[window], *past_key_values[i]
             )
+            if i < len(layer_additions):
+                hidden = op.Add(hidden, layer_additions[i])
             presents.append((present_key, present_value))
         return norm(op, hidden), presents
 
@@ -121,9 +125,11 @@ class CausalLM(nn.Module):
         self.logits_divisor = logits_divisor
 
     def forward(self, op, input_ids, attention_mask, position_ids, past_key_values,
-                inputs_embeds=None):
+                inputs_embeds=None, **body_inputs):
+        """``body_inputs``: further inputs of the body (``layer_additions``)."""
         body = getattr(self, self.body_attribute)
         extra = {} if inputs_embeds is None else {"inputs_embeds": inputs_embeds}
+        extra.update(body_inputs)
         hidden, presents = body(op, input_ids, attention_mask, position_ids, past_key_values,
                                 **extra)
         logits = self.lm_head(op, hidden)

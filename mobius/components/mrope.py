@@ -3,7 +3,9 @@
 position_ids carry three streams [3, batch, seq] (temporal, height, width;
 all three equal on text tokens). The rotary frequencies are split into
 consecutive sections (``mrope_section``, summing to rotary_dim/2): section k
-rotates by position stream k % 3. The result is ordinary cos/sin
+rotates by position stream k % 3. Qwen3-VL interleaves them instead
+(``interleaved``): frequency j reads stream j % 3 while j < 3 * section[j % 3],
+the temporal stream after that. The result is ordinary cos/sin
 [batch, seq, rotary_dim/2], so attention applies it like any RoPE.
 """
 
@@ -33,15 +35,25 @@ def stream_of_frequency(section: Sequence[int], half: int) -> np.ndarray:
                            for k, size in enumerate(section)])
 
 
+def stream_of_interleaved_frequency(section: Sequence[int], half: int) -> np.ndarray:
+    """[half] int: the stream each frequency reads in the interleaved layout."""
+    stream_of_frequency(section, half)  # the same bounds
+    index = np.arange(half)
+    streams = index % STREAMS
+    limits = np.array([half] + [STREAMS * int(s) for s in section[1:STREAMS]], dtype=np.int64)
+    return np.where(index < limits[streams], streams, 0)
+
+
 class MRotaryEmbedding(RotaryEmbedding):
     """position_ids [3, batch, seq] -> (cos, sin), each [batch, seq, rotary_dim/2]."""
 
-    def __init__(self, rope: RopeConfig, section: Sequence[int]):
+    def __init__(self, rope: RopeConfig, section: Sequence[int], interleaved: bool = False):
         if rope.is_dynamic:
             raise ConfigError(f"config.json: M-RoPE with rope type {rope.rope_type!r} "
                               f"is not supported")
         super().__init__(rope)
-        streams = stream_of_frequency(section, rope.rotary_dim // 2)
+        layout = stream_of_interleaved_frequency if interleaved else stream_of_frequency
+        streams = layout(section, rope.rotary_dim // 2)
         onehot = (np.arange(STREAMS)[:, None] == streams[None, :])  # [3, half]
         dtype = numpy_dtype(get_build_dtype())
         self.stream_select = constant(onehot.astype(dtype)[:, None, None, :], "mrope_select")

@@ -50,27 +50,37 @@ CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.261302
 def normalize_qwen2_5_vl(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The decoder's fields at the top level with plain RoPE parameters and
     ``mrope_section``; the token ids; the vision_config with its defaults."""
+    vision = QwenVisionConfig.from_dict(raw.get("vision_config") or {})
+    return normalize_qwen_vl(raw, "qwen2_5_vl", "Qwen2_5_VLForConditionalGeneration",
+                             vision_dict(vision))
+
+
+def normalize_qwen_vl(raw: Mapping[str, Any], model_type: str, architecture: str,
+                      vision: dict[str, Any], default_section: list[int] | None = None,
+                      ) -> dict[str, Any]:
+    """What Qwen2.5-VL and Qwen3-VL share: text_config (or the 4.x top level)
+    flattened, rope parameters plain + ``mrope_section`` (``default_section`` when
+    config.json has none), token ids, tie_word_embeddings, the checked vision dict."""
     text = {**{k: v for k, v in raw.items() if k not in _SECTIONS}, **(raw.get("text_config") or {})}
     rope = dict(text.pop("rope_parameters", None) or text.pop("rope_scaling", None) or {})
     text.pop("rope_scaling", None)
-    section = rope.pop("mrope_section", text.get("mrope_section"))
+    rope.pop("mrope_interleaved", None)  # transformers' Qwen3-VL always interleaves
+    section = rope.pop("mrope_section", text.get("mrope_section")) or default_section
     if not section:
-        raise ConfigError("config.json: qwen2_5_vl needs rope_parameters.mrope_section")
+        raise ConfigError(f"config.json: {model_type} needs rope_parameters.mrope_section")
     kind = rope.pop("type", rope.pop("rope_type", "default"))
     if kind not in ("default", "mrope"):
-        raise UnsupportedModelError(f"qwen2_5_vl: rope type {kind!r} with M-RoPE is not "
+        raise UnsupportedModelError(f"{model_type}: rope type {kind!r} with M-RoPE is not "
                                     f"supported; supported: default / mrope")
     if text.get("use_sliding_window"):
-        raise UnsupportedModelError("qwen2_5_vl: use_sliding_window is not supported")
+        raise UnsupportedModelError(f"{model_type}: use_sliding_window is not supported")
     ids = {key: raw.get(key, text.get(key, default)) for key, default in _VL_DEFAULTS.items()}
-    vision = QwenVisionConfig.from_dict(raw.get("vision_config") or {})
     tie = bool(raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
-    return {**text, **ids, "model_type": "qwen2_5_vl",
-            "architectures": list(raw.get("architectures") or
-                                  ["Qwen2_5_VLForConditionalGeneration"]),
+    return {**text, **ids, "model_type": model_type,
+            "architectures": list(raw.get("architectures") or [architecture]),
             "rope_parameters": {**rope, "rope_type": "default"},
             "mrope_section": [int(s) for s in section], "use_sliding_window": False,
-            "tie_word_embeddings": tie, "vision_config": vision_dict(vision)}
+            "tie_word_embeddings": tie, "vision_config": vision}
 
 
 def vision_dict(vision: QwenVisionConfig) -> dict[str, Any]:
@@ -90,18 +100,26 @@ class Qwen2_5_VLTextModel(LlamaForCausalLM):
 
 
 class Qwen2_5_VLForConditionalGeneration(nn.Module):
-    """The vision-language module protocol of mobius/tasks/vision_language.py."""
+    """The vision-language module protocol of mobius/tasks/vision_language.py.
+    Qwen3-VL (mobius/models/qwen3_vl.py) changes the class attributes below."""
+
+    normalize = staticmethod(normalize_qwen2_5_vl)
+    vision_config_class = QwenVisionConfig
+    vision_class = QwenVisionTransformer
+    text_class = Qwen2_5_VLTextModel
+    #: genai's image processor: its name, the Normalize step's mean, std and flag
+    processor = ("qwen2_5_image_processor", CLIP_MEAN, CLIP_STD, "qwen2_5_vl")
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        raw = normalize_qwen2_5_vl(config.raw)  # idempotent
-        vision = QwenVisionConfig.from_dict(raw["vision_config"])
+        raw = self.normalize(config.raw)  # idempotent
+        vision = self.vision_config_class.from_dict(raw["vision_config"])
         if vision.out_hidden_size != config.hidden_size:
             raise ConfigError(f"config.json: vision_config out_hidden_size "
                               f"{vision.out_hidden_size} != text hidden_size {config.hidden_size}")
         for key in _VL_DEFAULTS:
             if not 0 <= int(raw[key]) < config.vocab_size:
-                raise ConfigError(f"qwen2_5_vl: {key} {raw[key]} is outside the vocabulary "
+                raise ConfigError(f"{raw['model_type']}: {key} {raw[key]} is outside the vocabulary "
                                   f"(vocab_size {config.vocab_size})")
         self.vision = vision
         self.image_token_id = int(raw["image_token_id"])
@@ -110,8 +128,8 @@ class Qwen2_5_VLForConditionalGeneration(nn.Module):
         self.vision_inputs = (
             TensorSpec("pixel_values", None, (vision_language.NUM_PATCHES, vision.patch_dim)),
             TensorSpec("image_grid_thw", ir.DataType.INT64, (vision_language.NUM_IMAGES, 3)))
-        self.visual = QwenVisionTransformer(vision)
-        self.language_model = Qwen2_5_VLTextModel(config)
+        self.visual = self.vision_class(vision)
+        self.language_model = self.text_class(config)
         if config.tie_word_embeddings:
             # embedding.onnx and model.onnx each hold their own copy of the table
             self.language_model.lm_head = LMHead(
@@ -133,10 +151,13 @@ class Qwen2_5_VLForConditionalGeneration(nn.Module):
             "video_token_id": self.token_ids["video_token_id"],
             "vision_start_token_id": self.token_ids["vision_start_token_id"],
             "vision": {"spatial_merge_size": vision.spatial_merge_size,
-                       "patch_size": vision.patch_size, "window_size": vision.window_size,
-                       "tokens_per_second": vision.tokens_per_second,
-                       "config_filename": PROCESSOR_FILE},
+                       "patch_size": vision.patch_size, "config_filename": PROCESSOR_FILE,
+                       **self.genai_vision_extras()},
         }
+
+    def genai_vision_extras(self) -> dict[str, Any]:
+        vision = self.vision
+        return {"window_size": vision.window_size, "tokens_per_second": vision.tokens_per_second}
 
     def genai_processor_files(self) -> dict[str, Any]:
         """genai's image processor (onnxruntime-extensions steps), as transformers'
@@ -144,6 +165,7 @@ class Qwen2_5_VLForConditionalGeneration(nn.Module):
         of patch * merge within [min_pixels, max_pixels], rescale, CLIP mean/std,
         then cut into the flattened patches the vision model takes."""
         vision = self.vision
+        name, mean, std, flag = self.processor
         steps = [
             ("decode_image", "DecodeImage", {"color_space": "RGB"}),
             ("convert_to_rgb", "ConvertRGB", None),
@@ -152,16 +174,14 @@ class Qwen2_5_VLForConditionalGeneration(nn.Module):
                                   "patch_size": vision.patch_size,
                                   "merge_size": vision.spatial_merge_size}),
             ("rescale", "Rescale", {"rescale_factor": 1 / 255}),
-            ("normalize", "Normalize", {"mean": list(CLIP_MEAN), "std": list(CLIP_STD),
-                                        "qwen2_5_vl": 1}),
+            ("normalize", "Normalize", {"mean": list(mean), "std": list(std), flag: 1}),
             ("patch_image", "PatchImage", {"patch_size": vision.patch_size,
                                            "temporal_patch_size": vision.temporal_patch_size,
                                            "merge_size": vision.spatial_merge_size}),
         ]
         transforms = [{"operation": {"name": name, "type": kind, **({"attrs": attrs} if attrs else {})}}
                       for name, kind, attrs in steps]
-        return {PROCESSOR_FILE: {"processor": {"name": "qwen2_5_image_processor",
-                                               "transforms": transforms}}}
+        return {PROCESSOR_FILE: {"processor": {"name": name, "transforms": transforms}}}
 
 
 FAMILY = ModelFamily(

@@ -144,9 +144,10 @@ class QwenVisionBlock(nn.Module):
 
 
 class PatchProjection(nn.Module):
-    """Conv3d(kernel = stride = patch) on one flattened patch is a MatMul."""
+    """Conv3d(kernel = stride = patch) on one flattened patch is a MatMul
+    (+ the conv's bias: Qwen3-VL has one, Qwen2.5-VL not)."""
 
-    def __init__(self, config: QwenVisionConfig):
+    def __init__(self, config: QwenVisionConfig, bias: bool = False):
         super().__init__()
         hidden = config.hidden_size
         self.weight = Weight(
@@ -154,17 +155,19 @@ class PatchProjection(nn.Module):
             checkpoint_shape=[hidden, config.in_channels, config.temporal_patch_size,
                               config.patch_size, config.patch_size],
             transform=lambda a: np.ascontiguousarray(a.reshape(hidden, -1).T))
+        self.bias = Weight([hidden]) if bias else None
 
     def forward(self, op, pixel_values):
-        return op.MatMul(pixel_values, self.weight)
+        out = op.MatMul(pixel_values, self.weight)
+        return out if self.bias is None else op.Add(out, self.bias)
 
 
 class PatchEmbed(nn.Module):
     """[patches, patch_dim] -> [1, patches, hidden]."""
 
-    def __init__(self, config: QwenVisionConfig):
+    def __init__(self, config: QwenVisionConfig, bias: bool = False):
         super().__init__()
-        self.proj = PatchProjection(config)
+        self.proj = PatchProjection(config, bias)
 
     def forward(self, op, pixel_values):
         return op.Unsqueeze(self.proj(op, pixel_values), op.Constant(value_ints=[0]))
@@ -196,36 +199,42 @@ class QwenVisionTransformer(nn.Module):
         self.patch_embed = PatchEmbed(config)
         self.blocks = nn.ModuleList([QwenVisionBlock(config) for _ in range(config.depth)])
         self.merger = PatchMerger(config)
-        quarter = config.head_dim // 4
-        self.inv_freq = 1.0 / (config.rope_theta ** (np.arange(quarter, dtype=np.float32)
-                                                     * 2 / (config.head_dim // 2)))
+        self.inv_freq = axial_inv_freq(config.head_dim, config.rope_theta)
 
     def forward(self, op, pixel_values, image_grid_thw):
-        layout = _patch_layout(op, pixel_values, image_grid_thw, self.config)
-        cos, sin = self._rotary(op, layout["row"], layout["col"])
-        masks = {False: _group_mask(op, layout["window"]), True: _group_mask(op, layout["frame"])}
+        config = self.config
+        layout = patch_layout(op, pixel_values, image_grid_thw, config.spatial_merge_size,
+                              config.merger_window)
+        cos, sin = axial_rotary(op, self.inv_freq, layout["row"], layout["col"])
+        masks = {False: group_mask(op, layout["window"]), True: group_mask(op, layout["frame"])}
         x = self.patch_embed(op, pixel_values)
         for i, block in enumerate(self.blocks):
-            x = block(op, x, cos, sin, masks[i in self.config.fullatt_block_indexes])
+            x = block(op, x, cos, sin, masks[i in config.fullatt_block_indexes])
         return self.merger(op, x)
 
-    def _rotary(self, op, row, col):
-        """cos/sin [1, patches, head_dim/2]: rows rotate the first half of the
-        frequencies, columns the second (transformers' axial 2-D RoPE)."""
-        inv = op.Constant(value=ir.tensor(self.inv_freq.astype(np.float32)))
-        last = op.Constant(value_ints=[-1])
-        angles = op.Concat(
-            op.Mul(op.Unsqueeze(op.Cast(row, to=ir.DataType.FLOAT), last), inv),
-            op.Mul(op.Unsqueeze(op.Cast(col, to=ir.DataType.FLOAT), last), inv), axis=-1)
-        angles = op.Unsqueeze(angles, op.Constant(value_ints=[0]))
-        dtype = get_build_dtype()
-        return op.Cast(op.Cos(angles), to=dtype), op.Cast(op.Sin(angles), to=dtype)
+
+def axial_inv_freq(head_dim: int, theta: float) -> np.ndarray:
+    """[head_dim / 4] frequencies, shared by the row and the column halves."""
+    return 1.0 / (theta ** (np.arange(head_dim // 4, dtype=np.float32) * 2 / (head_dim // 2)))
 
 
-def _patch_layout(op, pixel_values, image_grid_thw, config: QwenVisionConfig) -> dict:
+def axial_rotary(op, inv_freq: np.ndarray, row, col):
+    """cos/sin [1, patches, head_dim/2]: rows rotate the first half of the
+    frequencies, columns the second (transformers' axial 2-D RoPE)."""
+    inv = op.Constant(value=ir.tensor(inv_freq.astype(np.float32)))
+    last = op.Constant(value_ints=[-1])
+    angles = op.Concat(
+        op.Mul(op.Unsqueeze(op.Cast(row, to=ir.DataType.FLOAT), last), inv),
+        op.Mul(op.Unsqueeze(op.Cast(col, to=ir.DataType.FLOAT), last), inv), axis=-1)
+    angles = op.Unsqueeze(angles, op.Constant(value_ints=[0]))
+    dtype = get_build_dtype()
+    return op.Cast(op.Cos(angles), to=dtype), op.Cast(op.Sin(angles), to=dtype)
+
+
+def patch_layout(op, pixel_values, image_grid_thw, merge: int, side: int | None = None) -> dict:
     """Per patch (int64 [patches]): its row and column in its frame, its frame, and
-    its attention window (unique across frames)."""
-    merge, side = config.spatial_merge_size, config.merger_window
+    (with ``side``, the window side in merged tokens) its attention window (unique
+    across frames); also the grid's rows ``h`` and columns ``w`` (scalars)."""
     grid = op.Gather(image_grid_thw, op.Constant(value_int=0), axis=0)  # [3]: t, h, w
     h = op.Gather(grid, op.Constant(value_int=1), axis=0)
     w = op.Gather(grid, op.Constant(value_int=2), axis=0)
@@ -242,13 +251,16 @@ def _patch_layout(op, pixel_values, image_grid_thw, config: QwenVisionConfig) ->
     block_row, block_col = op.Div(block, blocks_per_row), op.Mod(block, blocks_per_row)
     row = op.Add(op.Mul(block_row, const(merge)), op.Div(cell, const(merge)))
     col = op.Add(op.Mul(block_col, const(merge)), op.Mod(cell, const(merge)))
-    window = op.Add(op.Mul(frame, area),
-                    op.Add(op.Mul(op.Div(block_row, const(side)), blocks_per_row),
-                           op.Div(block_col, const(side))))
-    return {"row": row, "col": col, "frame": frame, "window": window}
+    layout = {"row": row, "col": col, "frame": frame, "h": h, "w": w}
+    if side is None:
+        return layout
+    layout["window"] = op.Add(op.Mul(frame, area),
+                              op.Add(op.Mul(op.Div(block_row, const(side)), blocks_per_row),
+                                     op.Div(block_col, const(side))))
+    return layout
 
 
-def _group_mask(op, group):
+def group_mask(op, group):
     """Additive mask [1, 1, patches, patches]: a patch sees the patches of its group."""
     same = op.Equal(op.Unsqueeze(group, op.Constant(value_ints=[1])),
                     op.Unsqueeze(group, op.Constant(value_ints=[0])))

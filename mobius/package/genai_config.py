@@ -99,6 +99,7 @@ def vision_language_genai_config(
     decoder_token_ids: bool = False,
     vision_inputs: tuple[str, ...] = ("pixel_values",),
     extra: Mapping[str, Any] | None = None,
+    embeds_width: int | None = None,
 ) -> dict[str, Any]:
     """genai_config.json of a three-model vision-language package
     (mobius/tasks/vision_language.py): the ``vision`` and ``embedding`` sections
@@ -116,7 +117,9 @@ def vision_language_genai_config(
     decoder that declares it); ``vision_inputs``: the vision model's input names
     (genai's key = the name); ``extra``: further ``model`` keys of the family (its
     ``vision`` mapping is merged into the vision section: Qwen2.5-VL's patch and
-    window sizes, the processor's config_filename).
+    window sizes, the processor's config_filename); ``embeds_width``: the last dim of
+    image_features and inputs_embeds when it is not hidden_size (genai allocates both
+    as the decoder's ``hidden_size``, which is read for nothing else in these types).
     """
     genai = decoder_genai_config(config, provider_options=provider_options,
                                  past_present_share_buffer=past_present_share_buffer)
@@ -126,6 +129,8 @@ def vision_language_genai_config(
               **{k: v for k, v in decoder["inputs"].items()
                  if k != "input_ids" or decoder_token_ids}}
     decoder["inputs"] = inputs
+    if embeds_width is not None:
+        decoder["hidden_size"] = embeds_width
     # No session_options of their own: genai then gives both the decoder's (graph
     # capture disabled, as it does for every non-decoder session).
     model["embedding"] = {

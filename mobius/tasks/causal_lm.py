@@ -61,16 +61,23 @@ def position_streams(module: nn.Module) -> int:
     return getattr(module, "position_streams", 1)
 
 
+def embeds_width(module: nn.Module, config: ArchitectureConfig) -> int:
+    """The last dim of inputs_embeds: the hidden size, or the module's own
+    ``inputs_embeds_width`` (Qwen3-VL packs its deepstack features beside it)."""
+    return getattr(module, "inputs_embeds_width", config.hidden_size)
+
+
 def decoder_io(config: ArchitectureConfig, inputs_embeds: bool = False,
                token_ids: bool = False, recurrent: RecurrentStates | None = None,
-               streams: int = 1) -> ModelIO:
+               streams: int = 1, width: int | None = None) -> ModelIO:
     """The decoder contract; ``inputs_embeds`` replaces input_ids (TaskFlags.inputs_embeds);
     ``token_ids`` keeps input_ids beside it (a mask that depends on the tokens);
     ``recurrent``: a hybrid's state-carrying layers (see the module docstring);
-    ``streams`` > 1 gives position_ids a leading [streams] axis (see position_streams)."""
+    ``streams`` > 1 gives position_ids a leading [streams] axis (see position_streams);
+    ``width``: inputs_embeds' last dim (default hidden_size; see embeds_width)."""
     kv, head_dim = config.num_key_value_heads, config.head_dim
     ids = TensorSpec("input_ids", INT64, (BATCH, SEQ))
-    first = ((TensorSpec("inputs_embeds", None, (BATCH, SEQ, config.hidden_size)),
+    first = ((TensorSpec("inputs_embeds", None, (BATCH, SEQ, width or config.hidden_size)),
               *((ids,) if token_ids else ())) if inputs_embeds else (ids,))
     positions = (streams, BATCH, SEQ) if streams > 1 else (BATCH, SEQ)
     recurrent = recurrent or {}
@@ -96,7 +103,8 @@ def build_causal_lm(module: nn.Module, config: ArchitectureConfig,
     dtype = get_build_dtype()
     graph, builder = new_graph(OPSET)
     recurrent = recurrent_states(module)
-    io = decoder_io(config, flags.inputs_embeds, token_ids, recurrent, position_streams(module))
+    io = decoder_io(config, flags.inputs_embeds, token_ids, recurrent, position_streams(module),
+                    embeds_width(module, config))
     inputs = add_inputs(builder, io.inputs, dtype)
     names = layer_state_names(config, recurrent)
     past = [tuple(inputs[f"past_key_values.{i}.{n}"] for n in layer)

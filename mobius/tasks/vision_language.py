@@ -16,7 +16,10 @@ onnxruntime-genai's multi-modal pipeline (vision -> embedding -> decoder).
     streams (``position_streams`` 3).
 
 ``hidden`` is the decoder's hidden size: the projector maps image features
-into the text embedding space. image_features is rank 2 because genai
+into the text embedding space. A language model may declare a wider
+``inputs_embeds_width`` (Qwen3-VL: its deepstack features ride beside the
+embeddings); genai_config's decoder ``hidden_size`` is then that width, since
+genai sizes both image_features and inputs_embeds by it. image_features is rank 2 because genai
 allocates it as [num_image_tokens, hidden] (the count its processor reports)
 and hands the same buffer from the vision to the embedding session.
 
@@ -50,7 +53,7 @@ from mobius.context import get_build_dtype
 from mobius.package.genai_config import vision_language_genai_config
 from mobius.roles import DECODER, EMBEDDING, VISION
 from mobius.tasks.causal_lm import (BATCH, NAMED_DIMS, SEQ, build_causal_lm, decoder_io,
-                                    position_streams)
+                                    embeds_width, position_streams)
 from mobius.tasks.concrete_dims import check_io_dims
 from mobius.tasks.task import (GenaiContext, ModelIO, PackageConfigs, Reference, Task, TaskFlags,
                                TensorSpec, add_inputs, add_outputs, new_graph)
@@ -72,14 +75,15 @@ def vision_inputs(module: nn.Module) -> tuple[TensorSpec, ...]:
 
 
 def vision_language_io(module: nn.Module, config: ArchitectureConfig) -> dict[str, ModelIO]:
-    features = TensorSpec("image_features", None, (NUM_IMAGE_TOKENS, config.hidden_size))
+    width = embeds_width(module.language_model, config)
+    features = TensorSpec("image_features", None, (NUM_IMAGE_TOKENS, width))
     return {
         "vision": ModelIO(inputs=vision_inputs(module), outputs=(features,)),
         "embedding": ModelIO(
             inputs=(TensorSpec("input_ids", ir.DataType.INT64, (BATCH, SEQ)), features),
-            outputs=(TensorSpec("inputs_embeds", None, (BATCH, SEQ, config.hidden_size)),)),
+            outputs=(TensorSpec("inputs_embeds", None, (BATCH, SEQ, width)),)),
         "model": decoder_io(config, inputs_embeds=True, token_ids=_token_ids(module),
-                            streams=position_streams(module.language_model)),
+                            streams=position_streams(module.language_model), width=width),
     }
 
 
@@ -136,7 +140,8 @@ def _genai_configs(module: nn.Module, config: ArchitectureConfig,
         past_present_share_buffer=genai.past_present_share_buffer,
         decoder_token_ids=_token_ids(module),
         vision_inputs=tuple(spec.name for spec in vision_inputs(module)),
-        extra=extra() if extra is not None else None)
+        extra=extra() if extra is not None else None,
+        embeds_width=embeds_width(module.language_model, config))
     if files:  # genai's image processor reads it through model.vision.config_filename
         genai_config["model"]["vision"].setdefault("config_filename", next(iter(files)))
     return PackageConfigs(genai_config, extra_json=files)

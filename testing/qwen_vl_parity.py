@@ -1,0 +1,147 @@
+"""The Qwen2.5-VL / Qwen3-VL parity harness: a saved three-model package run
+as onnxruntime-genai chains it, and transformers' reference for the same inputs.
+
+One batch of 2 prompts with one 6 x 10-patch image each (row 1 left-padded)
+runs vision -> embedding -> decoder, then decode steps feeding the greedy
+token through the embedding model (zero image features) and present.* back as
+past_key_values.*. The prefill's 3-D position ids are transformers' own
+(``get_rope_index``); each decode step continues every stream at the row's
+last position + 1. Qwen3-VL's image_features / inputs_embeds carry its
+deepstack features beside the embeddings (mobius/models/qwen3_vl.py): the
+reference lays transformers' out the same way.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from mobius.builder import build
+from testing.model_runs import ort_session
+from testing.qwen2_5_vl_checkpoints import GRID, image_span, make_pixels
+
+STEPS, PAD = 3, 3
+
+
+class Package:
+    """The saved package's three onnxruntime sessions."""
+
+    def __init__(self, path: str, package):
+        self.path, self.package, self.config = path, package, package.config
+        self.vision = ort_session(os.path.join(path, "vision.onnx"))
+        self.embedding = ort_session(os.path.join(path, "embedding.onnx"))
+        self.decoder = ort_session(os.path.join(path, "model.onnx"))
+        self.width = self.embedding.get_inputs()[1].shape[-1]  # image_features' last dim
+
+    def image_features(self, pixel_values, image_grid_thw):
+        return self.vision.run(None, {"pixel_values": pixel_values,
+                                      "image_grid_thw": image_grid_thw})[0]
+
+    def embed(self, input_ids, image_features):
+        return self.embedding.run(None, {"input_ids": input_ids,
+                                         "image_features": image_features})[0]
+
+    def decode(self, embeds, attention_mask, position_ids, past):
+        config = self.config
+        feeds = {"inputs_embeds": embeds, "attention_mask": attention_mask,
+                 "position_ids": position_ids}
+        for i in range(config.num_hidden_layers):
+            for j, kind in enumerate(("key", "value")):
+                feeds[f"past_key_values.{i}.{kind}"] = past[i][j] if past else np.zeros(
+                    (embeds.shape[0], config.num_key_value_heads, 0, config.head_dim), np.float32)
+        names = [o.name for o in self.decoder.get_outputs()]
+        out = dict(zip(names, self.decoder.run(None, feeds)))
+        presents = [(out[f"present.{i}.key"], out[f"present.{i}.value"])
+                    for i in range(config.num_hidden_layers)]
+        return out["logits"], presents
+
+    def generate(self, inputs, steps=STEPS):
+        """(image_features, prefill inputs_embeds, per-step logits, greedy tokens)."""
+        features = self.image_features(inputs["pixel_values"], inputs["image_grid_thw"])
+        embeds = self.embed(inputs["input_ids"], features)
+        mask, positions = inputs["attention_mask"], inputs["position_ids"]
+        logits, past = self.decode(embeds, mask, positions, None)
+        steps_logits, tokens = [logits], []
+        no_features = np.zeros((0, self.width), np.float32)
+        for step in range(steps):
+            token = steps_logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64)
+            tokens.append(token)
+            mask = np.concatenate([mask, np.ones((mask.shape[0], 1), np.int64)], axis=1)
+            logits, past = self.decode(self.embed(token, no_features), mask,
+                                       decode_positions(positions, step), past)
+            steps_logits.append(logits)
+        return features, embeds, steps_logits, tokens
+
+
+def decode_positions(prefill_positions: np.ndarray, step: int) -> np.ndarray:
+    """[3, batch, 1]: every stream continues at the row's last prefill position + 1 + step
+    (the last prompt token is text, so its three streams agree)."""
+    return prefill_positions[:, :, -1:] + 1 + step
+
+
+def build_and_load(folder, out_dir, ep="default") -> Package:
+    package = build(folder, execution_provider=ep, dtype="f32")
+    return Package(package.save(str(out_dir), overwrite=True), package)
+
+
+def make_inputs(hf_model, seed=0, pad=PAD) -> dict:
+    """Two prompts with one image each (row 1 left-padded by ``pad`` <= 3), their
+    patches and grids, and transformers' 3-D position ids for them."""
+    import torch
+
+    config = hf_model.config
+    rng = np.random.default_rng(seed)
+    text = lambda n: [int(t) for t in rng.integers(4, config.vision_start_token_id - 1, size=n)]  # noqa: E731
+    row0 = text(2) + image_span(config) + text(3)
+    row1 = [0] * pad + text(1) + image_span(config) + text(4 - pad)
+    input_ids = np.array([row0, row1], dtype=np.int64)
+    attention_mask = np.ones_like(input_ids)
+    attention_mask[1, :pad] = 0
+    pixel_values, grid = make_pixels(config, [GRID, GRID], rng)
+    with torch.no_grad():
+        ids = torch.from_numpy(input_ids)
+        positions, _ = hf_model.model.get_rope_index(
+            ids, (ids == config.image_token_id).int(), torch.from_numpy(grid),
+            attention_mask=torch.from_numpy(attention_mask))
+    return {"input_ids": input_ids, "attention_mask": attention_mask,
+            "pixel_values": pixel_values, "image_grid_thw": grid,
+            "position_ids": positions.numpy().astype(np.int64)}
+
+
+def _hf_features(hf_model, ids, pixels, grid):
+    """(image features [tokens, hidden * (1 + D)], merged inputs_embeds of the same width)."""
+    import torch
+
+    out = hf_model.model.get_image_features(pixels, grid)
+    parts = [torch.cat(list(out.pooler_output))]
+    parts += [torch.cat(list(f)) for f in getattr(out, "deepstack_features", None) or []]
+    embeds = hf_model.get_input_embeddings()(ids)
+    placeholder, _ = hf_model.model.get_placeholder_mask(ids, inputs_embeds=embeds,
+                                                         image_features=parts[0])
+    merged = [embeds.masked_scatter(placeholder, parts[0])]
+    merged += [torch.zeros_like(embeds).masked_scatter(placeholder, f) for f in parts[1:]]
+    return torch.cat(parts, -1), torch.cat(merged, -1)
+
+
+def hf_reference(hf_model, inputs, tokens):
+    """transformers' image features, merged embeddings and per-step logits."""
+    import torch
+
+    with torch.no_grad():
+        ids, mask = torch.from_numpy(inputs["input_ids"]), torch.from_numpy(inputs["attention_mask"])
+        pixels, grid = torch.from_numpy(inputs["pixel_values"]), torch.from_numpy(inputs["image_grid_thw"])
+        features, merged = _hf_features(hf_model, ids, pixels, grid)
+        out = hf_model(input_ids=ids, pixel_values=pixels, image_grid_thw=grid,
+                       attention_mask=mask, mm_token_type_ids=(ids == hf_model.config.image_token_id).int(),
+                       use_cache=True)
+        logits = [out.logits.numpy()]
+        cache = getattr(out, "cache", None) or out.past_key_values
+        for step, token in enumerate(tokens):
+            mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype)], dim=1)
+            positions = torch.from_numpy(decode_positions(inputs["position_ids"], step))
+            out = hf_model(input_ids=torch.from_numpy(token), attention_mask=mask,
+                           position_ids=positions, use_cache=True, cache=cache)
+            cache = getattr(out, "cache", None) or out.past_key_values
+            logits.append(out.logits.numpy())
+    return features.numpy(), merged.numpy(), logits
