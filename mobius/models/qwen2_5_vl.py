@@ -109,6 +109,8 @@ class Qwen2_5_VLForConditionalGeneration(nn.Module):
     text_class = Qwen2_5_VLTextModel
     #: genai's image processor: its name, the Normalize step's mean, std and flag
     processor = ("qwen2_5_image_processor", CLIP_MEAN, CLIP_STD, "qwen2_5_vl")
+    #: the resize's [min_pixels, max_pixels]
+    pixel_bounds = (56 * 56, 28 * 28 * 1280 * 16)
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
@@ -161,16 +163,18 @@ class Qwen2_5_VLForConditionalGeneration(nn.Module):
 
     def genai_processor_files(self) -> dict[str, Any]:
         """genai's image processor (onnxruntime-extensions steps), as transformers'
-        Qwen2VLImageProcessor with its defaults: decode, RGB, resize to a multiple
-        of patch * merge within [min_pixels, max_pixels], rescale, CLIP mean/std,
-        then cut into the flattened patches the vision model takes."""
+        Qwen2VLImageProcessor with the family's settings: decode, RGB, resize to a
+        multiple of patch * merge within ``pixel_bounds``, rescale, normalize
+        (Qwen2.5-VL: CLIP mean/std; Qwen3-VL: 0.5), then cut into the flattened
+        patches the vision model takes."""
         vision = self.vision
         name, mean, std, flag = self.processor
         steps = [
             ("decode_image", "DecodeImage", {"color_space": "RGB"}),
             ("convert_to_rgb", "ConvertRGB", None),
             ("resize", "Resize", {"width": 540, "height": 360, "smart_resize": 1,
-                                  "min_pixels": 56 * 56, "max_pixels": 28 * 28 * 1280 * 16,
+                                  "min_pixels": self.pixel_bounds[0],
+                                  "max_pixels": self.pixel_bounds[1],
                                   "patch_size": vision.patch_size,
                                   "merge_size": vision.spatial_merge_size}),
             ("rescale", "Rescale", {"rescale_factor": 1 / 255}),

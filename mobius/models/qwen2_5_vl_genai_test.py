@@ -1,5 +1,7 @@
-"""L4 (e2e): onnxruntime-genai runs the mobius Qwen2.5-VL package as its own
-``qwen2_5_vl`` type and greedy-generates what transformers' ``generate`` does.
+"""L4 (e2e): onnxruntime-genai runs the mobius Qwen2.5-VL and Qwen3-VL packages
+as its own ``qwen2_5_vl`` / ``qwen3_vl`` types and greedy-generates what
+transformers' ``generate`` does (Qwen3-VL: with its deepstack features carried
+from the vision model to the decoder beside the embeddings).
 
 genai's multi-modal pipeline (vision -> embedding -> decoder) computes the
 decoder's 3-D position ids itself: from input_ids (an image starts after
@@ -36,13 +38,24 @@ NEW_TOKENS = 8
 IMAGES = {"text-only": [], "one-image": [GRID], "two-images-two-grids": [GRID, (1, 4, 6)]}
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """(package folder, transformers model) for the tiny-qwen2_5_vl checkpoint, cpu EP."""
-    root = tmp_path_factory.mktemp("qwen2_5_vl")
-    folder = make_qwen2_5_vl_checkpoint(str(root / "ckpt"))
+#: family: (tiny preset, transformers' image processor settings beyond the vision config's,
+#: the test image's height and width). Qwen3-VL's image lies above min_pixels: scaling an
+#: image up to it, genai's resize rounds down where transformers' rounds up (40 x 56
+#: becomes 54 x 76 patches there, 56 x 76 in transformers).
+FAMILIES = {
+    "qwen2_5_vl": ("tiny-qwen2_5_vl", {}, (40, 56)),
+    "qwen3_vl": ("tiny-qwen3_vl", {"image_mean": [0.5] * 3, "image_std": [0.5] * 3,
+                                   "min_pixels": 65536, "max_pixels": 16777216}, (236, 330)),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def built(request, tmp_path_factory):
+    """(package folder, transformers model, family) for the family's tiny checkpoint, cpu EP."""
+    root = tmp_path_factory.mktemp(request.param)
+    folder = make_qwen2_5_vl_checkpoint(str(root / "ckpt"), preset=FAMILIES[request.param][0])
     path = build(folder, execution_provider="cpu", dtype="f32").save(str(root / "pkg"))
-    return path, load_hf_model(folder)
+    return path, load_hf_model(folder), request.param
 
 
 def _prompt(config, grids, seed=0):
@@ -80,12 +93,12 @@ def _genai_generate(path, input_ids, pixel_values, grid_thw, tokens_per_image) -
     return tokens
 
 
-def test_genai_config_names_the_qwen2_5_vl_type(built):
-    path, hf_model = built
+def test_genai_config_names_the_family_type(built):
+    path, hf_model, family = built
     with open(f"{path}/genai_config.json") as f:
         model = json.load(f)["model"]
     config = hf_model.config
-    assert model["type"] == "qwen2_5_vl"
+    assert model["type"] == family
     assert (model["image_token_id"], model["vision_start_token_id"]) == (
         config.image_token_id, config.vision_start_token_id)
     assert model["vision"]["inputs"] == {"pixel_values": "pixel_values",
@@ -95,7 +108,7 @@ def test_genai_config_names_the_qwen2_5_vl_type(built):
 
 @pytest.mark.parametrize("case", sorted(IMAGES))
 def test_genai_generates_like_transformers(built, case):
-    path, hf_model = built
+    path, hf_model, _ = built
     grids = IMAGES[case]
     input_ids, pixel_values, grid_thw = _prompt(hf_model.config, grids)
     expected = hf_qwen_generate(hf_model, input_ids, pixel_values, grid_thw, NEW_TOKENS)
@@ -106,12 +119,13 @@ def test_genai_generates_like_transformers(built, case):
 def test_genai_image_processor_gives_transformers_patches(built, tmp_path):
     """The package's processor_config.json: genai's MultiModalProcessor turns an image
     into the pixel_values / image_grid_thw transformers' Qwen2VLImageProcessor makes
-    (resized 40 x 56 -> 48 x 72, 12 x 18 patches of 4 px, 2 frames each)."""
+    with the family's settings (Qwen2.5-VL: resized 40 x 56 -> 48 x 72, 12 x 18 patches
+    of 4 px, 2 frames each; Qwen3-VL: 236 x 330 -> 240 x 328, mean/std 0.5)."""
     import transformers
     from PIL import Image
 
-    path, hf_model = built
-    pixels = (np.random.default_rng(3).random((40, 56, 3)) * 255).astype(np.uint8)
+    path, hf_model, family = built
+    pixels = (np.random.default_rng(3).random((*FAMILIES[family][2], 3)) * 255).astype(np.uint8)
     image_path = str(tmp_path / "image.png")
     Image.fromarray(pixels).save(image_path)
     processor = og.Model(path).create_multimodal_processor()
@@ -119,8 +133,8 @@ def test_genai_image_processor_gives_transformers_patches(built, tmp_path):
     vision = hf_model.config.vision_config
     reference = transformers.Qwen2VLImageProcessorPil(
         patch_size=vision.patch_size, merge_size=vision.spatial_merge_size,
-        temporal_patch_size=vision.temporal_patch_size)(images=Image.open(image_path),
-                                                         return_tensors="np")
+        temporal_patch_size=vision.temporal_patch_size,
+        **FAMILIES[family][1])(images=Image.open(image_path), return_tensors="np")
     np.testing.assert_array_equal(out["image_grid_thw"].as_numpy().reshape(-1, 3),
                                   reference["image_grid_thw"])
     ours = out["pixel_values"].as_numpy()

@@ -80,6 +80,8 @@ class Qwen3VLForConditionalGeneration(Qwen2_5_VLForConditionalGeneration):
     vision_class = Qwen3VisionTransformer
     text_class = Qwen3VLTextModel
     processor = ("qwen3_vl_image_processor", HALF, HALF, "qwen3_vl")
+    #: the released checkpoints' preprocessor_config.json size (shortest / longest edge)
+    pixel_bounds = (65536, 16777216)
 
     def embed(self, op, input_ids, image_features):
         """The token embeddings, zeros in the deepstack chunks, then the image

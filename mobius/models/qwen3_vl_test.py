@@ -1,0 +1,131 @@
+"""L1: the Qwen3-VL family (task image-text-to-text, three models) builds for
+every built-in EP and every dtype it accepts (MLX rejects the task up front),
+each saved model passes the full ONNX checker, and the graph I/O + genai_config
+are genai's qwen3_vl contract with the deepstack features beside the
+embeddings: image_features and inputs_embeds are hidden * (1 + deepstack
+layers) wide, and so is genai_config's decoder hidden_size (genai sizes both
+buffers by it). Also the errors for what the family does not support. Uses
+mobius' numpy tiny checkpoint (no torch); parity with transformers is
+qwen3_vl_parity_test.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import onnx
+import pytest
+
+from mobius.builder import build
+from mobius.ep.registry import ep_registry
+from mobius.errors import ConfigError, MobiusError, UnsupportedModelError
+from mobius.models.qwen3_vl import FAMILY, Qwen3VLForConditionalGeneration, normalize_qwen3_vl
+from mobius.models.registry import family_for
+from mobius.tiny.checkpoint import make_tiny_checkpoint
+from mobius.tiny.presets import TINY_PRESETS
+from mobius.weights.dtypes import SHORT_NAMES
+
+PRESET = TINY_PRESETS["tiny-qwen3_vl"]
+TEXT, VISION = PRESET["text_config"], PRESET["vision_config"]
+PATCH_DIM = 3 * 2 * 4 * 4  # channels * temporal_patch_size * patch_size^2
+WIDTH = TEXT["hidden_size"] * (1 + len(VISION["deepstack_visual_indexes"]))
+MATRIX = [(caps.name, SHORT_NAMES[dtype]) for caps in ep_registry
+          for dtype in sorted(caps.dtypes, key=lambda d: SHORT_NAMES[d])]
+
+
+def _io(values) -> dict:
+    return {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in values}
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> str:
+    return make_tiny_checkpoint("tiny-qwen3_vl", str(tmp_path_factory.mktemp("tiny") / "q3vl"))
+
+
+@pytest.mark.parametrize("ep,dtype", MATRIX, ids=[f"{e}-{d}" for e, d in MATRIX])
+def test_builds_for_every_ep_and_dtype(ep, dtype, checkpoint, tmp_path):
+    caps = ep_registry.get(ep)
+    if caps.tasks is not None and FAMILY.task.name not in caps.tasks:
+        with pytest.raises(MobiusError, match="image-text-to-text"):
+            build(checkpoint, execution_provider=ep, dtype=dtype)
+        return
+    package = build(checkpoint, execution_provider=ep, dtype=dtype)
+    path = package.save(str(tmp_path / "pkg"))
+    graphs = {}
+    for key in ("vision", "embedding", "model"):
+        file = os.path.join(path, package.filename(key))
+        onnx.checker.check_model(file, full_check=True)
+        graphs[key] = onnx.load(file, load_external_data=False).graph
+    assert _io(graphs["vision"].input) == {"pixel_values": ["num_patches", PATCH_DIM],
+                                           "image_grid_thw": ["num_images", 3]}
+    assert _io(graphs["vision"].output) == {"image_features": ["num_image_tokens", WIDTH]}
+    assert _io(graphs["embedding"].output) == {
+        "inputs_embeds": ["batch_size", "sequence_length", WIDTH]}
+    decoder = _io(graphs["model"].input)
+    assert decoder["inputs_embeds"] == ["batch_size", "sequence_length", WIDTH]
+    assert decoder["position_ids"] == [3, "batch_size", "sequence_length"]
+
+    with open(os.path.join(path, "genai_config.json")) as f:
+        model = json.load(f)["model"]
+    assert model["type"] == "qwen3_vl"
+    assert model["decoder"]["hidden_size"] == WIDTH
+    assert (model["image_token_id"], model["video_token_id"], model["vision_start_token_id"]) == (
+        PRESET["image_token_id"], PRESET["video_token_id"], PRESET["vision_start_token_id"])
+    assert {k: model["vision"][k] for k in ("spatial_merge_size", "patch_size")} == {
+        k: VISION[k] for k in ("spatial_merge_size", "patch_size")}
+    with open(os.path.join(path, model["vision"]["config_filename"])) as f:
+        processor = json.load(f)["processor"]
+    assert processor["name"] == "qwen3_vl_image_processor"
+    assert processor["transforms"][-1]["operation"]["attrs"]["patch_size"] == VISION["patch_size"]
+
+
+def _module(config):
+    import onnx_ir as ir
+
+    from mobius.context import build_context
+
+    with build_context(None, ir.DataType.FLOAT):
+        return Qwen3VLForConditionalGeneration(config)
+
+
+def test_registry_finds_the_family():
+    assert family_for(PRESET) is FAMILY
+    assert family_for({"architectures": ["Qwen3VLForConditionalGeneration"]}) is FAMILY
+
+
+def test_defaults_fill_a_sparse_config():
+    """transformers' defaults: the vision tower's, and mrope_section 24/20/20."""
+    raw = {**PRESET, "vision_config": {"out_hidden_size": 64},
+           "text_config": {**TEXT, "rope_parameters": {"rope_type": "default",
+                                                       "rope_theta": 1e4}}}
+    normalized = normalize_qwen3_vl(raw)
+    vision = normalized["vision_config"]
+    assert (vision["depth"], vision["hidden_size"], vision["num_position_embeddings"]) == (
+        27, 1152, 2304)
+    assert vision["deepstack_visual_indexes"] == [8, 16, 24]
+    assert normalized["mrope_section"] == [24, 20, 20]
+    assert normalize_qwen3_vl(normalized) == normalized  # idempotent
+
+
+_ROPE = TEXT["rope_parameters"]
+
+
+@pytest.mark.parametrize("overrides,error,match", [
+    ({"text_config": {**TEXT, "rope_parameters": {**_ROPE, "mrope_section": [2, 3, 4]}}},
+     ConfigError, "mrope_section"),
+    ({"text_config": {**TEXT, "rope_parameters": {**_ROPE, "rope_type": "yarn"}}},
+     UnsupportedModelError, "yarn"),
+    ({"vision_config": {**VISION, "deepstack_visual_indexes": [3]}}, ConfigError, "deepstack"),
+    ({"vision_config": {**VISION, "deepstack_visual_indexes": [0, 0]}}, ConfigError, "deepstack"),
+    ({"vision_config": {**VISION, "deepstack_visual_indexes": [0, 1, 2]}}, ConfigError,
+     "3 deepstack_visual_indexes for 2 decoder layers"),
+    ({"vision_config": {**VISION, "num_position_embeddings": 15}}, ConfigError, "square"),
+    ({"vision_config": {**VISION, "num_heads": 16}}, ConfigError, "multiple of 4"),
+    ({"vision_config": {**VISION, "out_hidden_size": 48}}, ConfigError, "out_hidden_size"),
+    ({"image_token_id": TEXT["vocab_size"]}, ConfigError, "image_token_id"),
+])
+def test_unsupported_configs_fail_clearly(overrides, error, match):
+    with pytest.raises(error, match=match):
+        _module(FAMILY.make_config({**PRESET, **overrides}))
