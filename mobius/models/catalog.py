@@ -78,5 +78,10 @@ def models_markdown() -> str:
         "Qwen2.5-VL packages are onnxruntime-genai's own qwen2_5_vl type: genai's",
         "MultiModalProcessor reads their processor_config.json, and genai computes the",
         "decoder's 3-D (M-RoPE) position_ids [3, batch, seq] from the prompt and image_grid_thw.",
+        "Qwen3-VL packages are genai's qwen3_vl type, laid out the same way; the vision",
+        "tower's deepstack features (added to the first decoder layers' hidden states at",
+        "image tokens) travel beside the embeddings: image_features and inputs_embeds are",
+        "hidden * (1 + deepstack layers) wide, genai_config's decoder hidden_size says so,",
+        "and the decoder splits them.",
     ]
     return "\n".join(lines) + "\n"
