@@ -12,9 +12,9 @@ step -- for the default and the cpu EP.
 
 Every switch the family reads has a case: the deepstack layers (how many,
 their order, none), mrope_section, attention_bias, the learned position
-grid's size and tie_word_embeddings. Switches that leave the tensors' shapes
+grid's size, the vision activation and rotary base, and tie_word_embeddings. Switches that leave the tensors' shapes
 alone are also rebuilt from the same weights with the switch at its default,
-which must move the logits past the tolerance.
+which must move the image features or the prefill logits past the tolerance.
 """
 
 from __future__ import annotations
@@ -60,12 +60,17 @@ CASES = {
                                        "rope_theta": 10.0}),
     "attention_bias": _text(attention_bias=True),
     "position_grid_6": _vision(num_position_embeddings=36),
+    "vision_silu": _vision(hidden_act="silu"),
+    "vision_theta": _vision(rope_parameters={"rope_type": "axial", "rope_theta": 2.0}),
     "tied": {"tie_word_embeddings": True},
 }
 #: cases whose switch keeps every tensor's shape: config.json back at the default
 #: must change the logits
 REVERTIBLE = {"deepstack_unordered": ("vision_config", VISION),
-              "sections": ("text_config", TEXT)}
+              "sections": ("text_config", TEXT),
+              "vision_silu": ("vision_config", VISION),
+              "vision_theta": ("vision_config", {**VISION, "rope_parameters": {
+                  "rope_type": "axial", "rope_theta": 10000.0}})}
 
 
 @pytest.fixture(scope="module")
@@ -93,14 +98,15 @@ def _check(pkg, hf_model, inputs, label):
     assert embeds_diff <= F32_TOLERANCE, f"{label}: embeddings {embeds_diff:.3g}"
     diff = compare_logits(steps, hf_steps, inputs["attention_mask"])
     assert diff <= F32_TOLERANCE, f"{label}: logits {diff:.3g}"
-    return hf_steps
+    return hf_features, hf_steps
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_f32_parity(name, checkpoint, tmp_path):
     folder, hf_model = checkpoint(name)
     inputs = make_inputs(hf_model)
-    hf_steps = _check(build_and_load(folder, tmp_path / "pkg"), hf_model, inputs, name)
+    hf_features, hf_steps = _check(build_and_load(folder, tmp_path / "pkg"), hf_model, inputs,
+                                   name)
     if name in REVERTIBLE:
         section, default = REVERTIBLE[name]
         reverted = str(tmp_path / "reverted")
@@ -112,9 +118,10 @@ def test_f32_parity(name, checkpoint, tmp_path):
             config[section]["rope_parameters"]["rope_theta"] = 10.0
         with open(os.path.join(reverted, "config.json"), "w") as f:
             json.dump(config, f)
-        steps = build_and_load(reverted, tmp_path / "rpkg").generate(inputs)[2]
-        diff = compare_logits(steps[:1], hf_steps[:1], inputs["attention_mask"])
-        assert diff > 10 * F32_TOLERANCE, f"{name} at its default moves the logits by {diff:.3g}"
+        features, _, steps, _ = build_and_load(reverted, tmp_path / "rpkg").generate(inputs)
+        diff = max(compare_logits(steps[:1], hf_steps[:1], inputs["attention_mask"]),
+                   float(np.abs(features - hf_features).max()))
+        assert diff > 10 * F32_TOLERANCE, f"{name} at its default moves the output by {diff:.3g}"
 
 
 def test_cpu_build_matches_transformers_and_fuses_gqa_in_the_decoder_only(checkpoint, tmp_path):
