@@ -121,8 +121,8 @@ class Qwen2_5_VLForConditionalGeneration(nn.Module):
                               f"{vision.out_hidden_size} != text hidden_size {config.hidden_size}")
         for key in _VL_DEFAULTS:
             if not 0 <= int(raw[key]) < config.vocab_size:
-                raise ConfigError(f"{raw['model_type']}: {key} {raw[key]} is outside the vocabulary "
-                                  f"(vocab_size {config.vocab_size})")
+                raise ConfigError(f"{raw['model_type']}: {key} {raw[key]} is outside the "
+                                  f"vocabulary (vocab_size {config.vocab_size})")
         self.vision = vision
         self.image_token_id = int(raw["image_token_id"])
         self.token_ids = {key: int(raw[key]) for key in _VL_DEFAULTS}

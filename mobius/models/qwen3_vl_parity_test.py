@@ -12,9 +12,10 @@ step -- for the default and the cpu EP.
 
 Every switch the family reads has a case: the deepstack layers (how many,
 their order, none), mrope_section, attention_bias, the learned position
-grid's size, the vision activation and rotary base, and tie_word_embeddings. Switches that leave the tensors' shapes
-alone are also rebuilt from the same weights with the switch at its default,
-which must move the image features or the prefill logits past the tolerance.
+grid's size, the vision activation and rotary base, and tie_word_embeddings.
+Switches that leave the tensors' shapes alone are also rebuilt from the same
+weights with the switch at its default, which must move the image features or
+the prefill logits past the tolerance.
 """
 
 from __future__ import annotations
