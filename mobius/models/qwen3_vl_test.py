@@ -129,3 +129,15 @@ _ROPE = TEXT["rope_parameters"]
 def test_unsupported_configs_fail_clearly(overrides, error, match):
     with pytest.raises(error, match=match):
         _module(FAMILY.make_config({**PRESET, **overrides}))
+
+
+def test_transformers_4_57_layout_reads_the_same():
+    """Qwen/Qwen3-VL-*-Instruct's config.json (transformers 4.57): ``rope_scaling`` with
+    mrope_interleaved, rope_theta beside it in text_config."""
+    text = {k: v for k, v in TEXT.items() if k != "rope_parameters"}
+    text.update(rope_theta=10000.0, rope_scaling={
+        "rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True})
+    old, new = FAMILY.make_config({**PRESET, "text_config": text}), FAMILY.make_config(PRESET)
+    assert old.raw["mrope_section"] == new.raw["mrope_section"] == [2, 3, 3]
+    assert old.rope == new.rope and old.qk_norm and not old.qkv_bias
+    assert old.raw["vision_config"] == new.raw["vision_config"]
