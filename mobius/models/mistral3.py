@@ -193,13 +193,14 @@ class Mistral3ForConditionalGeneration(nn.Module):
                            "spatial_merge_size": self.merge, "config_filename": PROCESSOR_FILE}}
 
     def genai_processor_files(self) -> dict[str, Any]:
-        """genai's Pixtral image processor (onnxruntime-extensions steps): RGB, resize
-        to multiples of patch * merge within the tower's longest edge, 1/255, CLIP
-        mean/std, channels first, then the per-image sizes genai splits the batch by."""
+        """genai's Pixtral image processor (onnxruntime-extensions steps): decode as RGB
+        (no ConvertRGB step: it swaps the channels unconditionally, so after an RGB
+        decode it would hand the model BGR), resize to multiples of patch * merge
+        within the tower's longest edge, 1/255, CLIP mean/std, channels first, then
+        the per-image sizes genai splits the batch by."""
         vision, side = self.vision, self.vision.patch_size * self.merge
         steps = [
             ("decode_image", "DecodeImage", {"color_space": "RGB"}),
-            ("convert_to_rgb", "ConvertRGB", None),
             ("resize", "Resize", {"height": vision.image_size, "width": vision.image_size,
                                   "smart_resize": 1, "min_pixels": side * side,
                                   "max_pixels": vision.image_size ** 2,
