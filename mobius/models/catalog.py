@@ -78,5 +78,8 @@ def models_markdown() -> str:
         "Qwen2.5-VL packages are onnxruntime-genai's own qwen2_5_vl type: genai's",
         "MultiModalProcessor reads their processor_config.json, and genai computes the",
         "decoder's 3-D (M-RoPE) position_ids [3, batch, seq] from the prompt and image_grid_thw.",
+        "Mistral 3 packages are onnxruntime-genai's own mistral3 type: the vision model takes",
+        "images of any size (multiples of patch_size * spatial_merge_size), and genai crops each",
+        "image of a batch out of the padded pixel_values by image_sizes and runs it alone.",
     ]
     return "\n".join(lines) + "\n"
