@@ -43,9 +43,11 @@ CASES = {
     "projector_bias": {"multimodal_projector_bias": True},
     "first_layer_state": {"vision_feature_layer": [-2]},  # the state after layer 0 of 2
     "silu_projector": {"projector_hidden_act": "silu"},
-    "tied_llama_rope": {"tie_word_embeddings": True, "text_config": _LLAMA_TEXT,
-                        "vision_config": {**_VISION, "rope_parameters": {
-                            "rope_type": "axial", "rope_theta": 100.0}}},
+    "tied": {"tie_word_embeddings": True},  # the head reads the token embedding
+    "llama_text_silu_tower": {"text_config": _LLAMA_TEXT,
+                              "vision_config": {**_VISION, "hidden_act": "silu"}},
+    "tower_rope_theta": {"vision_config": {**_VISION, "rope_parameters": {
+        "rope_type": "axial", "rope_theta": 100.0}}},
 }
 
 
@@ -180,8 +182,8 @@ def test_f32_parity(name, checkpoint, tmp_path):
 
 
 def test_cpu_build_matches_default_build_and_fuses_gqa_in_the_decoder_only(checkpoint, tmp_path):
-    """cpu: GroupQueryAttention in the decoder only; same features, tokens and logits
-    (decode steps on an unpadded batch, the prefill alone on a left-padded one, as
+    """cpu: GroupQueryAttention in the decoder only; same features, tokens and logits as
+    the default build and as transformers (decode steps on an unpadded batch, the prefill alone on a left-padded one, as
     llava_parity_test: ORT's GQA rotates a left-padded row's decode steps itself)."""
     folder, hf_model = checkpoint("default")
     default = build_and_load(folder, tmp_path / "default", "default")
@@ -198,6 +200,9 @@ def test_cpu_build_matches_default_build_and_fuses_gqa_in_the_decoder_only(check
         assert [t.tolist() for t in cpu_tokens] == [t.tolist() for t in tokens]
         diff = compare_logits(logits, ref_logits, inputs["attention_mask"])
         assert diff <= F32_TOLERANCE, f"pad {pad}: {diff:.3g}"
+        _, _, hf_logits = hf_reference(hf_model, inputs, cpu_tokens)  # and vs transformers
+        diff = compare_logits(logits, hf_logits, inputs["attention_mask"])
+        assert diff <= F32_TOLERANCE, f"pad {pad}, cpu vs transformers: {diff:.3g}"
 
 
 def _in_memory_layout(name: str) -> str:  # transformers 5's module names
