@@ -20,7 +20,7 @@ Checkpoint names: hub checkpoints (transformers 4.x) use ``vision_tower.``,
 transformers 5 saves ``model.vision_tower.``, ``model.multi_modal_projector.``,
 ``model.language_model.`` and ``lm_head.``. transformers 5 ties lm_head to the
 token embedding by the top-level ``tie_word_embeddings`` (default true; the text
-config's own flag is not read), so a tied checkpoint's lm_head tensor goes unread.
+config's own flag is not read) unless the checkpoint holds a different lm_head.
 """
 
 from __future__ import annotations
@@ -56,6 +56,10 @@ _MISTRAL3_DEFAULTS: Mapping[str, Any] = {
     "image_token_index": 10, "projector_hidden_act": "gelu", "vision_feature_layer": -1,
     "multimodal_projector_bias": False, "spatial_merge_size": 2,
 }
+#: checkpoint name of a tied head: transformers 5 ties it to the token embedding only
+#: where the checkpoint holds no lm_head of its own (hub checkpoints saved by 4.x keep
+#: one and no tie_word_embeddings key), so its lm_head is read where there is one
+TIED_HEAD = "tied_lm_head."
 #: genai's image processor configuration (genai_config ``model.vision.config_filename``)
 PROCESSOR_FILE = "processor_config.json"
 #: PixtralImageProcessor's normalization (OpenAI CLIP's)
@@ -173,9 +177,8 @@ class Mistral3ForConditionalGeneration(nn.Module):
             vision, config.hidden_size, float(raw["rms_norm_eps"]), raw)
         self.language_model = TEXT_FAMILIES[raw["text_config"]["model_type"]].module(config)
         if config.tie_word_embeddings:  # the head's own copy (the lookup is in embedding.onnx)
-            self.language_model.lm_head = LMHead(
-                config.hidden_size, config.vocab_size,
-                checkpoint_name="language_model.model.embed_tokens.weight")
+            self.language_model.lm_head = LMHead(config.hidden_size, config.vocab_size,
+                                                 checkpoint_name=TIED_HEAD + "weight")
 
     def encode_images(self, op, pixel_values):
         """pixel_values [images, C, H, W] -> image_features [images * merged patches, text hidden]."""
@@ -217,7 +220,7 @@ class Mistral3ForConditionalGeneration(nn.Module):
 
 
 def _unread(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
-    """The vision layers past the one ``vision_feature_layer`` reads; a tied lm_head."""
+    """The vision layers past the one ``vision_feature_layer`` reads."""
     raw = normalize_mistral3(config.raw)
     vision = PixtralConfig.from_dict(raw["vision_config"])
     first = feature_layer(raw, vision)
@@ -227,9 +230,6 @@ def _unread(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
         reason = "mistral3 reads Pixtral hidden states up to vision_feature_layer only"
         ignored += (IgnoredTensors(
             rf"(model\.)?vision_tower\.transformer\.layers\.({layers})\..*", reason),)
-    if config.tie_word_embeddings:
-        ignored += (IgnoredTensors(r"(language_model\.)?lm_head\.weight",
-                                   "tie_word_embeddings: transformers reads the token embedding"),)
     return ignored
 
 
@@ -248,5 +248,7 @@ FAMILY = ModelFamily(
         ("multi_modal_projector.", ("multi_modal_projector.", "model.multi_modal_projector.")),
         ("language_model.model.", ("language_model.model.", "model.language_model.")),
         ("language_model.lm_head.", ("language_model.lm_head.", "lm_head.")),
+        (TIED_HEAD, ("language_model.lm_head.", "lm_head.", "language_model.model.embed_tokens.",
+                     "model.language_model.embed_tokens.")),
     ),
 )

@@ -232,3 +232,29 @@ def test_transformers_5_module_names_load_the_same_weights(checkpoint, tmp_path)
     for a, b in zip(reference[:3], other[:3]):
         for x, y in zip(a if isinstance(a, list) else [a], b if isinstance(b, list) else [b]):
             np.testing.assert_array_equal(x, y)
+
+
+def test_hub_config_without_tie_key_reads_the_checkpoint_head(checkpoint, tmp_path):
+    """Hub checkpoints saved by transformers 4.x name no tie_word_embeddings (Mistral3Config's
+    default: true) but hold their own lm_head: transformers 5 then keeps that head, and so
+    does the package."""
+    import json
+    import shutil
+
+    folder, _ = checkpoint("default")
+    hub = str(tmp_path / "hub")
+    shutil.copytree(folder, hub)
+    with open(os.path.join(hub, "config.json")) as f:
+        config = json.load(f)
+    config.pop("tie_word_embeddings")
+    config["text_config"].pop("tie_word_embeddings", None)
+    with open(os.path.join(hub, "config.json"), "w") as f:
+        json.dump(config, f)
+    hf_model = load_hf_model(hub)
+    assert hf_model.config.tie_word_embeddings
+    pkg = build_and_load(hub, tmp_path / "pkg")
+    inputs = make_inputs(hf_model)
+    _, _, steps, tokens = pkg.generate(inputs, steps=1)
+    _, _, hf_steps = hf_reference(hf_model, inputs, tokens)
+    diff = compare_logits(steps, hf_steps, inputs["attention_mask"])
+    assert diff <= F32_TOLERANCE, f"logits {diff:.3g}"
