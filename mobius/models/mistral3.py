@@ -181,7 +181,7 @@ class Mistral3ForConditionalGeneration(nn.Module):
                                                  checkpoint_name=TIED_HEAD + "weight")
 
     def encode_images(self, op, pixel_values):
-        """pixel_values [images, C, H, W] -> image_features [images * merged patches, text hidden]."""
+        """pixel_values [images, C, H, W] -> image_features [images * merged patches, hidden]."""
         states, (rows, cols) = self.vision_tower(op, pixel_values)
         return self.multi_modal_projector(op, states[self.feature_state], rows, cols)
 
@@ -213,7 +213,8 @@ class Mistral3ForConditionalGeneration(nn.Module):
             ("to_channel_first", "Permute3D", {"dims": [2, 0, 1]}),
             ("pixtral_image_sizes", "PixtralImageSizes", None),
         ]
-        transforms = [{"operation": {"name": name, "type": kind, **({"attrs": attrs} if attrs else {})}}
+        transforms = [{"operation": {"name": name, "type": kind,
+                                     **({"attrs": attrs} if attrs else {})}}
                       for name, kind, attrs in steps]
         return {PROCESSOR_FILE: {"processor": {"name": "pixtral_image_processor",
                                                "transforms": transforms}}}

@@ -44,7 +44,8 @@ def built(tmp_path_factory):
 
 def _prompt(config, sizes, seed=0):
     rng = np.random.default_rng(seed)
-    text = lambda n: [int(t) for t in rng.integers(4, min(TOKEN_IDS.values()), size=n)]  # noqa: E731
+    first_image_token = min(TOKEN_IDS.values())
+    text = lambda n: [int(t) for t in rng.integers(4, first_image_token, size=n)]  # noqa: E731
     ids = text(2)
     for size in sizes:
         ids += image_span(config, size) + text(3)

@@ -123,7 +123,8 @@ def make_inputs(hf_model, seed=0, pad=PAD) -> dict:
     """Row 0: text, a 24 x 40 image, text; row 1 (left-padded by ``pad``): a 16 x 32 image."""
     config = hf_model.config
     rng = np.random.default_rng(seed)
-    text = lambda n: [int(t) for t in rng.integers(4, min(TOKEN_IDS.values()), size=n)]  # noqa: E731
+    first_image_token = min(TOKEN_IDS.values())
+    text = lambda n: [int(t) for t in rng.integers(4, first_image_token, size=n)]  # noqa: E731
     span0, span1 = image_span(config, SIZES[0]), image_span(config, SIZES[1])
     row0 = text(2) + span0 + text(3)
     rest = len(row0) - pad - len(span1) - 1
@@ -139,8 +140,8 @@ def make_inputs(hf_model, seed=0, pad=PAD) -> dict:
 def hf_reference(hf_model, inputs, tokens):
     """transformers' image features, merged embeddings and per-step logits."""
     with torch.no_grad():
-        ids, mask = torch.from_numpy(inputs["input_ids"]), torch.from_numpy(inputs["attention_mask"])
-        pixels, sizes = torch.from_numpy(inputs["pixel_values"]), torch.from_numpy(inputs["image_sizes"])
+        ids, mask, pixels, sizes = (torch.from_numpy(inputs[key]) for key in (
+            "input_ids", "attention_mask", "pixel_values", "image_sizes"))
         features = torch.cat(list(hf_model.model.get_image_features(
             pixel_values=pixels, image_sizes=sizes).pooler_output))
         embeds = hf_model.get_input_embeddings()(ids)
@@ -183,8 +184,9 @@ def test_f32_parity(name, checkpoint, tmp_path):
 
 def test_cpu_build_matches_default_build_and_fuses_gqa_in_the_decoder_only(checkpoint, tmp_path):
     """cpu: GroupQueryAttention in the decoder only; same features, tokens and logits as
-    the default build and as transformers (decode steps on an unpadded batch, the prefill alone on a left-padded one, as
-    llava_parity_test: ORT's GQA rotates a left-padded row's decode steps itself)."""
+    the default build and as transformers (decode steps on an unpadded batch, the
+    prefill alone on a left-padded one, as llava_parity_test: ORT's GQA rotates a
+    left-padded row's decode steps itself)."""
     folder, hf_model = checkpoint("default")
     default = build_and_load(folder, tmp_path / "default", "default")
     cpu = build_and_load(folder, tmp_path / "cpu", "cpu")
@@ -258,3 +260,18 @@ def test_hub_config_without_tie_key_reads_the_checkpoint_head(checkpoint, tmp_pa
     _, _, hf_steps = hf_reference(hf_model, inputs, tokens)
     diff = compare_logits(steps, hf_steps, inputs["attention_mask"])
     assert diff <= F32_TOLERANCE, f"logits {diff:.3g}"
+
+
+def test_odd_patch_grids_drop_the_trailing_row_and_column_as_transformers(checkpoint, tmp_path):
+    """A 20 x 36 px image is 5 x 9 patches: the 2 x 2 merger (transformers' unfold) drops
+    the last patch row and column; the vision model does the same."""
+    folder, hf_model = checkpoint("default")
+    pkg = build_and_load(folder, tmp_path / "pkg")
+    images, padded, sizes = make_images(hf_model.config, [(20, 36)], np.random.default_rng(5))
+    with torch.no_grad():
+        hf_features = torch.cat(list(hf_model.model.get_image_features(
+            pixel_values=torch.from_numpy(padded), image_sizes=torch.from_numpy(sizes))
+            .pooler_output)).numpy()
+    features = pkg.image_features(images)
+    assert features.shape == hf_features.shape == (2 * 4, hf_model.config.text_config.hidden_size)
+    assert float(np.abs(features - hf_features).max()) <= F32_TOLERANCE

@@ -190,8 +190,10 @@ class PixtralVisionModel(nn.Module):
         row = op.Cast(op.Div(index, cols), to=ir.DataType.FLOAT)
         col = op.Cast(op.Mod(index, cols), to=ir.DataType.FLOAT)
         last = op.Constant(value_ints=[-1])
-        angles = op.Add(op.Mul(op.Unsqueeze(row, last), op.Constant(value=ir.tensor(self.row_freq))),
-                        op.Mul(op.Unsqueeze(col, last), op.Constant(value=ir.tensor(self.col_freq))))
+        row_freq = op.Constant(value=ir.tensor(self.row_freq))
+        col_freq = op.Constant(value=ir.tensor(self.col_freq))
+        angles = op.Add(op.Mul(op.Unsqueeze(row, last), row_freq),
+                        op.Mul(op.Unsqueeze(col, last), col_freq))
         angles = op.Concat(angles, angles, axis=-1)
         dtype = get_build_dtype()
         return op.Cast(op.Cos(angles), to=dtype), op.Cast(op.Sin(angles), to=dtype)
