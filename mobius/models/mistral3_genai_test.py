@@ -115,3 +115,35 @@ def test_genai_image_processor_gives_transformers_pixels(built, tmp_path):
                                atol=1e-5)
     ids = out["input_ids"].as_numpy().reshape(-1).tolist()
     assert ids[-len(image_span(config, (24, 40))):] == image_span(config, (24, 40))
+
+
+def test_genai_processor_inputs_generate_like_transformers(built, tmp_path):
+    """End to end in genai: its processor's inputs for a prompt with two images of
+    different sizes (padded batch + image_sizes) generate transformers' tokens for the
+    same ids, pixel values and image sizes."""
+    from PIL import Image
+
+    path, hf_model = built
+    rng = np.random.default_rng(4)
+    images = []
+    for i, (height, width) in enumerate(SIZES):
+        images.append(str(tmp_path / f"image{i}.png"))
+        Image.fromarray((rng.random((height, width, 3)) * 255).astype(np.uint8)).save(images[-1])
+    model = og.Model(path)
+    inputs = model.create_multimodal_processor()("[INST][IMG] and [IMG]",
+                                                 images=og.Images.open(*images))
+    input_ids = inputs["input_ids"].as_numpy().astype(np.int64).reshape(1, -1)
+    pixel_values = inputs["pixel_values"].as_numpy()
+    image_sizes = inputs["image_sizes"].as_numpy()
+    np.testing.assert_array_equal(image_sizes, np.array(SIZES))
+    expected = hf_mistral3_generate(hf_model, input_ids, pixel_values, image_sizes, NEW_TOKENS)
+    params = og.GeneratorParams(model)
+    length = input_ids.shape[1] + NEW_TOKENS
+    params.set_search_options(do_sample=False, max_length=length, min_length=length)
+    generator = og.Generator(model, params)
+    generator.set_inputs(inputs)
+    tokens = []
+    while not generator.is_done():
+        generator.generate_next_token()
+        tokens.append(int(generator.get_next_tokens()[0]))
+    assert tokens == expected
