@@ -46,6 +46,8 @@ CASES = {
     "tied": {"tie_word_embeddings": True},  # the head reads the token embedding
     "llama_text_silu_tower": {"text_config": _LLAMA_TEXT,
                               "vision_config": {**_VISION, "hidden_act": "silu"}},
+    "sliding_window": {"text_config": {**TINY_PRESETS["tiny-mistral3"]["text_config"],
+                                       "sliding_window": 8}},  # Mistral's, on a 23-token prompt
     "tower_rope_theta": {"vision_config": {**_VISION, "rope_parameters": {
         "rope_type": "axial", "rope_theta": 100.0}}},
 }
