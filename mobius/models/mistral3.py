@@ -35,6 +35,7 @@ from mobius.components.linear import Linear
 from mobius.components.lm_head import LMHead
 from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
+from mobius.config.fields import positive_int
 from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models import llama, mistral
 from mobius.models.clip import hidden_state_index
@@ -160,9 +161,7 @@ class Mistral3ForConditionalGeneration(nn.Module):
         super().__init__()
         raw = normalize_mistral3(config.raw)  # idempotent
         vision = PixtralConfig.from_dict(raw["vision_config"])
-        self.merge = int(raw["spatial_merge_size"])
-        if self.merge < 1:
-            raise ConfigError(f"mistral3: spatial_merge_size {self.merge} is not positive")
+        self.merge = positive_int("spatial_merge_size", raw["spatial_merge_size"])
         self.vision, self.feature_state = vision, feature_layer(raw, vision)
         self.image_token_id = int(raw["image_token_index"])
         if not 0 <= self.image_token_id < config.vocab_size:

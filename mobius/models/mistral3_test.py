@@ -99,6 +99,8 @@ def test_sparse_sections_get_transformers_defaults():
     assert (out["hidden_size"], out["head_dim"], out["rope_theta"]) == (5120, 128, 1e9)
     assert out["vision_config"]["patch_size"] == 14
     assert out["vision_config"]["rope_parameters"]["rope_theta"] == 10000.0
+    listed = normalize_mistral3({**raw, "vision_config": {"image_size": [1024, 1540]}})
+    assert listed["vision_config"]["image_size"] == 1540
     assert out["tie_word_embeddings"] is True and out["spatial_merge_size"] == 2
     assert normalize_mistral3(out) == out  # idempotent
 
@@ -113,6 +115,8 @@ def test_sparse_sections_get_transformers_defaults():
     ({"vision_feature_layer": [0, -1]}, ConfigError, "several layers"),
     ({"vision_feature_layer": 3}, ConfigError, "out of range"),
     ({"spatial_merge_size": 0}, ConfigError, "spatial_merge_size"),
+    ({"vision_config": {**VISION, "rope_parameters": {"rope_type": "axial", "rope_theta": "1e4"}}},
+     ConfigError, "rope_theta"),
     ({"image_token_index": TEXT["vocab_size"]}, ConfigError, "image_token_index"),
 ])
 def test_unsupported_configs_fail_clearly(overrides, error, match):

@@ -24,7 +24,7 @@ from mobius.components.linear import Linear
 from mobius.components.mlp import GatedMLP
 from mobius.components.rms_norm import RMSNorm
 from mobius.components.weight import Weight
-from mobius.config.fields import positive_int
+from mobius.config.fields import finite_float, positive_int
 from mobius.context import get_build_dtype
 from mobius.errors import ConfigError, UnsupportedModelError
 
@@ -52,6 +52,8 @@ class PixtralConfig:
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> "PixtralConfig":
         values = {**PIXTRAL_DEFAULTS, **{k: v for k, v in raw.items() if v is not None}}
+        if isinstance(values["image_size"], (list, tuple)) and values["image_size"]:
+            values["image_size"] = max(values["image_size"])  # (height, width): the longest edge
         if values.get("model_type", "pixtral") != "pixtral":
             raise UnsupportedModelError(f"mistral3: vision tower {values['model_type']!r} is "
                                         f"not supported; supported: pixtral")
@@ -63,8 +65,9 @@ class PixtralConfig:
         if kind != "axial":
             raise UnsupportedModelError(f"mistral3: vision rope_type {kind!r} is not supported; "
                                         f"supported: axial")
-        config = cls(**ints, hidden_act=str(values["hidden_act"]),
-                     rope_theta=float(rope.get("rope_theta", values.get("rope_theta", 10000.0))))
+        theta = rope.get("rope_theta", values.get("rope_theta", 10000.0))
+        config = cls(**ints, hidden_act=str(values["hidden_act"]), rope_theta=finite_float(
+            "vision_config.rope_theta", theta, positive=True))
         if config.hidden_size % config.num_attention_heads or config.head_dim % 4:
             raise ConfigError(f"vision_config: hidden_size {config.hidden_size} / "
                               f"num_attention_heads {config.num_attention_heads} must be a "
