@@ -54,6 +54,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-llava": "llava",
     "tiny-marian": "marian",
     "tiny-mistral": "mistral",
+    "tiny-mistral3": "mistral3",
     "tiny-modernbert": "modernbert",
     "tiny-modernbert-mlm": "modernbert_heads",
     "tiny-modernbert-seq-cls": "modernbert_heads",

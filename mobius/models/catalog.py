@@ -83,5 +83,8 @@ def models_markdown() -> str:
         "image tokens) travel beside the embeddings: image_features and inputs_embeds are",
         "hidden * (1 + deepstack layers) wide, genai_config's decoder hidden_size says so,",
         "and the decoder splits them.",
+        "Mistral 3 packages are onnxruntime-genai's own mistral3 type: the vision model takes",
+        "images of any size (multiples of patch_size * spatial_merge_size), and genai crops each",
+        "image of a batch out of the padded pixel_values by image_sizes and runs it alone.",
     ]
     return "\n".join(lines) + "\n"

@@ -25,6 +25,7 @@ from mobius.models import glm4_moe
 from mobius.models import gemma3
 from mobius.models import qwen2_5_vl
 from mobius.models import qwen3_vl
+from mobius.models import mistral3
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -96,6 +97,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     glm4_moe.FAMILY,
     qwen2_5_vl.FAMILY,
     qwen3_vl.FAMILY,
+    mistral3.FAMILY,
 )
 
 _BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}

@@ -61,7 +61,9 @@ from mobius.tasks.task import (GenaiContext, ModelIO, PackageConfigs, Reference,
 NUM_IMAGES, NUM_IMAGE_TOKENS = "num_images", "num_image_tokens"
 #: flattened image patches (Qwen2.5-VL's pixel_values rows)
 NUM_PATCHES = "num_patches"
-IMAGE_DIMS = (NUM_IMAGES, NUM_IMAGE_TOKENS, NUM_PATCHES)
+#: an image's sides in pixels, where the vision model takes any size (Mistral 3's Pixtral)
+IMAGE_HEIGHT, IMAGE_WIDTH = "image_height", "image_width"
+IMAGE_DIMS = (NUM_IMAGES, NUM_IMAGE_TOKENS, NUM_PATCHES, IMAGE_HEIGHT, IMAGE_WIDTH)
 #: every symbolic dim of the three models' graph I/O (TaskFlags.use_concrete_dims)
 VISION_LANGUAGE_DIMS = (*NAMED_DIMS, *IMAGE_DIMS)
 
