@@ -150,8 +150,8 @@ def hf_reference(hf_model, inputs, tokens):
     return features.numpy(), merged.numpy(), logits
 
 
-def _check(pkg, hf_model, inputs, name):
-    features, embeds, steps, tokens = pkg.generate(inputs)
+def _check(pkg, hf_model, inputs, name, steps=STEPS):
+    features, embeds, steps, tokens = pkg.generate(inputs, steps)
     hf_features, hf_merged, hf_steps = hf_reference(hf_model, inputs, tokens)
     assert features.shape == hf_features.shape
     vision_diff = float(np.abs(features - hf_features).max())
@@ -178,14 +178,16 @@ def test_f32_parity(name, checkpoint, tmp_path):
 
 
 def test_cpu_ep_matches_transformers(checkpoint, tmp_path):
-    """cpu: the fused graphs (GroupQueryAttention in the decoder), same parity, also
-    unpadded."""
+    """cpu: the fused graphs (GroupQueryAttention with RoPE inside), same parity: the
+    left-padded batch over the prefill, an unpadded one over every step (ORT's GQA kernel
+    rotates a left-padded row's decode steps by cache slot, as for text-only LFM2:
+    mobius/models/lfm2_families_test.py)."""
     folder, hf_model = checkpoint("default")
     cpu = build_and_load(folder, tmp_path / "cpu", "cpu")
     gqa = sum(n.op_type == "GroupQueryAttention" for n in cpu.package.models["model"].graph)
     assert gqa == 1  # the one attention layer
-    for pad in (0, PAD):
-        _check(cpu, hf_model, make_inputs(hf_model, seed=1, pad=pad), f"cpu pad {pad}")
+    for pad, steps in ((0, STEPS), (PAD, 0)):
+        _check(cpu, hf_model, make_inputs(hf_model, seed=1, pad=pad), f"cpu pad {pad}", steps)
 
 
 def test_bad_configs_are_refused(tmp_path):
