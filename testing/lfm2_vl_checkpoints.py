@@ -31,3 +31,33 @@ def make_patches(config, grids: list[tuple[int, int]], rng) -> dict[str, np.ndar
         mask[i, :rows * cols] = 1
     return {"pixel_values": pixels, "pixel_attention_mask": mask,
             "spatial_shapes": np.array(grids, dtype=np.int64)}
+
+
+#: LFM2-VL's image tokens (the spellings transformers' Lfm2VlProcessor uses)
+IMAGE, START, END = "<image>", "<|image_start|>", "<|image_end|>"
+
+
+def add_image_tokens(folder: str, image_token_id: int) -> None:
+    """The image token at the config's id, image start / end just below it, in the
+    tokenizer (as special tokens) and its config (the names the processor reads)."""
+    import json
+    import os
+
+    ids = {IMAGE: image_token_id, START: image_token_id - 2, END: image_token_id - 1}
+    path = os.path.join(folder, "tokenizer.json")
+    with open(path) as f:
+        tokenizer = json.load(f)
+    for text, index in ids.items():
+        tokenizer["model"]["vocab"][text] = index
+        tokenizer["added_tokens"].append({"id": index, "content": text, "single_word": False,
+                                          "lstrip": False, "rstrip": False, "normalized": False,
+                                          "special": True})
+    with open(path, "w") as f:
+        json.dump(tokenizer, f)
+    path = os.path.join(folder, "tokenizer_config.json")
+    with open(path) as f:
+        config = json.load(f)
+    config["extra_special_tokens"] = {"image_token": IMAGE, "image_start_token": START,
+                                      "image_end_token": END}
+    with open(path, "w") as f:
+        json.dump(config, f, indent=2)

@@ -199,7 +199,6 @@ class Lfm2VlForConditionalGeneration(nn.Module):
         area = patch**2 * factor**2
         steps = [
             ("decode_image", "DecodeImage", {"color_space": "RGB"}),
-            ("convert_to_rgb", "ConvertRGB", None),
             ("resize", "Resize", {"interpolation": "LINEAR", "width": 512, "height": 512,
                                   "smart_resize": 1, "min_pixels": _MIN_TOKENS * area,
                                   "max_pixels": _MAX_TOKENS * area, "patch_size": patch,
