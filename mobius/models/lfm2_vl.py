@@ -174,7 +174,7 @@ class Lfm2VlForConditionalGeneration(nn.Module):
         hidden = self.vision_tower(op, pixel_values, pixel_attention_mask, spatial_shapes)
         blocks, is_token = unshuffle_tokens(op, hidden, spatial_shapes,
                                             self.options.downsample_factor)
-        return op.Compress(self.multi_modal_projector(op, blocks), is_token, axis=0)
+        return self.multi_modal_projector(op, op.Compress(blocks, is_token, axis=0))
 
     def embed(self, op, input_ids, image_features):
         is_image, token_ids = image_positions(op, input_ids, self.image_token_id)
