@@ -16,8 +16,12 @@ mobius/tasks/vision_language.py in the layout onnxruntime-genai's ``lfm2_vl`` ty
 
 genai 0.18's lfm2_vl processor cuts the image into patches itself and feeds the vision
 model under the names genai_config's ``vision.inputs`` gives (pixel_values,
-attention_mask, image_sizes). It runs one tile per image: transformers' image splitting
-(tiles + thumbnail, ``do_image_splitting``) is the processor's, not the model's.
+attention_mask, image_sizes), and wraps each image's tokens in <|image_start|> ...
+<|image_end|> (so a config.json with ``use_image_special_tokens`` false is refused).
+It runs one tile per image: transformers' splitting of large images into tiles plus a
+thumbnail (``do_image_splitting``, ``use_thumbnail``) is the processor's, not the
+model's, and genai does not do it. transformers 5 reads no ``vision_feature_layer``:
+the tower's last layer (after post_layernorm) is used.
 """
 
 from __future__ import annotations
@@ -72,6 +76,10 @@ def normalize_lfm2_vl(raw: Mapping[str, Any]) -> dict[str, Any]:
     if vision.get("model_type", "siglip2_vision_model") != "siglip2_vision_model":
         raise UnsupportedModelError(f"lfm2_vl: vision tower {vision['model_type']!r} is not "
                                     f"supported; supported: siglip2_vision_model")
+    if raw.get("use_image_special_tokens") is False:
+        raise UnsupportedModelError("lfm2_vl: use_image_special_tokens false is not supported: "
+                                    "onnxruntime-genai's lfm2_vl processor always wraps an "
+                                    "image in <|image_start|> ... <|image_end|>")
     o = read_options(Lfm2VlOptions, raw)
     tie = raw.get("tie_embedding", raw.get("tie_word_embeddings"))
     out = {**lfm2.normalize({**text, "model_type": "lfm2"}), **dataclasses.asdict(o),

@@ -39,7 +39,9 @@ def built(tmp_path_factory):
     from PIL import Image
 
     root = tmp_path_factory.mktemp("lfm2_vl")
-    folder = make_lfm2_vl_checkpoint(str(root / "ckpt"), seed=1)
+    # untied, seed 3: a checkpoint whose greedy tokens the image steers (a tied tiny head
+    # echoes the last prompt token whatever the image)
+    folder = make_lfm2_vl_checkpoint(str(root / "ckpt"), seed=3, tie_word_embeddings=False)
     with open(os.path.join(folder, "config.json")) as f:
         config = json.load(f)
     add_image_tokens(folder, config["image_token_id"])
@@ -122,3 +124,5 @@ def test_genai_processor_and_generation_match_transformers(built):
 
     tokens = _genai_generate(model, inputs, input_ids.shape[1])
     assert tokens == _hf_generate(hf_model, expected)
+    other = dict(expected, pixel_values=-expected["pixel_values"])  # the image steers them
+    assert tokens != _hf_generate(hf_model, other)

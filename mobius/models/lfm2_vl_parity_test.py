@@ -24,6 +24,7 @@ pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
 from mobius.errors import ConfigError, UnsupportedModelError  # noqa: E402
+from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
 from testing.lfm2_vl_checkpoints import (image_tokens, make_lfm2_vl_checkpoint,  # noqa: E402
                                          make_patches)
@@ -40,6 +41,10 @@ CASES = {
     "factor1_relu_nobias_nonorm": {"downsample_factor": 1, "projector_hidden_act": "relu",
                                    "projector_bias": False, "projector_use_layernorm": False},
     "untied": {"tie_word_embeddings": False},
+    # a 3 x 3 position grid, exact gelu, another eps; the MAP head is saved and left unread
+    "vision_grid3_gelu_eps_head": {"vision_config": {
+        **TINY_PRESETS["tiny-lfm2-vl"]["vision_config"], "num_patches": 9, "hidden_act": "gelu",
+        "layer_norm_eps": 1e-2, "vision_use_head": True}},
 }
 
 
@@ -191,16 +196,16 @@ def test_cpu_ep_matches_transformers(checkpoint, tmp_path):
 
 
 def test_bad_configs_are_refused(tmp_path):
-    from mobius.tiny.presets import TINY_PRESETS
-
-    from mobius.models.lfm2_vl import normalize_lfm2_vl, Lfm2VlForConditionalGeneration
     from mobius.config.architecture import ArchitectureConfig
+    from mobius.models.lfm2_vl import Lfm2VlForConditionalGeneration, normalize_lfm2_vl
 
     base = TINY_PRESETS["tiny-lfm2-vl"]
     with pytest.raises(UnsupportedModelError, match="siglip2_vision_model"):
         normalize_lfm2_vl({**base, "vision_config": {"model_type": "siglip_vision_model"}})
     with pytest.raises(UnsupportedModelError, match="lfm2"):
         normalize_lfm2_vl({**base, "text_config": {"model_type": "llama"}})
+    with pytest.raises(UnsupportedModelError, match="use_image_special_tokens"):
+        normalize_lfm2_vl({**base, "use_image_special_tokens": False})
     for bad, match in (({"image_token_id": 5000}, "outside the vocabulary"),
                        ({"downsample_factor": 0}, "downsample_factor"),
                        ({"vision_config": {**base["vision_config"], "num_patches": 15}},
