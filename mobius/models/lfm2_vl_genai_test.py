@@ -8,7 +8,11 @@ one ``<image>`` per token + ``<|image_end|>``, as transformers' Lfm2VlProcessor 
 for one tile. Checked: genai's processor gives what transformers' processor gives
 (``_hf_inputs``: input_ids, patches, patch mask, spatial shapes; the PNG already has a
 valid size, so no resize interpolates), and genai's greedy tokens (processor in, ``Generator.set_inputs``: vision -> embedding ->
-decoder with the conv states carried) equal transformers' ``generate``.
+decoder with the conv states carried) equal transformers' ``generate``, with one image
+and with two. (genai 0.18's processor batches the images of one prompt only when they
+resize to one size: two sizes stop it with "image_sizes reports ... larger than the
+... pixel_values batch"; the vision model itself takes mixed sizes, see
+lfm2_vl_parity_test.py.)
 """
 
 from __future__ import annotations
@@ -29,13 +33,14 @@ from testing.lfm2_vl_checkpoints import (END, IMAGE, START, add_image_tokens,  #
                                          make_lfm2_vl_checkpoint)
 
 NEW_TOKENS = 8
-PROMPT = "The quick <image> brown fox"
 SIDE = 64  # 16 x 16 patches of 4 px: 64 tokens, the processor's minimum (no resize)
+PROMPTS = {"one-image": ("The quick <image> brown fox", 1),
+           "two-images": ("<image> and <image> jump", 2)}
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """(package folder, checkpoint folder, transformers model, image path)."""
+    """(package folder, checkpoint folder, transformers model, image paths)."""
     from PIL import Image
 
     root = tmp_path_factory.mktemp("lfm2_vl")
@@ -46,14 +51,15 @@ def built(tmp_path_factory):
         config = json.load(f)
     add_image_tokens(folder, config["image_token_id"])
     path = build(folder, execution_provider="cpu", dtype="f32").save(str(root / "pkg"))
-    image = str(root / "image.png")
     rng = np.random.default_rng(0)
-    Image.fromarray(rng.integers(0, 256, (SIDE, SIDE, 3), dtype=np.uint8)).save(image)
-    return path, folder, load_hf_model(folder), image
+    images = [str(root / f"image{i}.png") for i in range(2)]
+    for image in images:
+        Image.fromarray(rng.integers(0, 256, (SIDE, SIDE, 3), dtype=np.uint8)).save(image)
+    return path, folder, load_hf_model(folder), images
 
 
-def _hf_inputs(folder: str, image: str, config) -> dict:
-    """What transformers' Lfm2VlProcessor makes of PROMPT and the image for one tile with no
+def _hf_inputs(folder: str, prompt: str, images: list[str], config) -> dict:
+    """What transformers' Lfm2VlProcessor makes of the prompt and images, one tile each, no
     resize (its image processor needs torchvision, not a dependency here): ``<image>``
     expanded as Lfm2VlProcessor does (image start, a token per 2 x 2 patch block, image
     end) through the checkpoint's tokenizer; the 1/255-scaled, 0.5-normalized image cut as
@@ -67,19 +73,19 @@ def _hf_inputs(folder: str, image: str, config) -> dict:
     grid = SIDE // patch
     span = START + IMAGE * ((grid // factor) ** 2) + END
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    input_ids = tokenizer(PROMPT.replace(IMAGE, span), add_special_tokens=False,
+    input_ids = tokenizer(prompt.replace(IMAGE, span), add_special_tokens=False,
                           return_tensors="np")["input_ids"]
-    pixels = (np.asarray(Image.open(image).convert("RGB"), np.float32) / 255 - 0.5) / 0.5
-    patches = pixels.reshape(grid, patch, grid, patch, 3).transpose(0, 2, 1, 3, 4)
-    patches = patches.reshape(grid * grid, -1)
     most = 256 * factor**2
-    padded = np.zeros((1, most, patches.shape[1]), np.float32)
-    padded[0, :grid * grid] = patches
-    mask = np.zeros((1, most), np.int64)
-    mask[0, :grid * grid] = 1
+    padded = np.zeros((len(images), most, 3 * patch**2), np.float32)
+    mask = np.zeros((len(images), most), np.int64)
+    for i, image in enumerate(images):
+        pixels = (np.asarray(Image.open(image).convert("RGB"), np.float32) / 255 - 0.5) / 0.5
+        patches = pixels.reshape(grid, patch, grid, patch, 3).transpose(0, 2, 1, 3, 4)
+        padded[i, :grid * grid] = patches.reshape(grid * grid, -1)
+        mask[i, :grid * grid] = 1
     return {"input_ids": input_ids.astype(np.int64), "attention_mask": np.ones_like(input_ids),
             "pixel_values": padded, "pixel_attention_mask": mask,
-            "spatial_shapes": np.array([[grid, grid]], np.int64)}
+            "spatial_shapes": np.array([[grid, grid]] * len(images), np.int64)}
 
 
 def _hf_generate(hf_model, inputs) -> list[int]:
@@ -106,15 +112,18 @@ def _genai_generate(model, inputs, length: int) -> list[int]:
     return tokens
 
 
-def test_genai_processor_and_generation_match_transformers(built):
-    path, folder, hf_model, image = built
+@pytest.mark.parametrize("case", sorted(PROMPTS))
+def test_genai_processor_and_generation_match_transformers(built, case):
+    path, folder, hf_model, image_paths = built
+    prompt, count = PROMPTS[case]
     model = og.Model(path)
-    inputs = model.create_multimodal_processor()(PROMPT, images=og.Images.open(image))
-    expected = _hf_inputs(folder, image, hf_model.config)
+    inputs = model.create_multimodal_processor()(prompt,
+                                                 images=og.Images.open(*image_paths[:count]))
+    expected = _hf_inputs(folder, prompt, image_paths[:count], hf_model.config)
 
     input_ids = inputs["input_ids"].as_numpy().astype(np.int64)
     np.testing.assert_array_equal(input_ids, expected["input_ids"])
-    assert int((input_ids == hf_model.config.image_token_id).sum()) == (SIDE // 8) ** 2
+    assert int((input_ids == hf_model.config.image_token_id).sum()) == count * (SIDE // 8) ** 2
     np.testing.assert_array_equal(inputs["image_sizes"].as_numpy(), expected["spatial_shapes"])
     mask = inputs["image_attention_mask"].as_numpy()
     np.testing.assert_array_equal(mask, expected["pixel_attention_mask"])
