@@ -213,3 +213,38 @@ def test_bad_configs_are_refused(tmp_path):
         with pytest.raises(ConfigError, match=match):
             Lfm2VlForConditionalGeneration(ArchitectureConfig.from_dict(
                 normalize_lfm2_vl({**base, **bad})))
+
+
+#: transformers 5's saved names -> the older spellings (vision_model. inside the tower,
+#: language_model.model. / language_model.lm_head. / multi_modal_projector. at the top)
+_OLDER = (("model.vision_tower.", "model.vision_tower.vision_model."),
+          ("model.language_model.", "language_model.model."),
+          ("model.multi_modal_projector.", "multi_modal_projector."),
+          ("lm_head.", "language_model.lm_head."))
+
+
+def _older_layout(name: str) -> str:
+    for new, old in _OLDER:
+        if name.startswith(new):
+            return old + name[len(new):]
+    return name
+
+
+def test_older_checkpoint_names_load_the_same_weights(checkpoint, tmp_path):
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    folder, hf_model = checkpoint("untied")
+    renamed = str(tmp_path / "renamed")
+    shutil.copytree(folder, renamed)
+    tensors = load_file(os.path.join(folder, "model.safetensors"))
+    assert any(k.startswith("model.vision_tower.") for k in tensors)  # what 5.x saves
+    save_file({_older_layout(k): v for k, v in tensors.items()},
+              os.path.join(renamed, "model.safetensors"), metadata={"format": "pt"})
+    inputs = make_inputs(hf_model)
+    reference = build_and_load(folder, tmp_path / "a").generate(inputs, steps=1)
+    other = build_and_load(renamed, tmp_path / "b").generate(inputs, steps=1)
+    np.testing.assert_array_equal(reference[0], other[0])
+    for a, b in zip(reference[2], other[2]):
+        np.testing.assert_array_equal(a, b)
