@@ -36,15 +36,19 @@ STEPS, PAD = 3, 3
 GRIDS = [(4, 6), (2, 4)]
 
 # name: tiny-lfm2-vl overrides (each changes the output where the default would not)
+_VISION = TINY_PRESETS["tiny-lfm2-vl"]["vision_config"]
 CASES = {
     "default": {},  # 2 x 2 unshuffle, layer norm, gelu, biased projector, tied head
-    "factor1_relu_nobias_nonorm": {"downsample_factor": 1, "projector_hidden_act": "relu",
-                                   "projector_bias": False, "projector_use_layernorm": False},
+    "factor1": {"downsample_factor": 1},
+    "projector_relu": {"projector_hidden_act": "relu"},
+    "projector_no_bias": {"projector_bias": False},
+    "projector_no_layernorm": {"projector_use_layernorm": False},
     "untied": {"tie_word_embeddings": False},
-    # a 3 x 3 position grid, exact gelu, another eps; the MAP head is saved and left unread
-    "vision_grid3_gelu_eps_head": {"vision_config": {
-        **TINY_PRESETS["tiny-lfm2-vl"]["vision_config"], "num_patches": 9, "hidden_act": "gelu",
-        "layer_norm_eps": 1e-2, "vision_use_head": True}},
+    # a 3 x 3 position grid; the MAP head is saved and left unread
+    "vision_grid3_head": {"vision_config": {**_VISION, "num_patches": 9,
+                                            "vision_use_head": True}},
+    "vision_relu": {"vision_config": {**_VISION, "hidden_act": "relu"}},
+    "vision_eps": {"vision_config": {**_VISION, "layer_norm_eps": 1e-1}},
 }
 
 
@@ -177,9 +181,10 @@ def test_f32_parity(name, checkpoint, tmp_path):
         _, default_model = checkpoint("default")
         default_features, _, default_steps = hf_reference(default_model,
                                                           make_inputs(default_model), [])
-        same_features = (features.shape == default_features.shape
-                         and np.allclose(features, default_features, atol=1e-3))
-        assert not (same_features and np.allclose(steps[0], default_steps[0], atol=1e-3))
+        same_shape = features.shape == default_features.shape  # else other token counts
+        moved = max(float(np.abs(steps[0] - default_steps[0]).max()),
+                    float(np.abs(features - default_features).max())) if same_shape else np.inf
+        assert moved > 10 * F32_TOLERANCE, f"{name}: the switch moved the output {moved:.3g}"
 
 
 def test_cpu_ep_matches_transformers(checkpoint, tmp_path):
