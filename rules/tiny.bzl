@@ -50,6 +50,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-hunyuan_v1_dense": "hunyuan_v1_dense",
     "tiny-lfm2": "lfm2",
     "tiny-lfm2-moe": "lfm2_moe",
+    "tiny-lfm2-vl": "lfm2_vl",
     "tiny-llama": "llama",
     "tiny-llava": "llava",
     "tiny-marian": "marian",

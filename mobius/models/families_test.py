@@ -101,7 +101,9 @@ def _check_contract(key, graph, io, float_type):
 FLOAT32_WEIGHTS = (".e_score_correction_bias", ".expert_bias")
 #: Constants folded inside a Mamba2 mixer, whose scan and gated norm compute in float32
 #: in every build dtype (mobius/components/mamba2.py), from A_log, dt_bias, D, norm weight.
-FLOAT32_SCOPES = (".mamba.",)
+FLOAT32_SCOPES = (".mamba.",
+                  # SigLIP2 NaFlex's position-resize weights, float32 as in transformers
+                  "vision_tower.embeddings.Range")
 
 
 def _check_weight_dtypes(graph, dtype, largest: bool):

@@ -52,8 +52,9 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
 from mobius.package.genai_config import vision_language_genai_config
 from mobius.roles import DECODER, EMBEDDING, VISION
-from mobius.tasks.causal_lm import (BATCH, NAMED_DIMS, SEQ, build_causal_lm, decoder_io,
-                                    embeds_width, position_streams)
+from mobius.tasks.causal_lm import (BATCH, NAMED_DIMS, SEQ, add_conv_states, build_causal_lm,
+                                    decoder_io, embeds_width, position_streams,
+                                    recurrent_states)
 from mobius.tasks.concrete_dims import check_io_dims
 from mobius.tasks.task import (GenaiContext, ModelIO, PackageConfigs, Reference, Task, TaskFlags,
                                TensorSpec, add_inputs, add_outputs, new_graph)
@@ -85,6 +86,7 @@ def vision_language_io(module: nn.Module, config: ArchitectureConfig) -> dict[st
             inputs=(TensorSpec("input_ids", ir.DataType.INT64, (BATCH, SEQ)), features),
             outputs=(TensorSpec("inputs_embeds", None, (BATCH, SEQ, width)),)),
         "model": decoder_io(config, inputs_embeds=True, token_ids=_token_ids(module),
+                            recurrent=recurrent_states(module.language_model),
                             streams=position_streams(module.language_model), width=width),
     }
 
@@ -144,6 +146,10 @@ def _genai_configs(module: nn.Module, config: ArchitectureConfig,
         vision_inputs=tuple(spec.name for spec in vision_inputs(module)),
         extra=extra() if extra is not None else None,
         embeds_width=embeds_width(module.language_model, config))
+    convs = {i: dims for i, layer in recurrent_states(module.language_model).items()
+             for name, dims in layer if name == "conv"}
+    if convs:  # a hybrid decoder (LFM2-VL): its conv states, as for text generation
+        add_conv_states(genai_config, config, convs)
     if files:  # genai's image processor reads it through model.vision.config_filename
         genai_config["model"]["vision"].setdefault("config_filename", next(iter(files)))
     return PackageConfigs(genai_config, extra_json=files)

@@ -549,3 +549,21 @@ TINY_PRESETS["tiny-mistral3"] = {
         "rope_parameters": {"rope_type": "axial", "rope_theta": 10000.0},
     },
 }
+
+# LFM2-VL: the tiny-lfm2 hybrid decoder (conv, attention, conv), a 2-layer SigLIP2 NaFlex
+# tower (hidden 32, 2 heads, MLP 40) on 4 px patches with a 4 x 4 position grid, 2 x 2
+# pixel unshuffle, layer-normed projector (hidden 48, gelu, biased). The image token is
+# the vocabulary's last entry, the image start / end tokens the two before it.
+TINY_PRESETS["tiny-lfm2-vl"] = {
+    "model_type": "lfm2_vl", "architectures": ["Lfm2VlForConditionalGeneration"],
+    "image_token_id": VOCAB_SIZE - 1, "tie_word_embeddings": True,
+    "projector_hidden_size": 48, "projector_hidden_act": "gelu", "projector_bias": True,
+    "projector_use_layernorm": True, "downsample_factor": 2,
+    "text_config": {k: v for k, v in TINY_PRESETS["tiny-lfm2"].items() if k != "architectures"},
+    "vision_config": {
+        "model_type": "siglip2_vision_model", "hidden_size": 32, "intermediate_size": 40,
+        "num_hidden_layers": 2, "num_attention_heads": 2, "num_channels": 3, "patch_size": 4,
+        "num_patches": 16, "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6,
+        "vision_use_head": False,
+    },
+}
