@@ -244,7 +244,7 @@ def test_cuda_graph_with_fused_moe_matches_transformers_on_the_cpu_ep(checkpoint
                                                                       case):
     """Each sparse layer is one com.microsoft MoE where the EP has the kernel (the
     routing is built in the form mobius/components/chosen_routing.py fuses), run here on
-    onnxruntime's CPU MoE kernel; the EPs without it keep the routing decomposed."""
+    onnxruntime's CPU MoE kernel; an EP without it keeps the routing decomposed."""
     from mobius.ep.registry import ep_registry
     from mobius.models.lfm2_moe import moe_options
     from mobius.optimize.histogram import op_histogram
@@ -258,7 +258,7 @@ def test_cuda_graph_with_fused_moe_matches_transformers_on_the_cpu_ep(checkpoint
     assert histogram["com.microsoft::MoE"] == sparse, histogram
     assert not histogram.get("NonZero") and not histogram.get("ScatterND"), histogram
     assert run.max_abs_diff <= TOLERANCE, f"{case}/cuda f32: {run.max_abs_diff:.3g}"
-    plain = op_histogram(build(folder, execution_provider="cpu", dtype="f32").models["model"])
+    plain = op_histogram(build(folder, execution_provider="default", dtype="f32").models["model"])
     assert not plain.get("com.microsoft::MoE") and plain["NonZero"] == plain["ScatterND"] > 0
 
 

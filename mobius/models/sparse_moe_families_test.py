@@ -2,7 +2,7 @@
 
 * L1: each family builds for every built-in EP and every dtype it accepts;
   the MoE blocks are one com.microsoft MoE each exactly where the EP has the
-  kernel (``supports_fused_moe``), the decomposed routing everywhere else;
+  kernel (``caps.fuses_moe(dtype)``), the decomposed routing everywhere else;
   PhiMoE's SparseMixer routing is built in the form the kernel fuses
   (mobius/components/chosen_routing.py).
 * L3: f32 logits match transformers within 1e-4 over a left-padded batch
@@ -30,7 +30,7 @@ from mobius.errors import ConfigError  # noqa: E402
 from mobius.ep.registry import ep_registry  # noqa: E402
 from mobius.models import gpt_oss, granitemoe, olmoe, phimoe  # noqa: E402
 from mobius.optimize.histogram import op_histogram  # noqa: E402
-from mobius.weights.dtypes import SHORT_NAMES  # noqa: E402
+from mobius.weights.dtypes import SHORT_NAMES, parse_dtype  # noqa: E402
 from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint, randomize_zero_tensors  # noqa: E402
 from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
 
@@ -103,7 +103,7 @@ def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(checkpoints, tmp
     config = package.config
     caps = ep_registry.get(ep)
     layers = config.num_hidden_layers
-    if family in FUSED and caps.supports_fused_moe and caps.has_kernel("MoE"):
+    if family in FUSED and caps.fuses_moe(parse_dtype(dtype)):
         assert histogram[MOE] == layers, histogram
         assert not histogram.get("NonZero") and not histogram.get("ScatterND"), histogram
     else:
