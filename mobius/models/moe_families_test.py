@@ -7,8 +7,9 @@
 * L3: f32 logits match transformers within 1e-4 over a left-padded batch
   prefill + 3 greedy decode steps with the KV cache (testing/parity.py).
 * EP parity on onnxruntime's CPU EP, against transformers: the cpu graphs
-  and the cuda graphs (whose fused MoE runs on the CPU EP's MoE kernel, f32
-  and f16). Graphs whose GroupQueryAttention applies RoPE itself are compared
+  and the cuda graphs, f32 and f16 (a fused MoE runs on the CPU EP's MoE
+  kernel in f32, through its function body in f16, which that kernel does not
+  take). Graphs whose GroupQueryAttention applies RoPE itself are compared
   unpadded over every step and left-padded over the prefill only: ORT's GQA
   kernel takes decode-step rotary positions from cache slots, which is wrong
   for a left-padded row (a known kernel limitation, not an MoE matter).
