@@ -44,7 +44,9 @@ class EpCapabilities:
             (meaningless without gqa_dtypes, and then ignored).
         supports_skip_layer_norm: Skip(Simplified)LayerNormalization kernels exist.
         supports_fused_matmul: MatMulNBits / fused-bias kernels exist.
-        supports_fused_moe: a fused com.microsoft MoE kernel exists.
+        moe_dtypes: dtypes for which the sparse-MoE routing fuses into com.microsoft
+            MoE (the dtypes its kernel takes; QMoE replaces it in quantized builds
+            where the EP has that kernel too).
         supports_packed_multi_head_attention: PackedMultiHeadAttention exists.
         supports_if / supports_shape / supports_int64: graph-level constraints.
         prepacks_2d_weights: the EP copies a constant 2-D MatMul/Gemm weight into
@@ -85,7 +87,7 @@ class EpCapabilities:
     gqa_head_sink: bool = False
     supports_skip_layer_norm: bool = False
     supports_fused_matmul: bool = False
-    supports_fused_moe: bool = False
+    moe_dtypes: frozenset = frozenset()
     supports_packed_multi_head_attention: bool = False
     supports_if: bool = True
     supports_shape: bool = True
@@ -113,7 +115,7 @@ class EpCapabilities:
         if not self.name or not isinstance(self.name, str):
             raise ValueError("EpCapabilities.name must be a non-empty string")
         for field in ("dtypes", "compute_dtypes", "gqa_dtypes", "qkv_pack_dtypes", "mha_dtypes",
-                      "contrib_ops",
+                      "moe_dtypes", "contrib_ops",
                       "quant_bits", "quant_block_sizes"):
             object.__setattr__(self, field, frozenset(getattr(self, field)))
         object.__setattr__(
@@ -140,6 +142,10 @@ class EpCapabilities:
             )
         if self.mha_dtypes - self.compute_dtypes:
             raise ValueError(f"EP {self.name!r}: MultiHeadAttention dtypes must be computed natively")
+        if self.moe_dtypes and "MoE" not in self.contrib_ops:
+            raise ValueError(f"EP {self.name!r}: moe_dtypes is set but MoE is not in contrib_ops")
+        if self.moe_dtypes - self.compute_dtypes:
+            raise ValueError(f"EP {self.name!r}: MoE dtypes must be computed natively")
         if self.supports_skip_layer_norm and not {
             "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"
         } <= self.contrib_ops:
@@ -180,6 +186,9 @@ class EpCapabilities:
 
     def fuses_mha(self, dtype: ir.DataType) -> bool:
         return dtype in self.mha_dtypes
+
+    def fuses_moe(self, dtype: ir.DataType) -> bool:
+        return dtype in self.moe_dtypes
 
     def has_kernel(self, op_type: str) -> bool:
         """Whether a com.microsoft op runs natively (else its function body is used)."""

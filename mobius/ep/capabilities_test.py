@@ -178,7 +178,7 @@ def test_trt_rtx_constraints():
 
 def test_cuda_and_cpu():
     cuda, cpu = get_ep("cuda"), get_ep("cpu")
-    assert cuda.supports_skip_layer_norm and cuda.packs_qkv(F16) and cuda.supports_fused_moe
+    assert cuda.supports_skip_layer_norm and cuda.packs_qkv(F16) and cuda.fuses_moe(F16)
     assert set(cuda.provider_options) == {"cuda"}
     assert cpu.default_int4_accuracy_level == 4 and not cpu.provider_options
 

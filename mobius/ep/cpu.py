@@ -2,6 +2,7 @@
 
 QKV packing is enabled (unlike the EP table's minimum) because the CPU GQA
 kernel accepts packed QKV and one [hidden, q+2kv] MatMul is faster than three.
+Float32 sparse-MoE blocks fuse into com.microsoft MoE (QMoE when quantized).
 """
 
 import onnx_ir as ir
@@ -22,8 +23,11 @@ CAPABILITIES = EpCapabilities(
     supports_skip_layer_norm=True,
     supports_fused_matmul=True,
     prepacks_2d_weights=True,
+    # onnxruntime 1.32's CPU MoE kernel takes float32 only (its QMoE also f16 / bf16)
+    moe_dtypes={ir.DataType.FLOAT},
     contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.FUSED_MATMUL,
-                                          contrib_ops.GATHER_BLOCK_QUANTIZED},
+                                          contrib_ops.GATHER_BLOCK_QUANTIZED,
+                                          contrib_ops.MOE, contrib_ops.QMOE},
     default_int4_accuracy_level=4,
     description="onnxruntime CPU EP",
 )

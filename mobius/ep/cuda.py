@@ -3,7 +3,7 @@
 import onnx_ir as ir
 
 from mobius.ep import contrib_ops
-from mobius.ep.capabilities import F32_F16, EpCapabilities
+from mobius.ep.capabilities import F32_F16, FLOAT_DTYPES, EpCapabilities
 
 _HALF = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
 
@@ -17,7 +17,7 @@ CAPABILITIES = EpCapabilities(
     gqa_head_sink=True,
     supports_skip_layer_norm=True,
     supports_fused_matmul=True,
-    supports_fused_moe=True,
+    moe_dtypes=FLOAT_DTYPES,
     supports_packed_multi_head_attention=True,
     contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.MOE, contrib_ops.QMOE, contrib_ops.PACKED_MHA,
                                               contrib_ops.GATHER_BLOCK_QUANTIZED},

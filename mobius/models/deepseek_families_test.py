@@ -176,14 +176,20 @@ def test_the_cache_holds_the_latent(tmp_path, preset):
     assert (decoder["head_size"], decoder["num_key_value_heads"]) == (width, 1)
 
 
-def test_v2_greedy_routing_fuses_into_moe_on_cuda_and_matches(checkpoints, tmp_path):
-    """Softmax top-k routing (scaled after the experts) is the MoE kernel's; the
-    cuda f32 graph runs on onnxruntime's CPU EP MoE kernel."""
-    folder = checkpoints("v2_biases_scaled")
+@pytest.mark.parametrize("case", ["v2_biases_scaled", "v2_group_limited", "v3"])
+def test_routing_fuses_into_moe_on_cuda_and_matches(checkpoints, tmp_path, case):
+    """V2 greedy (softmax top-k, scaled after the experts) is the MoE kernel's routing;
+    the grouped and sigmoid routings are built in the form it fuses
+    (mobius/components/chosen_routing.py). The cuda f32 graph runs on onnxruntime's
+    CPU EP MoE kernel; the default graph keeps the routing decomposed."""
+    folder = checkpoints(case)
     run, package = _parity(folder, tmp_path / "cuda", "cuda", load_hf_model(folder))
     histogram = op_histogram(package.models["model"])
     assert histogram["com.microsoft::MoE"] == 1, histogram  # the one sparse layer
-    assert run.max_abs_diff <= TOLERANCE, f"cuda f32: {run.max_abs_diff:.3g}"
+    assert not histogram.get("NonZero") and not histogram.get("ScatterND"), histogram
+    assert run.max_abs_diff <= TOLERANCE, f"{case}/cuda f32: {run.max_abs_diff:.3g}"
+    plain = op_histogram(build(folder, execution_provider="default", dtype="f32").models["model"])
+    assert not plain.get("com.microsoft::MoE") and plain["NonZero"] == plain["ScatterND"] > 0
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])

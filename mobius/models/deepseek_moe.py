@@ -15,16 +15,18 @@ Every weight is then multiplied by ``routed_scaling_factor``. Since the expert
 sum is linear in the weights, the factor scales the routed output instead, so
 V2's greedy routing stays the softmax top-k pattern that fuses into
 com.microsoft MoE (mobius/rewrite/moe_fusion.py); the grouped and sigmoid
-routings are not what that kernel computes and stay decomposed. The output
-adds ``shared_experts`` (a gated MLP of moe_intermediate_size * n_shared_experts).
+routings choose apart from their weights and are built in the fusable form of
+mobius/components/chosen_routing.py (sigmoid weights as exp(-softplus(-s))),
+so they fuse too. The output adds ``shared_experts`` (a gated MLP of
+moe_intermediate_size * n_shared_experts).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import onnx_ir as ir
 from onnxscript import nn
 
+from mobius.components import chosen_routing as cr
 from mobius.components.causal_transformer import scalar
 from mobius.components.linear import Linear
 from mobius.components.mlp import GatedMLP
@@ -35,16 +37,6 @@ from mobius.context import get_build_dtype
 F32 = ir.DataType.FLOAT
 
 
-def _f32(op, value: float):
-    return op.Constant(value=ir.tensor(np.array(value, dtype=np.float32)))
-
-
-def _kth(op, values, k: int):
-    """The k-th largest of ``values`` along the last axis, keepdims."""
-    top, _ = op.TopK(values, op.Constant(value_ints=[k]), axis=-1, _outputs=2)
-    return op.ReduceMin(top, op.Constant(value_ints=[-1]), keepdims=1)
-
-
 def _group_mask(op, choice, groups: int, keep: int, experts: int, per_group_top: int):
     """[..., E] bool: the experts of the ``keep`` best of ``groups`` groups, a group's
     score being the sum of its ``per_group_top`` largest ``choice`` values (V2: 1 = max)."""
@@ -52,7 +44,7 @@ def _group_mask(op, choice, groups: int, keep: int, experts: int, per_group_top:
     grouped = op.Reshape(choice, op.Constant(value_ints=[0, 0, groups, size]))
     top, _ = op.TopK(grouped, op.Constant(value_ints=[per_group_top]), axis=-1, _outputs=2)
     score = op.ReduceSum(top, op.Constant(value_ints=[-1]), keepdims=0)  # [b, s, G]
-    chosen = op.GreaterOrEqual(score, _kth(op, score, keep))
+    chosen = op.GreaterOrEqual(score, cr.kth_largest(op, score, keep))
     chosen = op.Expand(op.Unsqueeze(chosen, op.Constant(value_ints=[-1])),
                        op.Constant(value_ints=[1, 1, groups, size]))
     return op.Reshape(chosen, op.Constant(value_ints=[0, 0, experts]))
@@ -93,23 +85,32 @@ class DeepseekMoE(nn.Module):
             keep = _group_mask(op, choice, self.groups, self.topk_group, self.experts_count,
                                2 if sigmoid else 1)
             # transformers fills the dropped groups with -inf (V3) or 0 (V2, probs > 0)
-            choice = op.Where(keep, choice, _f32(op, float("-inf") if sigmoid else 0.0))
-        return probs, op.GreaterOrEqual(choice, _kth(op, choice, self.top_k))
+            choice = op.Where(keep, choice, cr.constant(op, float("-inf") if sigmoid else 0.0))
+        return probs, op.GreaterOrEqual(choice, cr.kth_largest(op, choice, self.top_k))
 
-    def _routing(self, op, logits):
-        if self.method == "greedy":
-            return routing_weights(op, logits, self.top_k, False, self.dtype)
-        if self.dtype != F32:
-            logits = op.Cast(logits, to=F32)
-        probs, chosen = self._choose(op, logits)
-        weights = op.Where(chosen, probs, _f32(op, 0.0))
-        if self.normalize:
-            total = op.ReduceSum(weights, op.Constant(value_ints=[-1]), keepdims=1)
-            weights = op.Div(weights, op.Add(total, _f32(op, 1e-20)))
-        return weights
+    def _chosen_routed(self, op, x, logits):
+        """The grouped / sigmoid routings, as renormalized softmax top-k times a per-token
+        factor (the weights' sum over the choice, renormalized or not, scaled)."""
+        logits32 = logits if self.dtype == F32 else op.Cast(logits, to=F32)
+        scores, chosen = self._choose(op, logits32)
+        log_scores = logits  # softmax scores: the logits are their log up to a constant
+        if self.method == "noaux_tc":
+            log_scores = op.Neg(op.Softplus(op.Neg(logits32)))  # log sigmoid, finite
+            if self.dtype != F32:
+                log_scores = op.Cast(log_scores, to=self.dtype)
+        routing = cr.chosen_routing(op, log_scores, chosen, self.top_k, self.dtype)
+        out = combine_experts(op, x, routing, list(self.experts), self.dtype)
+        total = cr.chosen_sum(op, scores, chosen)  # routing is scores / total
+        factor = op.Div(total, op.Add(total, cr.constant(op, 1e-20))) if self.normalize else total
+        if self.scaling != 1.0:
+            factor = op.Mul(factor, cr.constant(op, self.scaling))
+        return cr.scale_tokens(op, out, factor, self.dtype)
 
     def forward(self, op, x):
-        routing = self._routing(op, self.gate(op, x))
+        logits = self.gate(op, x)
+        if self.method != "greedy":
+            return op.Add(self._chosen_routed(op, x, logits), self.shared_experts(op, x))
+        routing = routing_weights(op, logits, self.top_k, False, self.dtype)
         out = combine_experts(op, x, routing, list(self.experts), self.dtype)
         if self.scaling != 1.0:
             out = op.Mul(out, scalar(op, self.scaling))

@@ -1,4 +1,4 @@
-"""L4 for the decoder families of issue 11 (dense, gpt-oss, deepseek, the lfm2 hybrids), on
+"""L4 for the decoder families of issue 11 (dense, gpt-oss, deepseek, phimoe, the lfm2 hybrids), on
 checkpoints with every parameter random (biases included): onnxruntime-genai
 greedy-generates exactly what transformers' ``generate`` does, for the default-EP
 package (standard Attention, separate KV buffers) and the cpu-EP package
@@ -32,7 +32,7 @@ PROMPTS = [[17, 93, 251, 407, 12, 999, 64, 5], [311, 28, 777]]  # no pad (0) / b
 PRESETS = ["tiny-olmo", "tiny-starcoder2", "tiny-stablelm", "tiny-cohere", "tiny-cohere2",
            "tiny-glm", "tiny-glm4", "tiny-nemotron", "tiny-falcon", "tiny-exaone4",
            "tiny-ernie4_5", "tiny-hunyuan_v1_dense", "tiny-gpt_oss", "tiny-deepseek-v2",
-           "tiny-deepseek-v3", "tiny-ernie4_5_moe", "tiny-glm4_moe",
+           "tiny-deepseek-v3", "tiny-ernie4_5_moe", "tiny-glm4_moe", "tiny-phimoe",
            # Mamba2 + attention hybrid: genai carries each Mamba layer's conv and recurrent
            # state (right-padded prompts: the short row's state stops at its last token)
            "tiny-granitemoehybrid",

@@ -20,13 +20,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-import onnx_ir as ir
-
-from mobius.components import chosen_routing as cr
 from mobius.components.causal_transformer import CausalLM, CausalTransformer
 from mobius.components.decoder_layer import PreNormDecoderLayer
 from mobius.components.mlp import GatedMLP
-from mobius.components.moe import combine_experts
 from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
 from mobius.config.fields import positive_int
@@ -37,8 +33,6 @@ from mobius.models.deepseek_moe import DeepseekMoE
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
 from mobius.weights.attach import IgnoredTensors
-
-F32 = ir.DataType.FLOAT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,22 +83,6 @@ class Glm4MoE(DeepseekMoE):
                          normalize=o.norm_topk_prob,
                          shared_size=o.moe_intermediate_size * o.n_shared_experts,
                          activation=activation)
-
-    def forward(self, op, x):
-        logits = self.gate(op, x)
-        logits32 = logits if self.dtype == F32 else op.Cast(logits, to=F32)
-        scores, chosen = self._choose(op, logits32)
-        log_scores = op.Neg(op.Softplus(op.Neg(logits32)))  # log sigmoid, finite
-        if self.dtype != F32:
-            log_scores = op.Cast(log_scores, to=self.dtype)
-        routing = cr.chosen_routing(op, log_scores, chosen, self.top_k, self.dtype)
-        out = combine_experts(op, x, routing, list(self.experts), self.dtype)
-        total = cr.chosen_sum(op, scores, chosen)  # routing is scores / total
-        factor = op.Div(total, op.Add(total, cr.constant(op, 1e-20))) if self.normalize else total
-        if self.scaling != 1.0:
-            factor = op.Mul(factor, cr.constant(op, self.scaling))
-        out = cr.scale_tokens(op, out, factor, self.dtype)
-        return op.Add(out, self.shared_experts(op, x))
 
 
 class Glm4MoeForCausalLM(CausalLM):

@@ -56,6 +56,8 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "moe_plain_routing": (MOE, {"use_expert_bias": False, "norm_topk_prob": False,
                                 "routed_scaling_factor": 1.0, "num_experts_per_tok": 3,
                                 "num_dense_layers": 0}),
+    # chosen on p + expert_bias, not renormalized, scaled by 2.5
+    "moe_bias_unnormalized": (MOE, {"norm_topk_prob": False, "routed_scaling_factor": 2.5}),
 }
 
 #: switch: (checkpoint, config.json edit that reverts it).
@@ -75,6 +77,9 @@ SWITCHES: dict[str, tuple[str, dict]] = {
     "moe_num_experts_per_tok": ("moe_plain_routing", {"num_experts_per_tok": 2}),
     "moe_num_dense_layers": ("moe_plain_routing", {"num_dense_layers": 1}),
     "moe_plain_norm_topk_prob": ("moe_plain_routing", {"norm_topk_prob": True}),
+    "moe_unnormalized_routed_scaling_factor": ("moe_bias_unnormalized",
+                                               {"routed_scaling_factor": 1.0}),
+    "moe_unnormalized_norm_topk_prob": ("moe_bias_unnormalized", {"norm_topk_prob": True}),
 }
 
 PARITY_CASES = [(c, ep) for c in CONFIGS for ep in ("default", "cpu")]
@@ -212,6 +217,49 @@ def test_lfm2_spellings_are_read(tmp_path):
     config = FAMILY.make_config(raw)
     assert config.tie_word_embeddings
     assert config.intermediate_size == 12 * -(-int(1.5 * int(2 * 343 / 3)) // 12)
+
+
+def test_the_expert_bias_changes_the_choice(checkpoints, tmp_path):
+    """The same checkpoint with expert_bias zeroed: far from transformers (the bias moves
+    which experts are chosen, not their weights)."""
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    zeroed = str(tmp_path / "zeroed")
+    shutil.copytree(checkpoints("moe_bias_unnormalized"), zeroed)
+    path = os.path.join(zeroed, "model.safetensors")
+    tensors = load_file(path)
+    names = [n for n in tensors if n.endswith(".feed_forward.expert_bias")]
+    assert len(names) == 2 and all(tensors[n].any() for n in names)
+    for name in names:
+        tensors[name] = np.zeros_like(tensors[name])
+    save_file(tensors, path, metadata={"format": "pt"})
+    hf_model = load_hf_model(checkpoints("moe_bias_unnormalized"))
+    run, _ = _parity(zeroed, tmp_path / "pkg", "default", hf_model, pad=0)
+    assert run.max_abs_diff > CHANGED, f"the expert bias changes nothing ({run.max_abs_diff:.3g})"
+
+
+@pytest.mark.parametrize("case", ["moe", "moe_plain_routing", "moe_bias_unnormalized"])
+def test_cuda_graph_with_fused_moe_matches_transformers_on_the_cpu_ep(checkpoints, tmp_path,
+                                                                      case):
+    """Each sparse layer is one com.microsoft MoE where the EP has the kernel (the
+    routing is built in the form mobius/components/chosen_routing.py fuses), run here on
+    onnxruntime's CPU MoE kernel; an EP without it keeps the routing decomposed."""
+    from mobius.ep.registry import ep_registry
+    from mobius.models.lfm2_moe import moe_options
+    from mobius.optimize.histogram import op_histogram
+
+    assert ep_registry.get("cuda").has_kernel("MoE")
+    folder = checkpoints(case)
+    run, package = _parity(folder, tmp_path, "cuda", load_hf_model(folder), pad=0)
+    config = package.config
+    sparse = config.num_hidden_layers - moe_options(config).num_dense_layers
+    histogram = op_histogram(package.models["model"])
+    assert histogram["com.microsoft::MoE"] == sparse, histogram
+    assert not histogram.get("NonZero") and not histogram.get("ScatterND"), histogram
+    assert run.max_abs_diff <= TOLERANCE, f"{case}/cuda f32: {run.max_abs_diff:.3g}"
+    plain = op_histogram(build(folder, execution_provider="default", dtype="f32").models["model"])
+    assert not plain.get("com.microsoft::MoE") and plain["NonZero"] == plain["ScatterND"] > 0
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])

@@ -7,8 +7,9 @@ routes each token to ``num_experts_per_tok`` of ``num_experts`` SwiGLU experts
 float32: p = sigmoid(gate(x)); the experts are chosen by the top-k of
 p + ``expert_bias`` (``use_expert_bias``) or of p, weighted by p, divided by
 (their sum + 1e-6) when ``norm_topk_prob``, times ``routed_scaling_factor``.
-A sigmoid, bias-chosen routing is not the softmax top-k of com.microsoft MoE, so
-it stays decomposed on every EP (as DeepSeek-V3's).
+The routing is built in the fusable form of mobius/components/chosen_routing.py
+(weights sigmoid(s) = exp(-softplus(-s))): an EP with the MoE kernel runs it as
+com.microsoft MoE, every other EP runs the same math in standard ops.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-import numpy as np
 import onnx_ir as ir
 from onnxscript import nn
 
+from mobius.components import chosen_routing as cr
 from mobius.components.linear import Linear
 from mobius.components.moe import MIXTRAL_EXPERT_NAMES, GatedExpert, combine_experts
 from mobius.components.weight import Weight
@@ -60,10 +61,6 @@ def moe_options(config_or_raw) -> Lfm2MoeOptions:
     return o
 
 
-def _f32(op, value: float):
-    return op.Constant(value=ir.tensor(np.array(value, dtype=np.float32)))
-
-
 class Lfm2MoeBlock(nn.Module):
     """Router ``gate`` (+ float32 ``expert_bias``) and ``experts.{j}`` (w1, w3, w2)."""
 
@@ -79,24 +76,23 @@ class Lfm2MoeBlock(nn.Module):
             GatedExpert(hidden, o.moe_intermediate_size, "silu", MIXTRAL_EXPERT_NAMES)
             for _ in range(o.num_experts)])
 
-    def _routing(self, op, logits):
-        if self.dtype != F32:
-            logits = op.Cast(logits, to=F32)
-        probs = op.Sigmoid(logits)
-        choice = op.Add(probs, self.expert_bias) if self.expert_bias is not None else probs
-        top, _ = op.TopK(choice, op.Constant(value_ints=[self.top_k]), axis=-1, _outputs=2)
-        kth = op.ReduceMin(top, op.Constant(value_ints=[-1]), keepdims=1)
-        weights = op.Where(op.GreaterOrEqual(choice, kth), probs, _f32(op, 0.0))
-        if self.o.norm_topk_prob:
-            total = op.ReduceSum(weights, op.Constant(value_ints=[-1]), keepdims=1)
-            weights = op.Div(weights, op.Add(total, _f32(op, 1e-6)))
-        if self.o.routed_scaling_factor != 1.0:
-            weights = op.Mul(weights, _f32(op, self.o.routed_scaling_factor))
-        return weights
-
     def forward(self, op, x):
-        return combine_experts(op, x, self._routing(op, self.gate(op, x)), list(self.experts),
-                               self.dtype)
+        logits = self.gate(op, x)
+        logits32 = logits if self.dtype == F32 else op.Cast(logits, to=F32)
+        probs = op.Sigmoid(logits32)
+        choice = op.Add(probs, self.expert_bias) if self.expert_bias is not None else probs
+        chosen = op.GreaterOrEqual(choice, cr.kth_largest(op, choice, self.top_k))
+        log_probs = op.Neg(op.Softplus(op.Neg(logits32)))  # log sigmoid, finite
+        if self.dtype != F32:
+            log_probs = op.Cast(log_probs, to=self.dtype)
+        routing = cr.chosen_routing(op, log_probs, chosen, self.top_k, self.dtype)
+        out = combine_experts(op, x, routing, list(self.experts), self.dtype)
+        factor = cr.chosen_sum(op, probs, chosen)  # routing is p / factor
+        if self.o.norm_topk_prob:
+            factor = op.Div(factor, op.Add(factor, cr.constant(op, 1e-6)))
+        if self.o.routed_scaling_factor != 1.0:
+            factor = op.Mul(factor, cr.constant(op, self.o.routed_scaling_factor))
+        return cr.scale_tokens(op, out, factor, self.dtype)
 
 
 def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,9 @@ and the sampling of SparseMixer only act in training. LongRoPE scales cos/sin
 by ``short_mscale`` / ``long_mscale``; only equal values are built (they are
 equal in the published checkpoints), as the single attention factor.
 
+The routing is built in the fusable form of mobius/components/chosen_routing.py,
+so an EP with the com.microsoft MoE kernel runs it fused.
+
 The threshold is a hard cut: in f16/bf16 graphs, two EP graphs that round at
 different points can keep a different set of logits for a token whose ratio
 lies within rounding of 2 * router_jitter_noise (seen on the tiny checkpoint:
@@ -27,6 +30,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript import nn
 
+from mobius.components import chosen_routing as cr
 from mobius.components.causal_transformer import CausalLM, CausalTransformer
 from mobius.components.layer_norm import LayerNorm
 from mobius.components.moe import MIXTRAL_EXPERT_NAMES, SparseMoE, combine_experts
@@ -89,9 +93,18 @@ class PhimoeSparseMoE(SparseMoE):
         self.jitter_eps = float(jitter)
 
     def forward(self, op, x):
-        routing = sparsemixer_routing(op, self.gate(op, x), self.num_experts, self.jitter_eps,
+        """The SparseMixer weights w (>= 1/E at the two picks, 0 elsewhere) as the
+        renormalized softmax top-2 over log w that com.microsoft MoE fuses, times sum(w)."""
+        weights = sparsemixer_routing(op, self.gate(op, x), self.num_experts, self.jitter_eps,
                                       self.dtype)
-        return combine_experts(op, x, routing, list(self.experts), self.dtype)
+        chosen = op.Greater(weights, cr.constant(op, 0.0))
+        log_weights = op.Log(op.Where(chosen, weights, cr.constant(op, 1.0)))  # no log(0)
+        if self.dtype != F32:
+            log_weights = op.Cast(log_weights, to=self.dtype)
+        routing = cr.chosen_routing(op, log_weights, chosen, self.top_k, self.dtype)
+        out = combine_experts(op, x, routing, list(self.experts), self.dtype)
+        total = op.ReduceSum(weights, op.Constant(value_ints=[-1]), keepdims=1)
+        return cr.scale_tokens(op, out, total, self.dtype)
 
 
 def _rope_mscale(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from mobius.errors import ConfigError, WeightsError  # noqa: E402
 from mobius.models import ernie4_5_moe, glm4_moe  # noqa: E402
 from mobius.optimize.histogram import op_histogram  # noqa: E402
 from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from mobius.weights.dtypes import SHORT_NAMES  # noqa: E402
+from mobius.weights.dtypes import SHORT_NAMES, parse_dtype  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
 from testing.model_runs import (BuiltPackage, assert_low_precision_parity,  # noqa: E402
                                  f32_parity)
@@ -228,7 +228,7 @@ def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(checkpoints, tmp
     histogram = op_histogram(package.models["model"])
     caps = ep_registry.get(ep)
     blocks = _sparse_layers(preset, package.config)
-    if caps.supports_fused_moe and caps.has_kernel("MoE"):
+    if caps.fuses_moe(parse_dtype(dtype)):
         assert histogram[MOE] == blocks, histogram
         assert not histogram.get("NonZero") and not histogram.get("ScatterND"), histogram
     else:

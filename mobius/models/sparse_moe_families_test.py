@@ -2,9 +2,9 @@
 
 * L1: each family builds for every built-in EP and every dtype it accepts;
   the MoE blocks are one com.microsoft MoE each exactly where the EP has the
-  kernel (``supports_fused_moe``), the decomposed routing everywhere else;
-  PhiMoE's SparseMixer routing is not the kernel's softmax top-k, so it stays
-  decomposed on every EP.
+  kernel (``caps.fuses_moe(dtype)``), the decomposed routing everywhere else;
+  PhiMoE's SparseMixer routing is built in the form the kernel fuses
+  (mobius/components/chosen_routing.py).
 * L3: f32 logits match transformers within 1e-4 over a left-padded batch
   prefill + 3 greedy decode steps with the KV cache, on the default and cpu
   EPs, for the presets and for each config switch the families read.
@@ -30,12 +30,12 @@ from mobius.errors import ConfigError  # noqa: E402
 from mobius.ep.registry import ep_registry  # noqa: E402
 from mobius.models import gpt_oss, granitemoe, olmoe, phimoe  # noqa: E402
 from mobius.optimize.histogram import op_histogram  # noqa: E402
-from mobius.weights.dtypes import SHORT_NAMES  # noqa: E402
+from mobius.weights.dtypes import SHORT_NAMES, parse_dtype  # noqa: E402
 from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint, randomize_zero_tensors  # noqa: E402
 from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
 
 FAMILIES = {f.name: f for f in (olmoe.FAMILY, granitemoe.FAMILY, phimoe.FAMILY, gpt_oss.FAMILY)}
-FUSED = ("olmoe", "granitemoe", "gpt_oss")  # routing the com.microsoft MoE kernel computes
+FUSED = ("olmoe", "granitemoe", "phimoe", "gpt_oss")  # fused where the EP has the MoE kernel
 
 #: name: (family, config overrides). Each switch the families read differs
 #: from its preset value in one variant (presets: olmoe norm_topk_prob False;
@@ -103,7 +103,7 @@ def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(checkpoints, tmp
     config = package.config
     caps = ep_registry.get(ep)
     layers = config.num_hidden_layers
-    if family in FUSED and caps.supports_fused_moe and caps.has_kernel("MoE"):
+    if family in FUSED and caps.fuses_moe(parse_dtype(dtype)):
         assert histogram[MOE] == layers, histogram
         assert not histogram.get("NonZero") and not histogram.get("ScatterND"), histogram
     else:
@@ -137,7 +137,7 @@ def test_f32_parity_with_transformers(checkpoints, tmp_path, variant, ep):
     assert padded.max_abs_diff <= 1e-4, f"{variant}/{ep} left-padded: {padded.max_abs_diff:.3g}"
 
 
-@pytest.mark.parametrize("family", FUSED)
+@pytest.mark.parametrize("family", FUSED + ("phimoe_jitter_window_no_bias",))
 def test_cuda_graph_with_fused_moe_matches_transformers_on_the_cpu_ep(checkpoints, tmp_path,
                                                                       family):
     run, package = _parity(checkpoints(family), tmp_path, "cuda", pad=0, steps=3)

@@ -3,13 +3,17 @@
 The expert stacks keep the MoE layout ([E, 2I, H] and [E, H, I], rows = output
 features), so each is quantized as one [E * rows, cols] matrix, blocks along
 the input features, and packed as QMoE expects (mobius.contrib.qmoe).
-Only where the EP has the QMoE kernel; QMoE takes no zero points, its blocks
-must divide H and I, and it always renormalizes the top-k routing weights:
-otherwise the MoE stays float and the reason is logged.
+Only where the EP has the QMoE kernel; QMoE takes no zero points and its blocks
+must divide H and I: otherwise the MoE stays float and the reason is logged.
+QMoE always renormalizes the top-k routing weights; an MoE that does not
+(Qwen ``norm_topk_prob=False``, OLMoE, DeepSeek-V2 greedy) becomes a
+renormalizing QMoE times the per-token top-k probability mass sum(top-k
+softmax(logits)), which the expert sum, linear in the weights, makes exact.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -34,10 +38,12 @@ def emit_qmoe(model: ir.Model, moe: ir.Node, bits: int, block_size: int,
     inter = fused // 2
     attrs = {name: attr.value for name, attr in moe.attributes.items()}
     reason = None
-    if not attrs.get("normalize_routing_weights"):
-        # onnxruntime's QMoE (1.32, CPU) takes the softmax over the top-k logits only, i.e.
-        # always renormalizes; MoE without renormalization (Qwen norm_topk_prob=False) differs.
-        reason = "QMoE always renormalizes the top-k routing weights; this MoE does not"
+    # onnxruntime's QMoE (1.32, CPU) takes the softmax over the top-k logits only, i.e.
+    # always renormalizes; without renormalization the output is scaled by the top-k mass.
+    scaled = not attrs.get("normalize_routing_weights")
+    router_logits = _router_logits(logits)
+    if scaled and (_rank(router_logits) is None or _rank(router_logits) != _rank(x)):
+        reason = "the router logits do not broadcast over the output (unnormalized routing)"
     elif not symmetric:
         reason = "QMoE takes no zero points (build symmetric to quantize the experts)"
     elif hidden % block_size or inter % block_size:
@@ -46,7 +52,8 @@ def emit_qmoe(model: ir.Model, moe: ir.Node, bits: int, block_size: int,
         logger.info("%s kept float: %s", moe.name, reason)
         return False
     dtype = fc1.const_value.dtype
-    spec = QMoeSpec(MoeSpec.from_node(moe, experts, hidden, inter, dtype), bits, block_size)
+    moe_spec = MoeSpec.from_node(moe, experts, hidden, inter, dtype)
+    spec = QMoeSpec(dataclasses.replace(moe_spec, normalize=True), bits, block_size)
     graph = model.graph
     weights = []
     for value in (fc1, fc2):
@@ -55,8 +62,59 @@ def emit_qmoe(model: ir.Model, moe: ir.Node, bits: int, block_size: int,
     if fc2_bias is not None:
         inputs.append(fc2_bias)
     node = make_qmoe_node(model, spec, inputs, name=f"{moe.name}/QMoE")
-    replace_node(graph, moe, [node])
+    nodes = [node]
+    if scaled:
+        out = node.outputs[0]
+        out.type, out.shape = moe.outputs[0].type, moe.outputs[0].shape
+        if out.shape is not None:
+            out.shape = out.shape.copy()
+        nodes += _times_top_k_mass(node, router_logits, moe_spec.top_k, dtype)
+    replace_node(graph, moe, nodes)
     return True
+
+
+def _rank(value: ir.Value) -> int | None:
+    return len(value.shape) if value is not None and value.shape is not None else None
+
+
+def _router_logits(logits: ir.Value) -> ir.Value:
+    """The logits before MoEFusion's Reshape to [tokens, E] (the output's rank)."""
+    reshape = logits.producer()
+    if reshape is not None and reshape.op_type == "Reshape" and reshape.domain == "":
+        return reshape.inputs[0]
+    return logits
+
+
+def _times_top_k_mass(qmoe: ir.Node, logits: ir.Value, top_k: int,
+                      dtype: ir.DataType) -> list[ir.Node]:
+    """Nodes computing qmoe's output * sum(top-k softmax(logits)) [..., 1] (float32 routing)."""
+    name = qmoe.name
+    nodes = []
+
+    def add(op_type, inputs, n_out=1, **attrs):
+        node = ir.Node("", op_type, inputs, attributes=[_attr(k, v) for k, v in attrs.items()],
+                       num_outputs=n_out, name=f"{name}/mass/{op_type}_{len(nodes)}")
+        nodes.append(node)
+        return node.outputs
+
+    def const(array):
+        return add("Constant", [], value=ir.tensor(array))[0]
+
+    f32 = ir.DataType.FLOAT
+    routed = logits if dtype == f32 else add("Cast", [logits], to=f32)[0]
+    probs = add("Softmax", [routed], axis=-1)[0]
+    top = add("TopK", [probs, const(np.array([top_k], np.int64))], 2, axis=-1)[0]
+    mass = add("ReduceSum", [top, const(np.array([-1], np.int64))], keepdims=1)[0]
+    if dtype != f32:
+        mass = add("Cast", [mass], to=dtype)[0]
+    add("Mul", [qmoe.outputs[0], mass])
+    return nodes
+
+
+def _attr(name: str, value) -> ir.Attr:
+    if isinstance(value, ir.TensorProtocol):
+        return ir.AttrTensor(name, value)
+    return ir.AttrInt64(name, int(value))
 
 
 def _quantized_stack(graph: ir.Graph, value: ir.Value, bits: int, block_size: int,

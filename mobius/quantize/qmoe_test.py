@@ -2,8 +2,8 @@
 
 The cuda f32 graph runs on onnxruntime's CPU EP (which has MoE and QMoE
 kernels): with expert weights exactly on the int4 grid, the QMoE build equals
-the float build, and QMoE's inlined function body equals its kernel. MoEs the
-QMoE kernel cannot express stay float MoE.
+the float build (renormalized routing or not), and QMoE's inlined function body
+equals its kernel. MoEs the QMoE kernel cannot express stay float MoE.
 """
 
 import logging
@@ -45,8 +45,11 @@ def _ops(package) -> dict:
             for n in package.model.graph if n.op_type in ("MoE", "QMoE")}
 
 
-def test_qmoe_on_grid_matches_float_and_its_body(tmp_path):
-    folder = _checkpoint(str(tmp_path / "ckpt"), normalize=True)
+@pytest.mark.parametrize("normalize", [True, False])
+def test_qmoe_on_grid_matches_float_and_its_body(tmp_path, normalize):
+    """Unnormalized routing (norm_topk_prob=False): a renormalizing QMoE times the
+    top-k probability mass gives the unnormalized MoE's output."""
+    folder = _checkpoint(str(tmp_path / "ckpt"), normalize=normalize)
     reference = mobius.build(folder, execution_provider=EP, dtype="f32")
     built = mobius.build(folder, execution_provider=EP, dtype="f32", quant="int4",
                          quant_accuracy_level=1)
@@ -63,7 +66,6 @@ def test_qmoe_on_grid_matches_float_and_its_body(tmp_path):
 
 
 @pytest.mark.parametrize("normalize,kwargs,reason", [
-    (False, {}, "always renormalizes"),
     (True, {"quant_symmetric": False}, "takes no zero points"),
     (True, {"quant_block_size": 64}, "does not divide"),
 ])

@@ -39,7 +39,7 @@ weighted expert outputs in its own order/precision (the pattern accumulates
 in float32), and exact ties at the k-th router probability pick more than k
 experts in the pattern but exactly k in the kernel.
 
-Legal where ``caps.supports_fused_moe`` and the EP has the MoE kernel.
+Legal where the EP's MoE kernel takes the build dtype (``caps.fuses_moe``).
 """
 
 from __future__ import annotations
@@ -84,8 +84,7 @@ class MoEFusion(NodeRule):
     name = "MoEFusion"
 
     def applies(self, ctx: RuleContext) -> bool:
-        return (ctx.caps.supports_fused_moe and ctx.caps.has_kernel(OP_TYPE)
-                and ctx.dtype in FLOAT_DTYPES)
+        return ctx.caps.fuses_moe(ctx.dtype) and ctx.caps.has_kernel(OP_TYPE)
 
     def match(self, node: ir.Node) -> _Match | None:
         if not _is_scatter_add(node) or _continues_chain(node.outputs[0]):

@@ -107,7 +107,7 @@ def test_fuses_runs_and_inlines_back(tmp_path, case):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
     # An EP without the kernel: the inline stage expands the function body.
-    assert InlineUnsupportedFunctions().apply(fused, _ctx("cpu")) == 1
+    assert InlineUnsupportedFunctions().apply(fused, _ctx("dml")) == 1
     hist = _histogram(fused)
     assert not hist.get(MOE) and hist.get("NonZero") == experts and hist.get("ScatterND") == experts
     assert not fused.functions
@@ -170,7 +170,7 @@ def test_float16(tmp_path):
     assert got.dtype == np.float16
     np.testing.assert_allclose(got.astype(np.float32), expected.astype(np.float32),
                                rtol=1e-2, atol=1e-2)
-    InlineUnsupportedFunctions().apply(fused, _ctx("cpu", f16))
+    InlineUnsupportedFunctions().apply(fused, _ctx("dml", f16))
     (inlined,) = run_model(fused, {"x": x})
     # f16 rounding only (one [H, 2I] gate/up MatMul instead of two [H, I] ones).
     np.testing.assert_allclose(inlined.astype(np.float32), expected.astype(np.float32),
@@ -181,17 +181,24 @@ def test_float16(tmp_path):
 # Legality and near-misses: nothing changes
 
 
-@pytest.mark.parametrize("ep", ["default", "cpu", "dml", "webgpu", "mlx", "trt-rtx",
-                                "onnx-standard"])
+@pytest.mark.parametrize("ep", ["default", "dml", "webgpu", "mlx", "trt-rtx", "onnx-standard"])
 def test_not_applied_where_the_ep_has_no_kernel(ep):
     assert not MoEFusion().applies(_ctx(ep))
 
 
-def test_needs_both_the_capability_and_the_kernel():
+def test_applied_only_for_the_dtypes_the_kernel_takes():
+    """onnxruntime's CPU MoE kernel takes float32 only; CUDA's every float type."""
+    f16, bf16 = ir.DataType.FLOAT16, ir.DataType.BFLOAT16
+    assert MoEFusion().applies(_ctx("cpu"))
+    assert not MoEFusion().applies(_ctx("cpu", f16)) and not MoEFusion().applies(_ctx("cpu", bf16))
+    assert MoEFusion().applies(_ctx("cuda", f16)) and MoEFusion().applies(_ctx("cuda", bf16))
+
+
+def test_moe_dtypes_need_the_kernel():
     caps = get_ep("cuda")
-    no_kernel = EpCapabilities(name="x", supports_fused_moe=True,
-                               contrib_ops=caps.contrib_ops - {"MoE"})
-    assert not MoEFusion().applies(RuleContext(no_kernel, ir.DataType.FLOAT, DECODER))
+    with pytest.raises(ValueError, match="MoE is not in contrib_ops"):
+        EpCapabilities(name="x", moe_dtypes={ir.DataType.FLOAT},
+                       contrib_ops=caps.contrib_ops - {"MoE"})
 
 
 def _unchanged(model, x):
@@ -308,7 +315,7 @@ def test_gpt_oss_experts_fuse_with_biases_and_clamped_swiglu(tmp_path, limit):
     assert tuple(node.inputs[2].shape) == (4, 2 * INTER, HIDDEN)
     (got,) = run_model(fused, {"x": x})
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
-    assert InlineUnsupportedFunctions().apply(fused, _ctx("cpu")) == 1
+    assert InlineUnsupportedFunctions().apply(fused, _ctx("dml")) == 1
     (inlined,) = run_model(fused, {"x": x})
     np.testing.assert_allclose(inlined, expected, rtol=1e-6, atol=1e-6)
     if limit < 1:  # the clamp is exercised: without it the kernel's output differs
