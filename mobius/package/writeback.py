@@ -41,8 +41,8 @@ class EarlyWriteback:
 
     A worker thread hands each new stretch of at least ``stretch`` bytes to the
     kernel, so a call that blocks on a full device queue never stalls the
-    writer. ``close()`` stops it (pending stretches are dropped: the fsync
-    that follows writes them anyway).
+    writer. ``close()`` lets it finish the stretches handed over and stops it;
+    the rest of the file is left to the fsync that follows.
 
     onnx-ir writes the data file as ``.<name>.<random>/<name>`` beside
     ``path`` and renames it into place when complete: the file being written
@@ -94,7 +94,8 @@ class EarlyWriteback:
 def _open_being_written(path: str) -> int:
     """A read-only descriptor of the file being written to ``path``, or -1."""
     folder, name = os.path.split(path)
-    staged = glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name)}.*", name))
+    pattern = os.path.join(glob.escape(folder), f".{glob.escape(name)}.*", glob.escape(name))
+    staged = glob.glob(pattern)
     for candidate in [*sorted(staged, key=_mtime, reverse=True), path]:
         try:
             return os.open(candidate, os.O_RDONLY)
