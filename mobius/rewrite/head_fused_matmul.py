@@ -18,6 +18,11 @@ from the memory-mapped data file; MLAS only packs 2-D weights):
   the head at the load's peak (4 GB for a 128256 x 4096 float32 head); unpacked,
   its pages are read when the logits are first computed, once.
 
+The price: MLAS packs an unpacked B on every call of two or more rows
+(batched decode, every-position logits: 1.3-1.6x the head's time), while one
+row (batch-1 decode, genai's last-position prefill) is faster
+(docs/benchmarks.md).
+
 ``W`` is an initializer read only by that Gemm (as B, without a bias) and by
 Gathers along axis 0. Legality: a FusedMatMul kernel, for builds computed in
 float32 (the kernel's type).
