@@ -39,7 +39,7 @@ def _linears(model: ir.Model) -> list[ir.Node]:
     """The ops above on a constant weight; a plain MatMul only on a 2-D one. A 3-D
     MatMul constant (DeepSeek's per-head kv_b_proj halves in latent attention: a
     batched MatMul, not a Linear) stays float, while the CPU head's FusedMatMul
-    reads a tied matrix as [1, V, H] and is a Linear."""
+    reads the head's matrix as [1, V, H] and is a Linear."""
     return [n for n in s.all_nodes(model.graph) if s.op_key(n) in _LINEAR_OPS
             and s.is_constant(n.inputs[1]) and n.inputs[1].shape is not None
             and (n.op_type != "MatMul" or len(n.inputs[1].shape) == 2)]

@@ -14,7 +14,9 @@ measures side by side, each in its own subprocess, in alternating order:
 * ``copy``:   ``shutil.copytree(CKPT, OUT)``, the floor (pure I/O)
 
 recording wall time, CPU time and the peak RSS of the whole process tree
-(tools/bench/measure.py). Each measurement is repeated --repeat times; the
+(tools/bench/measure.py), and "wall + flush": the wall time plus an fsync of
+the output after the tool exits (the writeback it left to the kernel; mobius
+fsyncs before it exits, the peer and the copy do not). Each measurement is repeated --repeat times; the
 median and the spread are reported. Both packages are then loaded in
 onnxruntime so a broken build never produces a number.
 
@@ -154,13 +156,17 @@ def cmd_build(args) -> int:
             # cwd=root: `python -m` puts the working directory first on sys.path.
             m = measure.measure(cmd, env=env, cwd=root,
                                 log_path=os.path.join(out_root, f"{tool}.log"))
+            m.flush_s = measure.flush_s(out_dir)
             runs[tool].append(m)
             print(f"bench: [{rep + 1}/{args.repeat}] {tool:6s} {m.wall_s:7.2f} s wall "
-                  f"{m.cpu_s:7.2f} s CPU  peak RSS {mib(m.peak_rss):7.0f} MiB", file=sys.stderr)
+                  f"(+{m.flush_s:5.2f} s flush) {m.cpu_s:7.2f} s CPU  peak RSS "
+                  f"{mib(m.peak_rss):7.0f} MiB", file=sys.stderr)
     result = _result("build", args, root, checkpoint)
     for tool, ms in runs.items():
         result["tools"][tool] = {
-            "wall_s": _spread([m.wall_s for m in ms]), "cpu_s": _spread([m.cpu_s for m in ms]),
+            "wall_s": _spread([m.wall_s for m in ms]),
+            "wall_flushed_s": _spread([m.wall_s + m.flush_s for m in ms]),
+            "cpu_s": _spread([m.cpu_s for m in ms]),
             "peak_rss_mib": _spread([mib(m.peak_rss) for m in ms]),
             "command": _tool_commands(checkpoint, "OUT", "CACHE", args.mobius_ep,
                                       args.quant)[tool],
@@ -182,7 +188,7 @@ def _build_ratios(result: dict) -> None:
     ratios = {"rss_over_largest_mib": round(mob["peak_rss_mib"]["median"] - largest, 1)}
     for other in ("peer", "copy"):
         if other in tools:
-            for key in ("wall_s", "cpu_s", "peak_rss_mib"):
+            for key in ("wall_s", "wall_flushed_s", "cpu_s", "peak_rss_mib"):
                 ratios[f"{key}/{other}"] = round(
                     mob[key]["median"] / max(tools[other][key]["median"], 1e-9), 3)
     result["ratios"] = ratios
@@ -196,12 +202,12 @@ def build_table(result: dict) -> str:
              f"{'tied' if ck['tied'] else 'untied'}), largest tensor "
              f"{mib(ck['largest_tensor_bytes']):.0f} MiB; median [min-max] of {result['repeat']}; "
              f"load average {result['load_average'][0]}",
-             "", "| tool | wall s | CPU s | peak RSS MiB |", "|---|---|---|---|"]
+             "", "| tool | wall s | wall + flush s | CPU s | peak RSS MiB |", "|---|---|---|---|---|"]
     for tool in ("mobius", "peer", "copy"):
         if tool in tools:
             t = tools[tool]
             cells = [f"{t[k]['median']:.2f} [{t[k]['min']:.2f}-{t[k]['max']:.2f}]"
-                     for k in ("wall_s", "cpu_s")]
+                     for k in ("wall_s", "wall_flushed_s", "cpu_s")]
             rss = t["peak_rss_mib"]
             cells.append(f"{rss['median']:.0f} [{rss['min']:.0f}-{rss['max']:.0f}]")
             lines.append(f"| {tool} | " + " | ".join(cells) + " |")

@@ -51,7 +51,7 @@ class EpCapabilities:
         supports_if / supports_shape / supports_int64: graph-level constraints.
         prepacks_2d_weights: the EP copies a constant 2-D MatMul/Gemm weight into
             its own packed layout at session load (a weight another node also
-            reads is then held twice).
+            reads is then held twice; any is held twice while it is packed).
         default_int4_accuracy_level: MatMulNBits accuracy_level for quantized
             builds (int4 and int8) unless --quant-accuracy-level says otherwise.
         quant_form: the quantized MatMul form (BP-16): "matmul_nbits"

@@ -20,6 +20,7 @@ from mobius.errors import OutputError
 from mobius.package.output_swap import (InterruptedAfterSave, OutputExistsError, is_disk_full,
                                         locked, make_staging, mark_ready, place, recover)
 from mobius.package.overlap import check_no_overlap
+from mobius.package.writeback import EarlyWriteback
 
 
 @dataclasses.dataclass
@@ -158,21 +159,25 @@ def _umask() -> int:
 
 def _save_model(model: ir.Model, path: str, progress: bool, data_name: str | None = None) -> None:
     """Saves one model; weights are read, converted and written one tensor at a time
-    into ``data_name`` beside it (default: <file>.data)."""
+    into ``data_name`` beside it (default: <file>.data), whose writeback to disk
+    starts while later tensors are written."""
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(unit="tensor", desc=f"loading + writing weights of {os.path.basename(path)}")
+    data_name = data_name or os.path.basename(path) + ".data"
+    writeback = EarlyWriteback(os.path.join(os.path.dirname(path), data_name))
 
-    def on_tensor(tensor, info):
+    def on_tensor(tensor, info):  # called before tensor info.index is written at info.offset
+        writeback.written(info.offset)
         if bar is not None:
             bar.total = info.total
             bar.update()
 
     try:
-        ir.save(model, path, external_data=data_name or os.path.basename(path) + ".data", callback=on_tensor,
-                max_workers=1)
+        ir.save(model, path, external_data=data_name, callback=on_tensor, max_workers=1)
     finally:
+        writeback.close()
         if bar is not None:
             bar.close()

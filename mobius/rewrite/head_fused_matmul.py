@@ -6,14 +6,22 @@ FusedMatMul reads W [vocab, hidden] as stored and writes the [..., vocab]
 logits directly; the Reshape after a Gemm copies them (one more logits
 buffer, 64 MiB for 512 tokens of a 32000-token vocabulary).
 
-Tied heads: ONNX Runtime's CPU EP repacks the constant 2-D B of every MatMul
-and Gemm into a private buffer when the session loads. A tied matrix is also
-read by the embedding's Gather, so the original stays too: the process would
-hold the matrix twice. Where ``caps.prepacks_2d_weights``, a matrix also read
-by Gathers is stored as [1, vocab, hidden] (a 3-D B is read in place, MLAS
-only packs 2-D weights) and each ``Gather(W, ids, axis=0)`` becomes
-``Squeeze(Gather(W3, ids, axis=1), [0])``: same bytes, one copy on disk and
-in memory. An untied matrix stays 2-D (packed once, its original released).
+ONNX Runtime's CPU EP repacks the constant 2-D B of every MatMul and Gemm
+into a private buffer when the session loads. Where ``caps.prepacks_2d_weights``
+the head's matrix is stored as [1, vocab, hidden] (a 3-D B is read in place
+from the memory-mapped data file; MLAS only packs 2-D weights):
+
+- tied: the embedding's Gather also reads the matrix, so a packed copy would
+  be a second resident one. Each ``Gather(W, ids, axis=0)`` becomes
+  ``Squeeze(Gather(W3, ids, axis=1), [0])``: one copy on disk and in memory.
+- untied: packing pages the whole original in beside its packed copy, twice
+  the head at the load's peak (4 GB for a 128256 x 4096 float32 head); unpacked,
+  its pages are read when the logits are first computed, once.
+
+The price: MLAS packs an unpacked B on every call of two or more rows
+(batched decode, every-position logits: 1.3-1.6x the head's time), while one
+row (batch-1 decode, genai's last-position prefill) is faster
+(docs/benchmarks.md).
 
 ``W`` is an initializer read only by that Gemm (as B, without a bias) and by
 Gathers along axis 0. Legality: a FusedMatMul kernel, for builds computed in
@@ -77,7 +85,7 @@ class HeadFusedMatMul(NodeRule):
         model.graph.insert_before(match.out, fused)
         take_over(match.out.outputs[0], fused.outputs[0])
         model.opset_imports.setdefault(MS_DOMAIN, 1)
-        if not match.gathers or not ctx.caps.prepacks_2d_weights:
+        if not ctx.caps.prepacks_2d_weights:
             return
         # After the head: a Gather may produce its input x, which take_over rewires.
         _add_leading_axis(match.weight)

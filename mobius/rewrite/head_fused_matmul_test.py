@@ -1,13 +1,17 @@
-"""HeadFusedMatMul: a tied head's Gemm -> FusedMatMul on a [1, V, H] initializer."""
+"""HeadFusedMatMul: the head's Gemm -> FusedMatMul on a [1, V, H] initializer."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
 
+from mobius.ep.registry import get_ep
 from mobius.rewrite.head_fused_matmul import HeadFusedMatMul
+from mobius.rewrite.rule import RuleContext
 from testing.fusion_checks import (FLOAT, apply_rule, check_model, copy_model, histogram, info,
                                    make_model, run_ort, weight)
 
@@ -64,13 +68,16 @@ def test_only_where_a_fused_matmul_kernel_computes_f32(ep, dtype):
     assert apply_rule(HeadFusedMatMul(), tied_model(), ep, dtype) == 0
 
 
-def test_an_untied_head_keeps_a_2d_matrix():
+@pytest.mark.parametrize("prepacks, shape", [(True, [1, V, H]), (False, [V, H])])
+def test_an_untied_head_is_3d_only_where_the_ep_prepacks_2d_weights(prepacks, shape):
     model = tied_model(tied=False)
     before = run_ort(copy_model(model), {"ids": IDS})[0]
-    assert apply_rule(HeadFusedMatMul(), model, "cpu") == 1
+    caps = dataclasses.replace(get_ep("cpu"), prepacks_2d_weights=prepacks)
+    assert HeadFusedMatMul().apply(model, RuleContext(caps, ir.DataType.FLOAT, "decoder")) == 1
     check_model(model)
     assert histogram(model).get("com.microsoft::FusedMatMul") == 1 and "Gemm" not in histogram(model)
-    assert list(model.graph.initializers["W"].shape) == [V, H]  # packed once, no Gather keeps it
+    assert list(model.graph.initializers["W"].shape) == shape  # not packed at load: read in place
+    assert list(model.graph.initializers["E"].shape) == [V, H]  # the embedding is left alone
     np.testing.assert_allclose(run_ort(model, {"ids": IDS})[0], before, rtol=1e-6, atol=1e-6)
 
 

@@ -29,6 +29,20 @@ def warm_page_cache(folder: str) -> None:
                     pass
 
 
+def flush_s(folder: str) -> float:
+    """Seconds to fsync every file and folder under ``folder``: the writeback a tool
+    left to the kernel when it exited (near 0 for a tool that fsyncs its output)."""
+    start = time.perf_counter()
+    for dirpath, _, files in os.walk(folder, topdown=False):
+        for path in [os.path.join(dirpath, name) for name in files] + [dirpath]:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    return time.perf_counter() - start
+
+
 class Measurement:
     def __init__(self, wall_s: float, cpu_s: float, peak_rss: int, peak_single: int,
                  processes: int):
@@ -37,6 +51,7 @@ class Measurement:
         self.peak_rss = peak_rss  # bytes: the process tree's peak (see measure())
         self.peak_single = peak_single  # bytes: the largest one process's own VmHWM
         self.processes = processes  # most processes seen at once in the tree
+        self.flush_s = 0.0  # writeback of its output still pending at exit (see flush_s())
 
 
 def proc_rss(pid: int) -> tuple[int, int]:
