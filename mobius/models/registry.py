@@ -24,6 +24,7 @@ from mobius.models import ernie4_5_moe
 from mobius.models import glm4_moe
 from mobius.models import gemma3
 from mobius.models import qwen2_5_vl
+from mobius.models import phi4_multimodal
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -94,6 +95,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     ernie4_5_moe.FAMILY,
     glm4_moe.FAMILY,
     qwen2_5_vl.FAMILY,
+    phi4_multimodal.FAMILY,
 )
 
 _BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}

@@ -58,7 +58,9 @@ from mobius.tasks.task import (GenaiContext, ModelIO, PackageConfigs, Reference,
 NUM_IMAGES, NUM_IMAGE_TOKENS = "num_images", "num_image_tokens"
 #: flattened image patches (Qwen2.5-VL's pixel_values rows)
 NUM_PATCHES = "num_patches"
-IMAGE_DIMS = (NUM_IMAGES, NUM_IMAGE_TOKENS, NUM_PATCHES)
+#: HD crops per image (Phi-4-multimodal's pixel_values / image_attention_mask)
+NUM_CROPS = "num_crops"
+IMAGE_DIMS = (NUM_IMAGES, NUM_IMAGE_TOKENS, NUM_PATCHES, NUM_CROPS)
 #: every symbolic dim of the three models' graph I/O (TaskFlags.use_concrete_dims)
 VISION_LANGUAGE_DIMS = (*NAMED_DIMS, *IMAGE_DIMS)
 
