@@ -19,12 +19,19 @@ def make_phi4mm_checkpoint(folder: str, seed: int = 0, vision: dict | None = Non
 
     from mobius.tiny.presets import TINY_PRESETS
 
-    raw = {**TINY_PRESETS["tiny-phi4mm"], **overrides}
-    raw["vision_config"] = {**raw["vision_config"], **(vision or {})}
+    preset = TINY_PRESETS["tiny-phi4mm"]
+    raw = {**preset, **overrides}
+    raw["vision_config"] = {**preset["vision_config"], **(vision or {})}
+    raw["audio_config"] = {**preset["audio_config"], **overrides.get("audio_config", {})}
     config = transformers.AutoConfig.for_model(**raw)
     torch.manual_seed(seed)
     model = transformers.Phi4MultimodalForCausalLM(config)
     randomize_parameters(model, seed)
+    generator = torch.Generator().manual_seed(seed + 2)
+    with torch.no_grad():  # the tower's MLP biases start at N(0, 1e-6): as good as zero
+        for param in model.parameters():
+            if param.numel() > 1 and float(param.std()) < 1e-3:
+                param.add_(0.1 * torch.randn(param.shape, generator=generator))
     model.eval().save_pretrained(folder, safe_serialization=True)
     return folder
 
@@ -75,3 +82,56 @@ def hd_inputs(grids, rng):
     sizes = np.array([[rows * CROP, cols * CROP] for rows, cols, _, _ in grids], np.int64)
     counts = [token_count(m, grid[1]) for m, grid in zip(masks, grids)]
     return pixels, sizes, mask, counts
+
+
+#: genai's phi4mm prompt handling: <|image_N|> -> this token (id fixed at 200010 in genai)
+GENAI_IMAGE, GENAI_AUDIO = "<|endoftext10|>", "<|endoftext11|>"
+GENAI_IMAGE_ID, GENAI_AUDIO_ID = 200010, 200011
+
+
+def make_genai_phi4mm_checkpoint(folder: str, seed: int = 0) -> str:
+    """A checkpoint genai's phi4mm type runs: its vocabulary reaches genai's fixed image
+    token id (hidden 32 and a tied head keep it small), and a tiny tokenizer knows
+    the image / audio tokens at those ids."""
+    import json
+    import os
+
+    from mobius.tiny.tokenizer import write_tiny_tokenizer
+
+    make_phi4mm_checkpoint(folder, seed=seed, vision={"image_token_id": GENAI_IMAGE_ID},
+                           audio_config={"audio_token_id": GENAI_AUDIO_ID},
+                           vocab_size=GENAI_AUDIO_ID + 53, hidden_size=32,
+                           num_attention_heads=2, num_key_value_heads=1,
+                           intermediate_size=64, tie_word_embeddings=True)
+    _scale(folder, {"model.embed_tokens.weight": 10.0, "model.layers.": 10.0,
+                    "model.embed_tokens_extend.image_embed.img_projection_": 500.0})
+    write_tiny_tokenizer(folder, 600)
+    path = os.path.join(folder, "tokenizer.json")
+    with open(path) as f:
+        tokenizer = json.load(f)
+    for text, index in ((GENAI_IMAGE, GENAI_IMAGE_ID), (GENAI_AUDIO, GENAI_AUDIO_ID)):
+        tokenizer["model"]["vocab"][text] = index
+        tokenizer["added_tokens"].append({"id": index, "content": text, "single_word": False,
+                                          "lstrip": False, "rstrip": False,
+                                          "normalized": False, "special": True})
+    with open(path, "w") as f:
+        json.dump(tokenizer, f)
+    return folder
+
+
+def _scale(folder: str, factors: dict[str, float]) -> None:
+    """Scales the matrices under each name prefix: transformers' N(0, 0.02) init gives
+    a decoder whose greedy tokens ignore the image (the image features, averaged over
+    hundreds of image tokens, vanish next to the text); these factors make the
+    tokens depend on it."""
+    import os
+
+    from safetensors.numpy import load_file, save_file
+
+    path = os.path.join(folder, "model.safetensors")
+    tensors = load_file(path)
+    for name, value in tensors.items():
+        factor = next((f for prefix, f in factors.items() if name.startswith(prefix)), None)
+        if factor is not None and value.ndim == 2:
+            tensors[name] = value * np.float32(factor)
+    save_file(tensors, path, metadata={"format": "pt"})
