@@ -21,6 +21,7 @@ attention (its sdpa path turns causal when no patch is padded).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping
 
 import onnx_ir as ir
@@ -55,6 +56,7 @@ _TEXT_DEFAULTS: Mapping[str, Any] = {
     "eos_token_id": [199999, 200020],
 }
 PROCESSOR_FILE = "vision_processor.json"
+logger = logging.getLogger(__name__)
 
 
 def normalize_phi4mm(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -82,6 +84,9 @@ class Phi4MultimodalForCausalLM(nn.Module):
                               f"{self.image_token_id} is outside the vocabulary "
                               f"(vocab_size {config.vocab_size})")
         self.vision_layers = feature_layers(vision_raw, vision.num_hidden_layers)
+        if raw.get("audio_config") is not None:
+            logger.warning("phi4_multimodal: the speech tower is not built; the package runs "
+                           "images and text (onnxruntime-genai refuses audio input)")
         self.vision, self.hidden_size = vision, config.hidden_size
         self.image_embed = Phi4ImageEmbedding(vision, self.vision_layers, self.crop_size,
                                               config.hidden_size)

@@ -10,7 +10,8 @@ processor's token count is the tiling's (testing/phi4mm_checkpoints.token_count)
 the vision model returns that many features, and genai's greedy tokens equal
 transformers' ``generate`` on the processor's own tensors, for a 500 x 300 image
 (2 x 1 crops, the canvas's last columns padding), two images, and text only; and
-the tokens change with the image.
+the tokens change with the image. Audio input is refused by genai with its
+"speech support is not configured" error (the package has no speech model).
 """
 
 from __future__ import annotations
@@ -118,3 +119,19 @@ def test_the_image_steers_the_tokens(built):
         inputs = processor("The quick <|image_1|> fox", images=og.Images.open(image))
         runs.append(_genai_generate(model, inputs, inputs["input_ids"].as_numpy().shape[1]))
     assert runs[0] != runs[1]
+
+
+def test_audio_input_is_refused(built, tmp_path):
+    """No speech model in the package: genai's phi4mm processor says so for audio."""
+    import wave
+
+    path, _, _ = built
+    audio = str(tmp_path / "tone.wav")
+    with wave.open(audio, "wb") as f:
+        f.setnchannels(1)
+        f.setsampwidth(2)
+        f.setframerate(16000)
+        f.writeframes((np.sin(np.arange(8000) * 0.1) * 8000).astype(np.int16).tobytes())
+    processor = _genai(path).create_multimodal_processor()
+    with pytest.raises(Exception, match="audio/speech support is not configured"):
+        processor("<|audio_1|> said", audios=og.Audios.open(audio))
