@@ -104,7 +104,10 @@ def make_genai_phi4mm_checkpoint(folder: str, seed: int = 0) -> str:
                            num_attention_heads=2, num_key_value_heads=1,
                            intermediate_size=64, tie_word_embeddings=True)
     _scale(folder, {"model.embed_tokens.weight": 10.0, "model.layers.": 10.0,
-                    "model.embed_tokens_extend.image_embed.img_projection_": 500.0})
+                    "model.embed_tokens_extend.image_embed.img_projection_": 500.0,
+                    "model.embed_tokens_extend.audio_embed.encoder.": 10.0,
+                    "model.embed_tokens_extend.audio_embed.up_proj_": 500.0,
+                    "model.embed_tokens_extend.audio_embed.down_proj_": 500.0})
     write_tiny_tokenizer(folder, 600)
     path = os.path.join(folder, "tokenizer.json")
     with open(path) as f:
@@ -120,10 +123,10 @@ def make_genai_phi4mm_checkpoint(folder: str, seed: int = 0) -> str:
 
 
 def _scale(folder: str, factors: dict[str, float]) -> None:
-    """Scales the matrices under each name prefix: transformers' N(0, 0.02) init gives
-    a decoder whose greedy tokens ignore the image (the image features, averaged over
-    hundreds of image tokens, vanish next to the text); these factors make the
-    tokens depend on it."""
+    """Scales the matrices and kernels under each name prefix: transformers' N(0, 0.02) init gives
+    a decoder whose greedy tokens ignore the image and the audio (their features,
+    averaged over many tokens, vanish next to the text); these factors make the
+    tokens depend on them."""
     import os
 
     from safetensors.numpy import load_file, save_file
@@ -132,6 +135,22 @@ def _scale(folder: str, factors: dict[str, float]) -> None:
     tensors = load_file(path)
     for name, value in tensors.items():
         factor = next((f for prefix, f in factors.items() if name.startswith(prefix)), None)
-        if factor is not None and value.ndim == 2:
+        if factor is not None and value.ndim >= 2:
             tensors[name] = value * np.float32(factor)
     save_file(tensors, path, metadata={"format": "pt"})
+
+
+def audio_inputs(frames: list[int], rng, reduction: int = 8, mel: int = 80):
+    """The speech model's feeds for audios of ``frames`` mel frames (zero-padded to the
+    longest) and transformers' keyword arguments for them (speech mode)."""
+    feats = np.zeros((len(frames), max(frames), mel), np.float32)
+    mask = np.zeros(feats.shape[:2], bool)
+    for i, n in enumerate(frames):
+        feats[i, :n] = rng.standard_normal((n, mel))
+        mask[i, :n] = True
+    sizes = np.array([-(-n // reduction) for n in frames], np.int64)
+    feeds = {"audio_embeds": feats, "audio_attention_mask": mask, "audio_sizes": sizes,
+             "audio_projection_mode": np.array([2], np.int64)}
+    media = {"audio_input_features": feats, "audio_embed_sizes": sizes,
+             "audio_attention_mask": mask}
+    return feeds, media

@@ -8,10 +8,10 @@ the vision / embedding / decoder models of onnxruntime-genai's ``phi4mm`` type:
 * ``model``: the Phi-3 decoder (mobius/models/phi3.py: fused qkv / gate_up, partial
   rotary, LongRoPE) fed inputs_embeds.
 
-The speech path (``audio_embed``: a conformer encoder and its projections) is not
-built: the package is vision + text, its genai_config clears the ``speech`` section
-(genai then loads phi4mm without a speech model and refuses audio input), and the
-audio tensors are left unread with that reason.
+* ``speech`` (where config.json has an audio_config): the conformer speech path of
+  mobius/models/phi4mm_audio.py (audio_embeds, audio_attention_mask, audio_sizes,
+  audio_projection_mode -> audio_features), whose features the embedding model puts
+  at ``audio_config.audio_token_id``. Without one, genai_config clears ``speech``.
 
 Checkpoint names are transformers' (``model.layers.*``, ``lm_head``,
 ``model.embed_tokens_extend.image_embed.*``). The vision attention is
@@ -34,6 +34,7 @@ from mobius.errors import ConfigError
 from mobius.models.clip import CLIPVisionConfig, hidden_state_index
 from mobius.models.family import ModelFamily
 from mobius.models.phi3 import Phi3ForCausalLM
+from mobius.models.phi4mm_audio import Phi4AudioEmbedding
 from mobius.models.phi4mm_vision import Phi4ImageEmbedding
 from mobius.tasks import vision_language
 from mobius.tasks.task import TensorSpec
@@ -55,7 +56,17 @@ _TEXT_DEFAULTS: Mapping[str, Any] = {
     "tie_word_embeddings": False, "bos_token_id": 199999, "pad_token_id": 199999,
     "eos_token_id": [199999, 200020],
 }
-PROCESSOR_FILE = "vision_processor.json"
+#: transformers' Phi4MultimodalAudioConfig defaults
+AUDIO_DEFAULTS: Mapping[str, Any] = {
+    "hidden_size": 1024, "intermediate_size": 1536, "num_blocks": 24, "num_attention_heads": 16,
+    "activation": "swish", "chunk_size": -1, "left_chunk": 18, "ext_pw_out_channel": 1024,
+    "depthwise_separable_out_channel": 1024, "depthwise_multiplier": 1, "kernel_size": 3,
+    "conv_activation": "swish", "input_size": 80, "conv_glu_type": "swish",
+    "time_reduction": 8, "bias_max_distance": 1000, "bias_symmetric": False,
+    "nemo_activation": "relu", "nemo_conv_channels": 1024, "downsample_rate": 1,
+    "audio_token_id": 200011,
+}
+PROCESSOR_FILE, SPEECH_PROCESSOR_FILE = "vision_processor.json", "speech_processor.json"
 logger = logging.getLogger(__name__)
 
 
@@ -63,6 +74,8 @@ def normalize_phi4mm(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The text fields with transformers' defaults, vision_config's with its class's."""
     out = {**_TEXT_DEFAULTS, **{k: v for k, v in raw.items() if v is not None}}
     out["vision_config"] = {**VISION_DEFAULTS, **(raw.get("vision_config") or {})}
+    if raw.get("audio_config") is not None:
+        out["audio_config"] = {**AUDIO_DEFAULTS, **raw["audio_config"]}
     return out
 
 
@@ -84,9 +97,6 @@ class Phi4MultimodalForCausalLM(nn.Module):
                               f"{self.image_token_id} is outside the vocabulary "
                               f"(vocab_size {config.vocab_size})")
         self.vision_layers = feature_layers(vision_raw, vision.num_hidden_layers)
-        if raw.get("audio_config") is not None:
-            logger.warning("phi4_multimodal: the speech tower is not built; the package runs "
-                           "images and text (onnxruntime-genai refuses audio input)")
         self.vision, self.hidden_size = vision, config.hidden_size
         self.image_embed = Phi4ImageEmbedding(vision, self.vision_layers, self.crop_size,
                                               config.hidden_size)
@@ -104,23 +114,55 @@ class Phi4MultimodalForCausalLM(nn.Module):
             TensorSpec("image_attention_mask", None,
                        (vision_language.NUM_IMAGES, vision_language.NUM_CROPS, side, side)),
         )
+        audio = raw.get("audio_config")
+        self.audio_token_id = None
+        if audio is not None:
+            self.audio_token_id = int(audio["audio_token_id"])
+            if not 0 <= self.audio_token_id < config.vocab_size:
+                raise ConfigError(f"phi4_multimodal: audio_config audio_token_id "
+                                  f"{self.audio_token_id} is outside the vocabulary "
+                                  f"(vocab_size {config.vocab_size})")
+            self.audio_embed = Phi4AudioEmbedding(audio, config.hidden_size)
+            self.speech_inputs = speech_specs(int(audio["input_size"]))
 
     def encode_images(self, op, pixel_values, image_sizes, image_attention_mask):
         return self.image_embed(op, pixel_values, image_sizes, image_attention_mask)
 
-    def embed(self, op, input_ids, image_features):
+    def encode_audio(self, op, audio_embeds, audio_attention_mask, audio_sizes, mode):
+        return self.audio_embed(op, audio_embeds, audio_attention_mask, audio_sizes, mode)
+
+    def embed(self, op, input_ids, image_features, audio_features=None):
         is_image, token_ids = image_positions(op, input_ids, self.image_token_id)
+        if audio_features is not None:
+            is_audio, token_ids = image_positions(op, token_ids, self.audio_token_id)
         embeds = self.language_model.model.embed_tokens(op, token_ids)
-        return merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
+        embeds = merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
+        if audio_features is None:
+            return embeds
+        return merge_image_features(op, is_audio, embeds, audio_features, self.hidden_size)
 
     def genai_model_config(self) -> dict[str, Any]:
-        """genai's phi4mm keys: the vision mask under its key, speech cleared (both
-        names empty: genai loads the pipeline without a speech model)."""
-        return {"vision": {"inputs": {"pixel_values": "pixel_values",
-                                      "image_sizes": "image_sizes",
-                                      "attention_mask": "image_attention_mask"}},
-                "speech": {"filename": "", "config_filename": ""},
-                "type": "phi4mm"}
+        """genai's phi4mm keys: the vision mask under its key; the speech model and the
+        embedding's audio_features, or speech cleared (both names empty: genai then
+        runs without a speech model and refuses audio input)."""
+        config: dict[str, Any] = {
+            "vision": {"inputs": {"pixel_values": "pixel_values", "image_sizes": "image_sizes",
+                                  "attention_mask": "image_attention_mask"}},
+            "speech": {"filename": "", "config_filename": ""}, "type": "phi4mm"}
+        if self.audio_token_id is not None:
+            config["speech"] = {
+                "filename": "speech.onnx", "config_filename": SPEECH_PROCESSOR_FILE,
+                "inputs": {"audio_embeds": "audio_embeds",
+                           "attention_mask": "audio_attention_mask",
+                           "audio_sizes": "audio_sizes",
+                           "audio_projection_mode": "audio_projection_mode"},
+                "outputs": {"audio_features": "audio_features"}}
+            config["embedding"] = {
+                "filename": "embedding.onnx",
+                "inputs": {"input_ids": "input_ids", "image_features": "image_features",
+                           "audio_features": "audio_features"},
+                "outputs": {"inputs_embeds": "inputs_embeds"}}
+        return config
 
     def genai_processor_files(self) -> dict[str, Any]:
         """onnxruntime-extensions' Phi-4 image processor: dynamic HD crops of
@@ -142,9 +184,21 @@ class Phi4MultimodalForCausalLM(nn.Module):
             if attrs:
                 operation["attrs"] = attrs
             transforms.append({"operation": operation})
-        return {PROCESSOR_FILE: {"processor": {"name": "phi_4_vision_processor",
-                                               "transforms": transforms,
-                                               "output_aligner": "phi4-vision-aligner"}}}
+        files = {PROCESSOR_FILE: {"processor": {"name": "phi_4_vision_processor",
+                                                "transforms": transforms,
+                                                "output_aligner": "phi4-vision-aligner"}}}
+        if self.audio_token_id is not None:
+            files[SPEECH_PROCESSOR_FILE] = self.audio_embed.genai_feature_extraction()
+        return files
+
+
+def speech_specs(mel: int) -> tuple[TensorSpec, ...]:
+    """genai's phi4mm speech inputs."""
+    audios, frames = vision_language.NUM_AUDIOS, vision_language.NUM_FRAMES
+    return (TensorSpec("audio_embeds", None, (audios, frames, mel)),
+            TensorSpec("audio_attention_mask", ir.DataType.BOOL, (audios, frames)),
+            TensorSpec("audio_sizes", ir.DataType.INT64, (audios,)),
+            TensorSpec("audio_projection_mode", ir.DataType.INT64, (1,)))
 
 
 def feature_layers(vision_raw: Mapping[str, Any], num_layers: int) -> int:
@@ -158,8 +212,6 @@ def _unread(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
     tower = r"model\.embed_tokens_extend\.image_embed\.img_processor\."
     deeper = "|".join(str(i) for i in range(layers, int(raw["vision_config"]["num_hidden_layers"])))
     ignored = [
-        IgnoredTensors(r"model\.embed_tokens_extend\.audio_embed\..*",
-                       "phi4_multimodal: the speech model is not built (vision + text package)"),
         IgnoredTensors(tower + r"(post_layernorm|head)\..*",
                        "image features are a hidden state before post_layernorm and the head"),
     ]
@@ -178,10 +230,10 @@ FAMILY = ModelFamily(
     tiny_preset="tiny-phi4mm",
     normalize_raw=normalize_phi4mm,
     ignored_tensors=_unread,
-    unread_config=("audio_config",),
     checkpoint_aliases=(
         ("language_model.model.", ("model.",)),
         ("language_model.lm_head.", ("lm_head.",)),
         ("image_embed.", ("model.embed_tokens_extend.image_embed.",)),
+        ("audio_embed.", ("model.embed_tokens_extend.audio_embed.",)),
     ),
 )

@@ -1,6 +1,6 @@
 """L4 (e2e): onnxruntime-genai runs the mobius Phi-4-multimodal package as its own
-``phi4mm`` type (vision + text: the genai_config's speech section is cleared), with
-its own processor, and generates what transformers generates.
+``phi4mm`` type (vision, speech and text models), with its own processors, and
+generates what transformers generates.
 
 genai's phi4mm processor (onnxruntime-extensions' Phi-4 dynamic-HD steps of the
 package's vision_processor.json) turns each ``<|image_N|>`` of the prompt into
@@ -10,8 +10,10 @@ processor's token count is the tiling's (testing/phi4mm_checkpoints.token_count)
 the vision model returns that many features, and genai's greedy tokens equal
 transformers' ``generate`` on the processor's own tensors, for a 500 x 300 image
 (2 x 1 crops, the canvas's last columns padding), two images, and text only; and
-the tokens change with the image. Audio input is refused by genai with its
-"speech support is not configured" error (the package has no speech model).
+the tokens change with the image. Speech: genai's Phi-4 audio processor (log-mel,
+token counts) feeds the speech model; greedy tokens equal transformers' for an
+audio prompt and an image + audio prompt (the vision-speech projections), and the
+tokens change with the audio.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
-from testing.phi4mm_checkpoints import (GENAI_IMAGE_ID, load_phi4mm,  # noqa: E402
+from testing.phi4mm_checkpoints import (GENAI_AUDIO_ID, GENAI_IMAGE_ID,  # noqa: E402
+                                        load_phi4mm,
                                         make_genai_phi4mm_checkpoint, token_count)
 
 NEW_TOKENS = 8
@@ -121,17 +124,56 @@ def test_the_image_steers_the_tokens(built):
     assert runs[0] != runs[1]
 
 
-def test_audio_input_is_refused(built, tmp_path):
-    """No speech model in the package: genai's phi4mm processor says so for audio."""
+def _wav(path: str, seconds: float, pitch: float | None) -> str:
+    """A tone of ``pitch`` (radians per sample), or white noise for None."""
     import wave
 
-    path, _, _ = built
-    audio = str(tmp_path / "tone.wav")
-    with wave.open(audio, "wb") as f:
+    t = np.arange(int(16000 * seconds))
+    if pitch is None:
+        samples = np.random.default_rng(0).standard_normal(t.shape) * 6000
+    else:
+        samples = np.sin(t * pitch) * 8000 + np.sin(t * 0.013) * 3000
+    with wave.open(path, "wb") as f:
         f.setnchannels(1)
         f.setsampwidth(2)
         f.setframerate(16000)
-        f.writeframes((np.sin(np.arange(8000) * 0.1) * 8000).astype(np.int16).tobytes())
-    processor = _genai(path).create_multimodal_processor()
-    with pytest.raises(Exception, match="audio/speech support is not configured"):
-        processor("<|audio_1|> said", audios=og.Audios.open(audio))
+        f.writeframes(samples.astype(np.int16).tobytes())
+    return path
+
+
+@pytest.mark.parametrize("with_image", [False, True], ids=["speech", "image-and-speech"])
+def test_genai_speech_generation_matches_transformers(built, tmp_path, with_image):
+    """genai's speech processor (log-mel, token counts) feeds the speech model; greedy
+    tokens equal transformers' on the processor's tensors (vision-speech projections
+    when the prompt also holds an image)."""
+    path, hf_model, image_paths = built
+    model = _genai(path)
+    processor = model.create_multimodal_processor()
+    audio = og.Audios.open(_wav(str(tmp_path / "a.wav"), 1.5, 0.07))
+    prompt = ("<|image_1|> and " if with_image else "") + "<|audio_1|> said"
+    images = og.Images.open(image_paths[0]) if with_image else None
+    inputs = processor(prompt, images=images, audios=audio)
+    input_ids = inputs["input_ids"].as_numpy().astype(np.int64)
+    sizes = inputs["audio_sizes"].as_numpy().astype(np.int64)
+    assert int((input_ids == GENAI_AUDIO_ID).sum()) == int(sizes.sum()) > 0
+    tensors = {"audio_input_features": inputs["audio_embeds"].as_numpy(),
+               "audio_embed_sizes": sizes,
+               "audio_attention_mask": inputs["audio_attention_mask"].as_numpy()}
+    if with_image:
+        tensors.update({"image_pixel_values": inputs["pixel_values"].as_numpy(),
+                        "image_sizes": inputs["image_sizes"].as_numpy().astype(np.int64),
+                        "image_attention_mask": inputs["image_attention_mask"].as_numpy()})
+    tokens = _genai_generate(model, inputs, input_ids.shape[1])
+    assert tokens == _hf_generate(hf_model, input_ids, tensors)
+
+
+def test_the_audio_steers_the_tokens(built, tmp_path):
+    path, _, _ = built
+    model = _genai(path)
+    processor = model.create_multimodal_processor()
+    runs = []
+    for pitch in (0.07, None):
+        audio = og.Audios.open(_wav(str(tmp_path / f"{pitch}.wav"), 1.5, pitch))
+        inputs = processor("<|audio_1|> said", audios=audio)
+        runs.append(_genai_generate(model, inputs, inputs["input_ids"].as_numpy().shape[1]))
+    assert runs[0] != runs[1]
