@@ -1,17 +1,16 @@
 """Phi-4-multimodal (Phi4MultimodalForCausalLM, model_type "phi4_multimodal"), built as
-the vision / embedding / decoder models of onnxruntime-genai's ``phi4mm`` type:
+the vision / speech / embedding / decoder models of onnxruntime-genai's ``phi4mm`` type:
 
 * ``vision``: the HD-crop image path of mobius/models/phi4mm_vision.py
   (pixel_values, image_sizes, image_attention_mask -> image_features).
-* ``embedding``: ``model.embed_tokens`` of input_ids with the positions holding
-  ``vision_config.image_token_id`` replaced, in order, by the image features.
-* ``model``: the Phi-3 decoder (mobius/models/phi3.py: fused qkv / gate_up, partial
-  rotary, LongRoPE) fed inputs_embeds.
-
 * ``speech`` (where config.json has an audio_config): the conformer speech path of
   mobius/models/phi4mm_audio.py (audio_embeds, audio_attention_mask, audio_sizes,
-  audio_projection_mode -> audio_features), whose features the embedding model puts
-  at ``audio_config.audio_token_id``. Without one, genai_config clears ``speech``.
+  audio_projection_mode -> audio_features). Without one, genai_config clears ``speech``.
+* ``embedding``: ``model.embed_tokens`` of input_ids with the positions holding
+  ``vision_config.image_token_id`` (``audio_config.audio_token_id``) replaced, in
+  order, by the image (audio) features.
+* ``model``: the Phi-3 decoder (mobius/models/phi3.py: fused qkv / gate_up, partial
+  rotary, LongRoPE) fed inputs_embeds.
 
 Checkpoint names are transformers' (``model.layers.*``, ``lm_head``,
 ``model.embed_tokens_extend.image_embed.*``). The vision attention is
@@ -21,7 +20,6 @@ attention (its sdpa path turns causal when no patch is padded).
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Mapping
 
 import onnx_ir as ir
@@ -67,7 +65,6 @@ AUDIO_DEFAULTS: Mapping[str, Any] = {
     "audio_token_id": 200011,
 }
 PROCESSOR_FILE, SPEECH_PROCESSOR_FILE = "vision_processor.json", "speech_processor.json"
-logger = logging.getLogger(__name__)
 
 
 def normalize_phi4mm(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,7 +87,7 @@ class Phi4MultimodalForCausalLM(nn.Module):
         self.crop_size = int(vision_raw["crop_size"])
         if self.crop_size != vision.image_size:
             raise ConfigError(f"phi4_multimodal: vision_config crop_size {self.crop_size} must "
-                              f"equal image_size {vision.image_size} (each crop is one tower input)")
+                              f"equal image_size {vision.image_size} (a crop is a tower input)")
         self.image_token_id = int(vision_raw["image_token_id"])
         if not 0 <= self.image_token_id < config.vocab_size:
             raise ConfigError(f"phi4_multimodal: vision_config image_token_id "
@@ -230,10 +227,10 @@ FAMILY = ModelFamily(
     tiny_preset="tiny-phi4mm",
     normalize_raw=normalize_phi4mm,
     ignored_tensors=_unread,
-    checkpoint_aliases=(
-        ("language_model.model.", ("model.",)),
-        ("language_model.lm_head.", ("lm_head.",)),
-        ("image_embed.", ("model.embed_tokens_extend.image_embed.",)),
-        ("audio_embed.", ("model.embed_tokens_extend.audio_embed.",)),
+    checkpoint_aliases=(  # transformers' names; the module's own (mobius' tiny checkpoints)
+        ("language_model.model.", ("model.", "language_model.model.")),
+        ("language_model.lm_head.", ("lm_head.", "language_model.lm_head.")),
+        ("image_embed.", ("model.embed_tokens_extend.image_embed.", "image_embed.")),
+        ("audio_embed.", ("model.embed_tokens_extend.audio_embed.", "audio_embed.")),
     ),
 )

@@ -63,9 +63,9 @@ class Phi4VisionTower(nn.Module):
         hidden = op.Add(self.embeddings.patch_embedding(op, pixels),
                         op.Gather(self.embeddings.position_embedding(op),
                                   self._position_ids(op, mask, valid), axis=0))
-        dtype = hidden  # the additive key mask: 0, or the dtype's lowest where padded
-        lowest = op.CastLike(_f32(op, float(np.finfo(np.float32).min)), dtype)
-        bias = op.Where(valid, op.CastLike(_f32(op, 0.0), dtype), lowest)
+        # the additive key mask: 0, or the lowest float where the patch is padding
+        lowest = op.CastLike(_f32(op, float(np.finfo(np.float32).min)), hidden)
+        bias = op.Where(valid, op.CastLike(_f32(op, 0.0), hidden), lowest)
         patches = self.side * self.side  # onnxruntime's Attention wants the query dim whole
         bias = op.Expand(op.Unsqueeze(bias, _ints(op, 1, 2)), _ints(op, 1, 1, patches, 1))
         for layer in self.encoder.layers:
