@@ -45,6 +45,7 @@ CASES = {
     "default": ({}, {}),
     "feature_layer_last": ({}, {"feature_layer": -1}),  # both tower layers
     "longrope_long_prompt": (_LONGROPE, {}),  # prompts past 512: the long factors
+    "sliding_window": ({"sliding_window": 200}, {}),  # prompts of ~1500 tokens
     "full_rotary_tied": ({"rope_parameters": {"rope_type": "default", "rope_theta": 500.0},
                           "tie_word_embeddings": True}, {}),
 }
