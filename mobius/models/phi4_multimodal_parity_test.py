@@ -43,7 +43,8 @@ _LONGROPE = {"rope_parameters": {
 # name: (checkpoint overrides, vision_config overrides)
 CASES = {
     "default": ({}, {}),
-    "feature_layer_last": ({}, {"feature_layer": -1}),  # both tower layers
+    # both tower layers; exact-GELU tower MLPs
+    "feature_layer_last": ({}, {"feature_layer": -1, "hidden_act": "gelu"}),
     "longrope_long_prompt": (_LONGROPE, {}),  # prompts past 512: the long factors
     "sliding_window": ({"sliding_window": 200}, {}),  # prompts of ~1500 tokens
     "full_rotary_tied": ({"rope_parameters": {"rope_type": "default", "rope_theta": 500.0},
