@@ -73,6 +73,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-phi": "phi",
     "tiny-phi3": "phi3",
     "tiny-phi3.5": "phi3",
+    "tiny-phi4mm": "phi4_multimodal",
     "tiny-phimoe": "phimoe",
     "tiny-qwen2": "qwen",
     "tiny-qwen2-moe": "qwen_moe",

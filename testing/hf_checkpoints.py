@@ -41,10 +41,17 @@ def make_hf_checkpoint(folder: str, preset: str, seed: int = 0, **overrides) -> 
 
 
 def _auto_class(raw: dict):
-    """The transformers auto class the family's task compares against."""
+    """The transformers auto class the family's task compares against, or
+    AutoModelForCausalLM where that one has no entry for the config (transformers
+    files Phi4MultimodalForCausalLM, a vision-language model, as a causal LM)."""
     import transformers
 
-    return getattr(transformers, family_for(raw).task.reference.auto_class)
+    auto = getattr(transformers, family_for(raw).task.reference.auto_class)
+    model_type = raw.get("model_type")
+    if (model_type in transformers.CONFIG_MAPPING
+            and transformers.CONFIG_MAPPING[model_type] not in auto._model_mapping):
+        return transformers.AutoModelForCausalLM
+    return auto
 
 
 def randomize_parameters(model, seed: int) -> None:

@@ -27,6 +27,7 @@ from mobius.models import qwen2_5_vl
 from mobius.models import qwen3_vl
 from mobius.models import mistral3
 from mobius.models import lfm2_vl
+from mobius.models import phi4_multimodal
 from mobius.models.family import ModelFamily
 
 FAMILIES: tuple[ModelFamily, ...] = (
@@ -100,6 +101,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     qwen3_vl.FAMILY,
     mistral3.FAMILY,
     lfm2_vl.FAMILY,
+    phi4_multimodal.FAMILY,
 )
 
 _BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}

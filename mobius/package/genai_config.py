@@ -145,9 +145,10 @@ def vision_language_genai_config(
     }
     extra = dict(extra or {})
     model["vision"].update(extra.pop("vision", {}))
+    genai_type = extra.pop("type", config.model_type)  # phi4_multimodal: genai's "phi4mm"
     model.update(extra)
     model["image_token_id"] = image_token_id
-    model["type"] = config.model_type
+    model["type"] = genai_type
     return genai
 
 

@@ -34,6 +34,9 @@ The module protocol (mobius/models/llava.py implements it):
 * ``decoder_token_ids`` (optional, default False): the decoder also takes
   ``input_ids`` (Gemma 3: image tokens attend to each other both ways), which
   onnxruntime-genai feeds a decoder that declares it;
+* optional ``speech_inputs`` + ``encode_audio(op, *speech inputs)`` -> audio_features
+  [num_audio_tokens, hidden]: a ``speech`` model (optimizer role encoder), whose
+  features ``embed(op, input_ids, image_features, audio_features)`` also takes;
 * optional ``genai_model_config()``: further keys of genai_config's ``model``
   section (a ``vision`` mapping is merged into the vision section);
 * optional ``genai_processor_files()``: {file name: JSON} of genai's image
@@ -51,7 +54,7 @@ from onnxscript import nn
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
 from mobius.package.genai_config import vision_language_genai_config
-from mobius.roles import DECODER, EMBEDDING, VISION
+from mobius.roles import DECODER, EMBEDDING, ENCODER, VISION
 from mobius.tasks.causal_lm import (BATCH, NAMED_DIMS, SEQ, add_conv_states, build_causal_lm,
                                     decoder_io, embeds_width, position_streams,
                                     recurrent_states)
@@ -64,7 +67,12 @@ NUM_IMAGES, NUM_IMAGE_TOKENS = "num_images", "num_image_tokens"
 NUM_PATCHES = "num_patches"
 #: an image's sides in pixels, where the vision model takes any size (Mistral 3's Pixtral)
 IMAGE_HEIGHT, IMAGE_WIDTH = "image_height", "image_width"
-IMAGE_DIMS = (NUM_IMAGES, NUM_IMAGE_TOKENS, NUM_PATCHES, IMAGE_HEIGHT, IMAGE_WIDTH)
+#: HD crops per image (Phi-4-multimodal's pixel_values / image_attention_mask)
+NUM_CROPS = "num_crops"
+#: audios, their mel frames and tokens (the optional speech model)
+NUM_AUDIOS, NUM_FRAMES, NUM_AUDIO_TOKENS = "num_audios", "num_frames", "num_audio_tokens"
+IMAGE_DIMS = (NUM_IMAGES, NUM_IMAGE_TOKENS, NUM_PATCHES, IMAGE_HEIGHT, IMAGE_WIDTH, NUM_CROPS,
+              NUM_AUDIOS, NUM_FRAMES, NUM_AUDIO_TOKENS)
 #: every symbolic dim of the three models' graph I/O (TaskFlags.use_concrete_dims)
 VISION_LANGUAGE_DIMS = (*NAMED_DIMS, *IMAGE_DIMS)
 
@@ -77,18 +85,29 @@ def vision_inputs(module: nn.Module) -> tuple[TensorSpec, ...]:
     return (TensorSpec("pixel_values", None, (NUM_IMAGES, *module.image_input_shape)),)
 
 
+def speech_inputs(module: nn.Module) -> tuple[TensorSpec, ...] | None:
+    """The speech model's inputs (``speech_inputs``), or None: no speech model."""
+    specs = getattr(module, "speech_inputs", None)
+    return None if specs is None else tuple(specs)
+
+
 def vision_language_io(module: nn.Module, config: ArchitectureConfig) -> dict[str, ModelIO]:
     width = embeds_width(module.language_model, config)
     features = TensorSpec("image_features", None, (NUM_IMAGE_TOKENS, width))
-    return {
-        "vision": ModelIO(inputs=vision_inputs(module), outputs=(features,)),
-        "embedding": ModelIO(
-            inputs=(TensorSpec("input_ids", ir.DataType.INT64, (BATCH, SEQ)), features),
-            outputs=(TensorSpec("inputs_embeds", None, (BATCH, SEQ, width)),)),
-        "model": decoder_io(config, inputs_embeds=True, token_ids=_token_ids(module),
-                            recurrent=recurrent_states(module.language_model),
-                            streams=position_streams(module.language_model), width=width),
-    }
+    embedding_inputs = (TensorSpec("input_ids", ir.DataType.INT64, (BATCH, SEQ)), features)
+    io = {"vision": ModelIO(inputs=vision_inputs(module), outputs=(features,))}
+    speech = speech_inputs(module)
+    if speech is not None:
+        audio = TensorSpec("audio_features", None, (NUM_AUDIO_TOKENS, config.hidden_size))
+        io["speech"] = ModelIO(inputs=speech, outputs=(audio,))
+        embedding_inputs += (audio,)
+    io["embedding"] = ModelIO(
+        inputs=embedding_inputs,
+        outputs=(TensorSpec("inputs_embeds", None, (BATCH, SEQ, width)),))
+    io["model"] = decoder_io(config, inputs_embeds=True, token_ids=_token_ids(module),
+                             recurrent=recurrent_states(module.language_model),
+                             streams=position_streams(module.language_model), width=width)
+    return io
 
 
 def _token_ids(module: nn.Module) -> bool:
@@ -100,13 +119,14 @@ def build_vision_language(module: nn.Module, config: ArchitectureConfig,
     """Package key (model.onnx / <key>.onnx) -> graph; the builder optimizes each
     with its role (vision, embedding, decoder)."""
     io = vision_language_io(module, config)
-    return {
-        "vision": build_vision(module, io["vision"], flags),
-        "embedding": build_embedding(module, io["embedding"], flags),
-        "model": build_causal_lm(module.language_model, config,
-                                 dataclasses.replace(flags, inputs_embeds=True),
-                                 token_ids=_token_ids(module)),
-    }
+    models = {"vision": build_vision(module, io["vision"], flags)}
+    if "speech" in io:
+        models["speech"] = build_speech(module, io["speech"], flags)
+    models["embedding"] = build_embedding(module, io["embedding"], flags)
+    models["model"] = build_causal_lm(module.language_model, config,
+                                      dataclasses.replace(flags, inputs_embeds=True),
+                                      token_ids=_token_ids(module))
+    return models
 
 
 def _model(graph: ir.Graph, flags: TaskFlags) -> ir.Model:
@@ -125,11 +145,21 @@ def build_vision(module: nn.Module, io: ModelIO, flags: TaskFlags = TaskFlags())
     return _model(graph, flags)
 
 
+def build_speech(module: nn.Module, io: ModelIO, flags: TaskFlags = TaskFlags()) -> ir.Model:
+    dtype = get_build_dtype()
+    graph, builder = new_graph()
+    inputs = add_inputs(builder, io.inputs, dtype)
+    features = module.encode_audio(builder.op, *(inputs[spec.name] for spec in io.inputs))
+    add_outputs(builder, {"audio_features": features}, io.outputs, dtype)
+    return _model(graph, flags)
+
+
 def build_embedding(module: nn.Module, io: ModelIO, flags: TaskFlags = TaskFlags()) -> ir.Model:
     dtype = get_build_dtype()
     graph, builder = new_graph()
     inputs = add_inputs(builder, io.inputs, dtype)
-    embeds = module.embed(builder.op, inputs["input_ids"], inputs["image_features"])
+    audio = (inputs["audio_features"],) if "audio_features" in inputs else ()
+    embeds = module.embed(builder.op, inputs["input_ids"], inputs["image_features"], *audio)
     add_outputs(builder, {"inputs_embeds": embeds}, io.outputs, dtype)
     return _model(graph, flags)
 
@@ -159,7 +189,7 @@ TASK = Task(
     name="image-text-to-text",
     summary="vision tower + embedder + causal LM (onnxruntime-genai)",
     build=build_vision_language,
-    roles={"vision": VISION, "embedding": EMBEDDING, "model": DECODER},
+    roles={"vision": VISION, "speech": ENCODER, "embedding": EMBEDDING, "model": DECODER},
     io=vision_language_io,
     named_dims=VISION_LANGUAGE_DIMS,
     reference=Reference(auto_class="AutoModelForImageTextToText", runner="vision_language",
