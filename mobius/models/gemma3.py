@@ -169,7 +169,7 @@ class Gemma3ForConditionalGeneration(nn.Module):
                         scalar(op, self.embed_scale))
         return merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
 
-    def genai_processor_files(self) -> dict[str, Any]:
+    def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """onnxruntime-genai's gemma3 image processor (onnxruntime-extensions steps):
         Gemma3ImageProcessor's resize to the tower's size (bilinear), 1/255, mean/std 0.5."""
         size = self.vision.image_size

@@ -199,7 +199,7 @@ class Lfm2VlForConditionalGeneration(nn.Module):
             "patch_size": self.vision.patch_size, "spatial_merge_size": factor,
             "max_num_patches": _MAX_TOKENS * factor**2, "config_filename": PROCESSOR_FILE}}
 
-    def genai_processor_files(self) -> dict[str, Any]:
+    def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """genai's image processor (onnxruntime-extensions steps) as Lfm2VlImageProcessor
         resizes one tile: sides a multiple of patch * downsample_factor, 64..256 tokens,
         bilinear; 1/255, mean / std 0.5; then channels first and the image size."""

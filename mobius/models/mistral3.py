@@ -194,7 +194,7 @@ class Mistral3ForConditionalGeneration(nn.Module):
         return {"vision": {"patch_size": self.vision.patch_size,
                            "spatial_merge_size": self.merge, "config_filename": PROCESSOR_FILE}}
 
-    def genai_processor_files(self) -> dict[str, Any]:
+    def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """genai's Pixtral image processor (onnxruntime-extensions steps): decode as RGB
         (no ConvertRGB step: it swaps the channels unconditionally, so after an RGB
         decode it would hand the model BGR), resize to multiples of patch * merge

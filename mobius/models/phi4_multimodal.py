@@ -161,9 +161,10 @@ class Phi4MultimodalForCausalLM(nn.Module):
                 "outputs": {"inputs_embeds": "inputs_embeds"}}
         return config
 
-    def genai_processor_files(self) -> dict[str, Any]:
+    def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """onnxruntime-extensions' Phi-4 image processor: dynamic HD crops of
-        ``crop_size``, 1/255, mean/std 0.5, the crops, sizes, masks and token counts."""
+        ``crop_size``, 1/255, mean/std 0.5, the crops, sizes, masks and token counts
+        (the checkpoint's ``preprocessor`` settings are not read yet)."""
         base = self.crop_size
         steps = [("decode_image", "DecodeImage", {"color_space": "RGB"}, None),
                  ("phi4_vision_dynamic_preprocess", "Phi4VisionDynamicPreprocess",

@@ -33,7 +33,8 @@ from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models.family import ModelFamily
 from mobius.models.llama import LlamaForCausalLM
 from mobius.models.qwen2_5_vl_vision import QwenVisionConfig, QwenVisionTransformer
-from mobius.tasks import vision_language
+from mobius.tasks import genai_image_settings as settings
+from mobius.tasks import image_processor, vision_language
 from mobius.tasks.task import TensorSpec
 
 #: Qwen2_5_VLConfig's own defaults (transformers).
@@ -161,24 +162,50 @@ class Qwen2_5_VLForConditionalGeneration(nn.Module):
         vision = self.vision
         return {"window_size": vision.window_size, "tokens_per_second": vision.tokens_per_second}
 
-    def genai_processor_files(self) -> dict[str, Any]:
+    def pixel_range(self, preprocessor: Mapping[str, Any]) -> tuple[int, int]:
+        """[min_pixels, max_pixels] of the resize: the checkpoint's (top-level keys
+        first, as transformers reads them, then size's shortest / longest edge),
+        else ``pixel_bounds``; settings genai's processor has no switch for fail."""
+        vision = self.vision
+        settings.require(preprocessor, {
+            "do_resize": True, "do_rescale": True, "do_normalize": True,
+            "do_convert_rgb": True, "patch_size": vision.patch_size,
+            "merge_size": vision.spatial_merge_size,
+            "temporal_patch_size": vision.temporal_patch_size}, "Qwen image processor")
+        bounds = []
+        for key, edge, default in (("min_pixels", "shortest_edge", self.pixel_bounds[0]),
+                                   ("max_pixels", "longest_edge", self.pixel_bounds[1])):
+            value = preprocessor.get(key)
+            value = settings.size_entry(preprocessor, edge) if value is None else value
+            bounds.append(settings.number({key: default if value is None else value}, key,
+                                          default, integer=True))
+        if bounds[0] > bounds[1]:
+            raise ConfigError(f"{image_processor.FILE}: min_pixels {bounds[0]} exceeds "
+                              f"max_pixels {bounds[1]}")
+        return bounds[0], bounds[1]
+
+    def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """genai's image processor (onnxruntime-extensions steps), as transformers'
-        Qwen2VLImageProcessor with the family's settings: decode, RGB, resize to a
-        multiple of patch * merge within ``pixel_bounds``, rescale, normalize
-        (Qwen2.5-VL: CLIP mean/std; Qwen3-VL: 0.5), then cut into the flattened
-        patches the vision model takes."""
+        Qwen2VLImageProcessor with the checkpoint's preprocessor_config.json settings
+        (the family's where it has none): decode, RGB, resize to a multiple of
+        patch * merge within [min_pixels, max_pixels], rescale, normalize (Qwen2.5-VL:
+        CLIP mean/std; Qwen3-VL: 0.5), then cut into the flattened patches the vision
+        model takes."""
         vision = self.vision
         name, mean, std, flag = self.processor
+        low, high = self.pixel_range(preprocessor)
         steps = [
             ("decode_image", "DecodeImage", {"color_space": "RGB"}),
             ("convert_to_rgb", "ConvertRGB", None),
             ("resize", "Resize", {"width": 540, "height": 360, "smart_resize": 1,
-                                  "min_pixels": self.pixel_bounds[0],
-                                  "max_pixels": self.pixel_bounds[1],
+                                  "min_pixels": low, "max_pixels": high,
                                   "patch_size": vision.patch_size,
                                   "merge_size": vision.spatial_merge_size}),
-            ("rescale", "Rescale", {"rescale_factor": 1 / 255}),
-            ("normalize", "Normalize", {"mean": list(mean), "std": list(std), flag: 1}),
+            ("rescale", "Rescale", {"rescale_factor": settings.number(
+                preprocessor, "rescale_factor", 1 / 255)}),
+            ("normalize", "Normalize", {"mean": settings.triple(preprocessor, "image_mean", mean),
+                                        "std": settings.triple(preprocessor, "image_std", std),
+                                        flag: 1}),
             ("patch_image", "PatchImage", {"patch_size": vision.patch_size,
                                            "temporal_patch_size": vision.temporal_patch_size,
                                            "merge_size": vision.spatial_merge_size}),

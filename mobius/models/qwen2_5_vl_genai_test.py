@@ -140,3 +140,43 @@ def test_genai_image_processor_gives_transformers_patches(built, tmp_path):
     ours = out["pixel_values"].as_numpy()
     np.testing.assert_allclose(ours.reshape(reference["pixel_values"].shape),
                                reference["pixel_values"], atol=1e-5)
+
+
+#: a fine-tuned checkpoint's preprocessor_config.json: other pixel bounds (the 60 x 90
+#: test image is scaled down to them) and mean/std than the family's defaults
+CUSTOM_PREPROCESSOR = {"min_pixels": 1024, "max_pixels": 2304, "image_mean": [0.4, 0.5, 0.6],
+                       "image_std": [0.2, 0.3, 0.25], "do_normalize": True}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_checkpoint_preprocessor_settings_reach_genai(family, tmp_path):
+    """The checkpoint's own min/max pixels and mean/std (not the family's) are in the
+    package's processor_config.json, and genai's processor then makes the patches
+    transformers' processor makes with them."""
+    import transformers
+    from PIL import Image
+
+    folder = make_qwen2_5_vl_checkpoint(str(tmp_path / "ckpt"), preset=FAMILIES[family][0])
+    with open(f"{folder}/config.json") as f:
+        vision = json.load(f)["vision_config"]
+    reference = transformers.Qwen2VLImageProcessorPil(
+        patch_size=vision["patch_size"], merge_size=vision["spatial_merge_size"],
+        temporal_patch_size=vision["temporal_patch_size"], **CUSTOM_PREPROCESSOR)
+    reference.save_pretrained(folder)  # the checkpoint's preprocessor_config.json
+    path = build(folder, execution_provider="cpu", dtype="f32").save(str(tmp_path / "pkg"))
+    with open(f"{path}/processor_config.json") as f:
+        steps = {t["operation"]["name"]: t["operation"].get("attrs")
+                 for t in json.load(f)["processor"]["transforms"]}
+    assert (steps["resize"]["min_pixels"], steps["resize"]["max_pixels"]) == (1024, 2304)
+    assert (steps["normalize"]["mean"], steps["normalize"]["std"]) == (
+        CUSTOM_PREPROCESSOR["image_mean"], CUSTOM_PREPROCESSOR["image_std"])
+    pixels = (np.random.default_rng(4).random((60, 90, 3)) * 255).astype(np.uint8)
+    Image.fromarray(pixels).save(str(tmp_path / "image.png"))
+    out = og.Model(path).create_multimodal_processor()(
+        "<|vision_start|><|image_pad|><|vision_end|>",
+        images=og.Images.open(str(tmp_path / "image.png")))
+    expected = reference(images=Image.open(str(tmp_path / "image.png")), return_tensors="np")
+    np.testing.assert_array_equal(out["image_grid_thw"].as_numpy().reshape(-1, 3),
+                                  expected["image_grid_thw"])
+    np.testing.assert_allclose(out["pixel_values"].as_numpy().reshape(
+        expected["pixel_values"].shape), expected["pixel_values"], atol=1e-5)

@@ -141,3 +141,36 @@ def test_transformers_4_57_layout_reads_the_same():
     assert old.raw["mrope_section"] == new.raw["mrope_section"] == [2, 3, 3]
     assert old.rope == new.rope and old.qk_norm and not old.qkv_bias
     assert old.raw["vision_config"] == new.raw["vision_config"]
+
+
+def _processor_attrs(preprocessor) -> dict:
+    files = _module(FAMILY.make_config(PRESET)).genai_processor_files(preprocessor)
+    return {t["operation"]["name"]: t["operation"].get("attrs")
+            for t in files["processor_config.json"]["processor"]["transforms"]}
+
+
+def test_processor_reads_the_checkpoint_size_and_falls_back_to_the_family():
+    """Qwen3-VL checkpoints carry the pixel bounds as size's shortest / longest edge;
+    without a preprocessor_config.json the family's bounds and mean/std stay."""
+    ours = _processor_attrs({"size": {"shortest_edge": 4096, "longest_edge": 65536},
+                             "rescale_factor": 1 / 127.5})
+    assert (ours["resize"]["min_pixels"], ours["resize"]["max_pixels"]) == (4096, 65536)
+    assert ours["rescale"]["rescale_factor"] == 1 / 127.5
+    default = _processor_attrs({})
+    assert (default["resize"]["min_pixels"], default["resize"]["max_pixels"]) == (
+        65536, 16777216)
+    assert default["normalize"]["mean"] == default["normalize"]["std"] == [0.5] * 3
+
+
+@pytest.mark.parametrize("preprocessor, match", [
+    ({"do_normalize": False}, "do_normalize=False is not supported"),
+    ({"do_resize": False}, "do_resize=False"),
+    ({"patch_size": 16}, "patch_size=16"),
+    ({"merge_size": 3}, "merge_size=3"),
+    ({"min_pixels": 9000, "max_pixels": 4096}, "min_pixels 9000 exceeds max_pixels 4096"),
+    ({"max_pixels": -1}, "max_pixels must be a positive integer"),
+    ({"image_mean": [0.5, 0.5]}, "image_mean must be 3 numbers"),
+])
+def test_processor_settings_genai_cannot_honour_fail_clearly(preprocessor, match):
+    with pytest.raises(ConfigError, match=match):
+        _processor_attrs(preprocessor)

@@ -39,9 +39,11 @@ The module protocol (mobius/models/llava.py implements it):
   features ``embed(op, input_ids, image_features, audio_features)`` also takes;
 * optional ``genai_model_config()``: further keys of genai_config's ``model``
   section (a ``vision`` mapping is merged into the vision section);
-* optional ``genai_processor_files()``: {file name: JSON} of genai's image
-  processor, written beside the models (the first one is the vision section's
-  ``config_filename`` unless genai_model_config names it).
+* optional ``genai_processor_files(preprocessor)``: {file name: JSON} of genai's
+  image processor, written beside the models (the first one is the vision section's
+  ``config_filename`` unless genai_model_config names it); ``preprocessor`` is the
+  checkpoint's parsed preprocessor_config.json ({} where it has none), whose
+  settings the family carries or refuses (mobius/tasks/genai_image_settings.py).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from mobius.tasks.causal_lm import (BATCH, NAMED_DIMS, SEQ, add_conv_states, bui
                                     decoder_io, embeds_width, position_streams,
                                     recurrent_states)
 from mobius.tasks.concrete_dims import check_io_dims
+from mobius.tasks.image_processor import RAW_KEY, read_extras
 from mobius.tasks.task import (GenaiContext, ModelIO, PackageConfigs, Reference, Task, TaskFlags,
                                TensorSpec, add_inputs, add_outputs, new_graph)
 
@@ -168,7 +171,8 @@ def _genai_configs(module: nn.Module, config: ArchitectureConfig,
                    genai: GenaiContext) -> PackageConfigs:
     extra = getattr(module, "genai_model_config", None)
     processor = getattr(module, "genai_processor_files", None)
-    files = dict(processor()) if processor is not None else {}
+    preprocessor = config.raw.get(RAW_KEY) or {}  # the checkpoint's preprocessor_config.json
+    files = dict(processor(preprocessor)) if processor is not None else {}
     genai_config = vision_language_genai_config(
         config, image_token_id=module.image_token_id, provider_options=genai.provider_options,
         past_present_share_buffer=genai.past_present_share_buffer,
@@ -196,5 +200,6 @@ TASK = Task(
                         inputs=("input_ids", "attention_mask", "pixel_values"),
                         outputs=("logits",)),
     package_configs=_genai_configs,
+    read_extras=read_extras,
     kv_cache_sized_by_context=True,
 )
