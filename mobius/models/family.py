@@ -52,6 +52,7 @@ class ModelFamily:
 
     def make_config(self, raw: Mapping[str, Any],
                     generation: Mapping[str, Any] | None = None) -> ArchitectureConfig:
-        if self.normalize_raw is not None:
-            raw = self.normalize_raw(raw)
+        if self.normalize_raw is not None:  # keeps what Task.read_extras added ("mobius_*")
+            extras = {k: v for k, v in raw.items() if k.startswith("mobius_")}
+            raw = {**self.normalize_raw(raw), **extras}
         return ArchitectureConfig.from_dict(raw, generation, **self.config_overrides(raw))

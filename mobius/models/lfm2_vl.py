@@ -44,7 +44,8 @@ from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models import lfm2
 from mobius.models.family import ModelFamily
 from mobius.models.siglip2 import Siglip2VisionTransformer, siglip2_vision_config
-from mobius.tasks import vision_language
+from mobius.tasks import genai_image_settings as settings
+from mobius.tasks import image_processor, vision_language
 from mobius.tasks.task import TensorSpec
 from mobius.weights.attach import IgnoredTensors
 
@@ -189,30 +190,50 @@ class Lfm2VlForConditionalGeneration(nn.Module):
         embeds = self.language_model.model.embed_tokens(op, token_ids)
         return merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
 
-    def genai_model_config(self) -> dict[str, Any]:
-        """genai's lfm2_vl vision section: its input names for our inputs, the patch
-        and merge sizes its processor cuts and counts tokens with, the patch budget."""
+    def genai_model_config(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         factor = self.options.downsample_factor
         return {"vision": {
             "inputs": {"pixel_values": "pixel_values", "attention_mask": "pixel_attention_mask",
                        "image_sizes": "spatial_shapes"},
             "patch_size": self.vision.patch_size, "spatial_merge_size": factor,
-            "max_num_patches": _MAX_TOKENS * factor**2, "config_filename": PROCESSOR_FILE}}
+            "max_num_patches": self.token_range(preprocessor)[1] * factor**2,
+            "config_filename": PROCESSOR_FILE}}
+
+    def token_range(self, preprocessor: Mapping[str, Any]) -> tuple[int, int]:
+        """[min_image_tokens, max_image_tokens] of one tile: the checkpoint's
+        preprocessor_config.json, else 64..256; settings genai's processor has no
+        switch for fail."""
+        settings.require(preprocessor, {
+            "do_resize": True, "do_rescale": True, "do_normalize": True,
+            "encoder_patch_size": self.vision.patch_size,
+            "downsample_factor": self.options.downsample_factor,
+            "resample": 2}, "lfm2_vl image processor (bilinear)")
+        low = settings.number(preprocessor, "min_image_tokens", _MIN_TOKENS, integer=True)
+        high = settings.number(preprocessor, "max_image_tokens", _MAX_TOKENS, integer=True)
+        if low > high:
+            raise ConfigError(f"{image_processor.FILE}: min_image_tokens {low} exceeds "
+                              f"max_image_tokens {high}")
+        return low, high
 
     def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """genai's image processor (onnxruntime-extensions steps) as Lfm2VlImageProcessor
-        resizes one tile: sides a multiple of patch * downsample_factor, 64..256 tokens,
-        bilinear; 1/255, mean / std 0.5; then channels first and the image size."""
+        resizes one tile: sides a multiple of patch * downsample_factor, within the
+        checkpoint's image token bounds (default 64..256), bilinear; its rescale and
+        mean / std (default 1/255, 0.5); then channels first and the image size."""
         factor, patch = self.options.downsample_factor, self.vision.patch_size
         area = patch**2 * factor**2
+        low, high = self.token_range(preprocessor)
         steps = [
             ("decode_image", "DecodeImage", {"color_space": "RGB"}),
             ("resize", "Resize", {"interpolation": "LINEAR", "width": 512, "height": 512,
-                                  "smart_resize": 1, "min_pixels": _MIN_TOKENS * area,
-                                  "max_pixels": _MAX_TOKENS * area, "patch_size": patch,
+                                  "smart_resize": 1, "min_pixels": low * area,
+                                  "max_pixels": high * area, "patch_size": patch,
                                   "merge_size": factor}),
-            ("rescale", "Rescale", {"rescale_factor": 1 / 255}),
-            ("normalize", "Normalize", {"mean": [_MEAN_STD] * 3, "std": [_MEAN_STD] * 3}),
+            ("rescale", "Rescale", {"rescale_factor": settings.number(
+                preprocessor, "rescale_factor", 1 / 255)}),
+            ("normalize", "Normalize", {
+                "mean": settings.triple(preprocessor, "image_mean", [_MEAN_STD] * 3),
+                "std": settings.triple(preprocessor, "image_std", [_MEAN_STD] * 3)}),
             ("to_channel_first", "Permute3D", {"dims": [2, 0, 1]}),
             ("image_sizes", "PixtralImageSizes", None),
         ]

@@ -135,3 +135,38 @@ def test_genai_processor_and_generation_match_transformers(built, case):
     assert tokens == _hf_generate(hf_model, expected)
     other = dict(expected, pixel_values=-expected["pixel_values"])  # the image steers them
     assert tokens != _hf_generate(hf_model, other)
+
+
+def test_checkpoint_preprocessor_settings_reach_genai(tmp_path):
+    """A checkpoint's own image token bounds and mean/std (not the family's 64..256, 0.5)
+    are in the package's processor_config.json and genai_config, and genai's processor
+    then normalizes and pads as transformers' does with them (the 64 x 64 image's 64
+    tokens lie within 16..100: no resize)."""
+    from PIL import Image
+
+    mean, std = [0.4, 0.5, 0.6], [0.2, 0.3, 0.25]
+    folder = make_lfm2_vl_checkpoint(str(tmp_path / "ckpt"))
+    with open(os.path.join(folder, "preprocessor_config.json"), "w") as f:
+        json.dump({"image_processor_type": "Lfm2VlImageProcessorFast", "min_image_tokens": 16,
+                   "max_image_tokens": 100, "image_mean": mean, "image_std": std}, f)
+    path = build(folder, execution_provider="cpu", dtype="f32").save(str(tmp_path / "pkg"))
+    with open(os.path.join(path, "processor_config.json")) as f:
+        steps = {t["operation"]["name"]: t["operation"].get("attrs")
+                 for t in json.load(f)["processor"]["transforms"]}
+    patches = 4 * 4 * 2 * 2  # pixels per image token: (patch 4 * downsample 2)^2
+    assert (steps["resize"]["min_pixels"], steps["resize"]["max_pixels"]) == (
+        16 * patches, 100 * patches)
+    assert (steps["normalize"]["mean"], steps["normalize"]["std"]) == (mean, std)
+    with open(os.path.join(path, "genai_config.json")) as f:
+        assert json.load(f)["model"]["vision"]["max_num_patches"] == 400
+    rng = np.random.default_rng(5)
+    image = rng.integers(0, 256, (SIDE, SIDE, 3), dtype=np.uint8)
+    Image.fromarray(image).save(str(tmp_path / "image.png"))
+    inputs = og.Model(path).create_multimodal_processor()(
+        "<image>", images=og.Images.open(str(tmp_path / "image.png")))
+    grid = SIDE // 4
+    expected = np.zeros((1, 400, 48), np.float32)  # padded to max_image_tokens * 2^2 patches
+    cut = ((image / np.float32(255) - mean) / std).astype(np.float32)
+    expected[0, :grid * grid] = cut.reshape(grid, 4, grid, 4, 3).transpose(0, 2, 1, 3, 4).reshape(
+        grid * grid, -1)
+    np.testing.assert_allclose(inputs["pixel_values"].as_numpy(), expected, atol=1e-6)

@@ -41,7 +41,8 @@ from mobius.models import llama, mistral
 from mobius.models.clip import hidden_state_index
 from mobius.models.family import ModelFamily
 from mobius.models.pixtral_vision import PixtralConfig, PixtralVisionModel
-from mobius.tasks import vision_language
+from mobius.tasks import genai_image_settings as settings
+from mobius.tasks import image_processor, vision_language
 from mobius.tasks.task import TensorSpec
 from mobius.weights.attach import IgnoredTensors
 
@@ -189,26 +190,45 @@ class Mistral3ForConditionalGeneration(nn.Module):
         embeds = self.language_model.model.embed_tokens(op, token_ids)
         return merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
 
-    def genai_model_config(self) -> dict[str, Any]:
+    def genai_model_config(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """What genai's mistral3 processor and per-image vision loop read."""
         return {"vision": {"patch_size": self.vision.patch_size,
                            "spatial_merge_size": self.merge, "config_filename": PROCESSOR_FILE}}
+
+    def longest_edge(self, preprocessor: Mapping[str, Any]) -> int:
+        """The resize's longest edge: the checkpoint's size.longest_edge, else the
+        tower's image_size (its positions go no further); settings genai's processor
+        has no switch for fail."""
+        settings.require(preprocessor, {"do_resize": True, "do_rescale": True,
+                                        "do_normalize": True}, "Pixtral image processor")
+        edge = settings.size_entry(preprocessor, "longest_edge")
+        edge = settings.number({"longest_edge": self.vision.image_size if edge is None else edge},
+                               "longest_edge", 0, integer=True)
+        if edge > self.vision.image_size:
+            raise ConfigError(f"{image_processor.FILE}: size longest_edge {edge} exceeds the "
+                              f"vision tower's image_size {self.vision.image_size}")
+        return edge
 
     def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """genai's Pixtral image processor (onnxruntime-extensions steps): decode as RGB
         (no ConvertRGB step: it swaps the channels unconditionally, so after an RGB
         decode it would hand the model BGR), resize to multiples of patch * merge
-        within the tower's longest edge, 1/255, CLIP mean/std, channels first, then
-        the per-image sizes genai splits the batch by."""
+        within the longest edge, rescale, normalize (the checkpoint's
+        preprocessor_config.json, default 1/255 and CLIP mean/std), channels first,
+        then the per-image sizes genai splits the batch by."""
         vision, side = self.vision, self.vision.patch_size * self.merge
+        edge = self.longest_edge(preprocessor)
         steps = [
             ("decode_image", "DecodeImage", {"color_space": "RGB"}),
-            ("resize", "Resize", {"height": vision.image_size, "width": vision.image_size,
+            ("resize", "Resize", {"height": edge, "width": edge,
                                   "smart_resize": 1, "min_pixels": side * side,
-                                  "max_pixels": vision.image_size ** 2,
+                                  "max_pixels": edge ** 2,
                                   "patch_size": vision.patch_size, "merge_size": self.merge}),
-            ("rescale", "Rescale", {"rescale_factor": 1 / 255}),
-            ("normalize", "Normalize", {"mean": list(CLIP_MEAN), "std": list(CLIP_STD)}),
+            ("rescale", "Rescale", {"rescale_factor": settings.number(
+                preprocessor, "rescale_factor", 1 / 255)}),
+            ("normalize", "Normalize", {
+                "mean": settings.triple(preprocessor, "image_mean", CLIP_MEAN),
+                "std": settings.triple(preprocessor, "image_std", CLIP_STD)}),
             ("to_channel_first", "Permute3D", {"dims": [2, 0, 1]}),
             ("pixtral_image_sizes", "PixtralImageSizes", None),
         ]

@@ -147,3 +147,35 @@ def test_genai_processor_inputs_generate_like_transformers(built, tmp_path):
         generator.generate_next_token()
         tokens.append(int(generator.get_next_tokens()[0]))
     assert tokens == expected
+
+
+def test_checkpoint_preprocessor_settings_reach_genai(tmp_path):
+    """A checkpoint's own longest edge and mean/std (not the tower's 64 px and CLIP's) are
+    in the package's processor_config.json, and genai's processor then gives what
+    transformers' PixtralImageProcessor gives with them (the 24 x 40 image fits 48 px)."""
+    import transformers
+    from PIL import Image
+
+    folder = make_mistral3_checkpoint(str(tmp_path / "ckpt"))
+    with open(f"{folder}/config.json") as f:
+        config = json.load(f)
+    side = config["vision_config"]["patch_size"] * config["spatial_merge_size"]
+    reference = transformers.PixtralImageProcessorPil(
+        patch_size={"height": side, "width": side}, size={"longest_edge": 48},
+        image_mean=[0.4, 0.5, 0.6], image_std=[0.2, 0.3, 0.25])
+    reference.save_pretrained(folder)  # the checkpoint's preprocessor_config.json
+    path = build(folder, execution_provider="cpu", dtype="f32").save(str(tmp_path / "pkg"))
+    with open(f"{path}/processor_config.json") as f:
+        steps = {t["operation"]["name"]: t["operation"].get("attrs")
+                 for t in json.load(f)["processor"]["transforms"]}
+    assert (steps["resize"]["height"], steps["resize"]["max_pixels"]) == (48, 48 * 48)
+    assert (steps["normalize"]["mean"], steps["normalize"]["std"]) == (
+        [0.4, 0.5, 0.6], [0.2, 0.3, 0.25])
+    pixels = (np.random.default_rng(4).random((24, 40, 3)) * 255).astype(np.uint8)
+    Image.fromarray(pixels).save(str(tmp_path / "image.png"))
+    out = og.Model(path).create_multimodal_processor()(
+        "[INST][IMG]", images=og.Images.open(str(tmp_path / "image.png")))
+    expected = reference(images=Image.open(str(tmp_path / "image.png")), return_tensors="np")
+    np.testing.assert_array_equal(out["image_sizes"].as_numpy(), expected["image_sizes"])
+    np.testing.assert_allclose(out["pixel_values"].as_numpy(), expected["pixel_values"],
+                               atol=1e-5)

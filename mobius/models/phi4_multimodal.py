@@ -138,7 +138,7 @@ class Phi4MultimodalForCausalLM(nn.Module):
             return embeds
         return merge_image_features(op, is_audio, embeds, audio_features, self.hidden_size)
 
-    def genai_model_config(self) -> dict[str, Any]:
+    def genai_model_config(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """genai's phi4mm keys: the vision mask under its key; the speech model and the
         embedding's audio_features, or speech cleared (both names empty: genai then
         runs without a speech model and refuses audio input)."""

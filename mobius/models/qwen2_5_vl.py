@@ -147,7 +147,7 @@ class Qwen2_5_VLForConditionalGeneration(nn.Module):
         embeds = self.language_model.model.embed_tokens(op, token_ids)  # [batch, seq, hidden]
         return merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
 
-    def genai_model_config(self) -> dict[str, Any]:
+    def genai_model_config(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """What genai's qwen2_5_vl position and vision code read besides the defaults."""
         vision = self.vision
         return {

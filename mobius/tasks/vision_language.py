@@ -37,13 +37,14 @@ The module protocol (mobius/models/llava.py implements it):
 * optional ``speech_inputs`` + ``encode_audio(op, *speech inputs)`` -> audio_features
   [num_audio_tokens, hidden]: a ``speech`` model (optimizer role encoder), whose
   features ``embed(op, input_ids, image_features, audio_features)`` also takes;
-* optional ``genai_model_config()``: further keys of genai_config's ``model``
+* optional ``genai_model_config(preprocessor)``: further keys of genai_config's ``model``
   section (a ``vision`` mapping is merged into the vision section);
 * optional ``genai_processor_files(preprocessor)``: {file name: JSON} of genai's
   image processor, written beside the models (the first one is the vision section's
-  ``config_filename`` unless genai_model_config names it); ``preprocessor`` is the
-  checkpoint's parsed preprocessor_config.json ({} where it has none), whose
-  settings the family carries or refuses (mobius/tasks/genai_image_settings.py).
+  ``config_filename`` unless genai_model_config names it). ``preprocessor`` (both
+  hooks) is the checkpoint's parsed preprocessor_config.json ({} where it has
+  none), whose settings the family carries or refuses
+  (mobius/tasks/genai_image_settings.py).
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ def _genai_configs(module: nn.Module, config: ArchitectureConfig,
         past_present_share_buffer=genai.past_present_share_buffer,
         decoder_token_ids=_token_ids(module),
         vision_inputs=tuple(spec.name for spec in vision_inputs(module)),
-        extra=extra() if extra is not None else None,
+        extra=extra(preprocessor) if extra is not None else None,
         embeds_width=embeds_width(module.language_model, config))
     convs = {i: dims for i, layer in recurrent_states(module.language_model).items()
              for name, dims in layer if name == "conv"}
