@@ -41,6 +41,7 @@ from mobius.models.family import ModelFamily
 from mobius.components.image_tokens import image_positions, merge_image_features
 from mobius.models.siglip import SIGLIP_VISION, SiglipVisionTransformer
 from mobius.models.vision_parts import POSITION_IDS, VLM_CHECKPOINT_ALIASES
+from mobius.tasks import genai_image_settings as settings
 from mobius.tasks import vision_language
 from mobius.weights.attach import IgnoredTensors
 
@@ -171,13 +172,22 @@ class Gemma3ForConditionalGeneration(nn.Module):
 
     def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """onnxruntime-genai's gemma3 image processor (onnxruntime-extensions steps):
-        Gemma3ImageProcessor's resize to the tower's size (bilinear), 1/255, mean/std 0.5."""
+        Gemma3ImageProcessor's resize to the tower's size (bilinear), rescale and
+        mean/std (the checkpoint's preprocessor_config.json, default 1/255 and 0.5);
+        a size other than the tower's, or pan-and-scan, fails."""
         size = self.vision.image_size
+        settings.require(preprocessor, {
+            "do_resize": True, "do_rescale": True, "do_normalize": True, "resample": 2,
+            "do_pan_and_scan": False, "size": {"height": size, "width": size}},
+            "gemma3 image processor (bilinear, the vision tower's size)")
         steps = [("decode_image", "DecodeImage", {"color_space": "RGB"}),
                  ("resize", "Resize", {"interpolation": "LINEAR", "width": size, "height": size,
                                        "keep_aspect_ratio": 0}),
-                 ("rescale", "Rescale", {"rescale_factor": 1 / 255}),
-                 ("normalize", "Normalize", {"mean": [0.5] * 3, "std": [0.5] * 3}),
+                 ("rescale", "Rescale", {"rescale_factor": settings.number(
+                     preprocessor, "rescale_factor", 1 / 255)}),
+                 ("normalize", "Normalize", {
+                     "mean": settings.triple(preprocessor, "image_mean", [0.5] * 3),
+                     "std": settings.triple(preprocessor, "image_std", [0.5] * 3)}),
                  ("to_channel_first", "Permute3D", {"dims": [2, 0, 1]})]
         return {PROCESSOR_FILE: {"processor": {
             "name": "gemma_3_image_processing",

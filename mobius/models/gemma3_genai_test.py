@@ -141,3 +141,33 @@ def test_genai_processor_and_generation_match_transformers(built, case):
     assert tokens == _hf_generate(hf_model, expected)
     if case == "one-image":
         assert tokens != _hf_generate(hf_model, expected, token_types=False)
+
+
+def test_checkpoint_preprocessor_settings_reach_genai(tmp_path):
+    """A checkpoint's own rescale and mean/std (not 1/255 and 0.5) are in the package's
+    processor_config.json, and genai's processor then gives the pixel_values
+    transformers' Gemma3Processor gives from the same checkpoint."""
+    from PIL import Image
+
+    folder = make_gemma3_checkpoint(str(tmp_path / "ckpt"))
+    name = f"{folder}/preprocessor_config.json"
+    with open(name) as f:
+        preprocessor = json.load(f)
+    preprocessor.update(image_mean=[0.4, 0.5, 0.6], image_std=[0.2, 0.3, 0.25],
+                        rescale_factor=1 / 200)
+    with open(name, "w") as f:
+        json.dump(preprocessor, f)
+    path = build(folder, execution_provider="cpu", dtype="f32").save(str(tmp_path / "pkg"))
+    with open(f"{path}/processor_config.json") as f:
+        steps = {t["operation"]["name"]: t["operation"]["attrs"]
+                 for t in json.load(f)["processor"]["transforms"]}
+    assert (steps["normalize"]["mean"], steps["normalize"]["std"]) == (
+        [0.4, 0.5, 0.6], [0.2, 0.3, 0.25])
+    assert steps["rescale"]["rescale_factor"] == 1 / 200
+    image = str(tmp_path / "image.png")
+    Image.fromarray(np.random.default_rng(6).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+                    ).save(image)
+    prompt = "The quick <start_of_image> fox"
+    inputs = _genai(path).create_multimodal_processor()(prompt, images=og.Images.open(image))
+    expected = _hf_inputs(folder, prompt, [image])["pixel_values"]
+    np.testing.assert_allclose(inputs["pixel_values"].as_numpy(), expected, atol=1e-5)

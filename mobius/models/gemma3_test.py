@@ -159,3 +159,17 @@ def test_hub_style_config_gets_transformers_defaults():
 def test_unsupported_configs_fail_clearly(overrides, error, match):
     with pytest.raises(error, match=match):
         _module(FAMILY.make_config({**PRESET, **overrides}))
+
+
+@pytest.mark.parametrize("preprocessor, match", [
+    ({"size": {"height": 96, "width": 96}}, "size=.*gemma3 image processor"),
+    ({"do_pan_and_scan": True}, "do_pan_and_scan=True is not supported"),
+    ({"resample": 3}, "resample=3"),
+    ({"image_std": [0.5, 0.5]}, "image_std must be 3 numbers"),
+    ({"rescale_factor": 0}, "rescale_factor must be a positive number"),
+])
+def test_processor_settings_genai_cannot_honour_fail_clearly(preprocessor, match):
+    """A checkpoint preprocessor_config.json setting genai's gemma3 processor would not
+    apply (another size, pan-and-scan, bicubic) fails rather than process differently."""
+    with pytest.raises(ConfigError, match=match):
+        _module(FAMILY.make_config(PRESET)).genai_processor_files(preprocessor)
