@@ -170,3 +170,22 @@ def test_checkpoint_preprocessor_settings_reach_genai(tmp_path):
     expected[0, :grid * grid] = cut.reshape(grid, 4, grid, 4, 3).transpose(0, 2, 1, 3, 4).reshape(
         grid * grid, -1)
     np.testing.assert_allclose(inputs["pixel_values"].as_numpy(), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("preprocessor, match", [
+    ({"min_image_tokens": 300}, "min_image_tokens 300 exceeds max_image_tokens 256"),
+    ({"encoder_patch_size": 16}, "encoder_patch_size=16 is not supported"),
+    ({"downsample_factor": 4}, "downsample_factor=4"),
+    ({"resample": 3}, "resample=3"),
+    ({"max_image_tokens": 1.5}, "max_image_tokens must be a positive integer"),
+])
+def test_processor_settings_genai_cannot_honour_fail_clearly(preprocessor, match, tmp_path):
+    """The build refuses, before writing anything, a checkpoint preprocessor_config.json
+    setting genai's lfm2_vl processor would not apply."""
+    from mobius.errors import ConfigError
+
+    folder = make_lfm2_vl_checkpoint(str(tmp_path / "ckpt"))
+    with open(os.path.join(folder, "preprocessor_config.json"), "w") as f:
+        json.dump(preprocessor, f)
+    with pytest.raises(ConfigError, match=match):
+        build(folder, execution_provider="cpu", dtype="f32")

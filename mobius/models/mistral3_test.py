@@ -122,3 +122,13 @@ def test_sparse_sections_get_transformers_defaults():
 def test_unsupported_configs_fail_clearly(overrides, error, match):
     with pytest.raises(error, match=match):
         _module(FAMILY.make_config({**PRESET, **overrides}))
+
+
+@pytest.mark.parametrize("preprocessor, match", [
+    ({"size": {"longest_edge": 128}}, "longest_edge 128 exceeds the vision tower's image_size 64"),
+    ({"do_normalize": False}, "do_normalize=False is not supported"),
+    ({"image_mean": "clip"}, "image_mean must be 3 numbers"),
+])
+def test_processor_settings_genai_cannot_honour_fail_clearly(preprocessor, match):
+    with pytest.raises(ConfigError, match=match):
+        _module(FAMILY.make_config(PRESET)).genai_processor_files(preprocessor)
