@@ -28,8 +28,8 @@ from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
 from testing.lfm2_vl_checkpoints import (image_tokens, make_lfm2_vl_checkpoint,  # noqa: E402
                                          make_patches)
-from testing.model_runs import ort_session  # noqa: E402
 from testing.parity import compare_logits  # noqa: E402
+from testing.vlm_sessions import Sessions  # noqa: E402
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3
@@ -65,23 +65,18 @@ def checkpoint(tmp_path_factory):
     return get
 
 
-class Package:
-    """The saved package's three onnxruntime sessions."""
+class Package(Sessions):
+    """The saved package's three onnxruntime sessions; the decoder's state is its conv
+    states beside the KV caches."""
 
     def __init__(self, path: str, package):
-        self.path, self.package, self.config = path, package, package.config
-        self.vision = ort_session(os.path.join(path, "vision.onnx"))
-        self.embedding = ort_session(os.path.join(path, "embedding.onnx"))
-        self.decoder = ort_session(os.path.join(path, "model.onnx"))
+        super().__init__(path, package.config)
+        self.package = package
         self.past = [i for i in self.decoder.get_inputs() if i.name.startswith("past_")]
 
     def image_features(self, inputs):
         names = ("pixel_values", "pixel_attention_mask", "spatial_shapes")
         return self.vision.run(None, {n: inputs[n] for n in names})[0]
-
-    def embed(self, input_ids, image_features):
-        return self.embedding.run(None, {"input_ids": input_ids,
-                                         "image_features": image_features})[0]
 
     def decode(self, embeds, attention_mask, position_ids, past):
         feeds = {"inputs_embeds": embeds, "attention_mask": attention_mask,
@@ -99,18 +94,9 @@ class Package:
         """(image_features, prefill inputs_embeds, per-step logits, greedy tokens)."""
         features = self.image_features(inputs)
         embeds = self.embed(inputs["input_ids"], features)
-        mask, positions = inputs["attention_mask"], inputs["position_ids"]
-        logits, past = self.decode(embeds, mask, positions, None)
-        steps_logits, tokens = [logits], []
-        no_features = np.zeros((0, self.config.hidden_size), np.float32)
-        for step in range(steps):
-            token = steps_logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64)
-            tokens.append(token)
-            mask = np.concatenate([mask, np.ones((mask.shape[0], 1), np.int64)], axis=1)
-            logits, past = self.decode(self.embed(token, no_features), mask,
-                                       positions[:, -1:] + 1 + step, past)
-            steps_logits.append(logits)
-        return features, embeds, steps_logits, tokens
+        return (features, embeds, *self.greedy(inputs["input_ids"], embeds,
+                                               inputs["attention_mask"], steps,
+                                               inputs["position_ids"]))
 
 
 def build_and_load(folder, out_dir, ep="default") -> Package:

@@ -37,8 +37,8 @@ from mobius.builder import build  # noqa: E402
 from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
 from testing.llava_checkpoints import make_llava_checkpoint  # noqa: E402
-from testing.model_runs import ort_session  # noqa: E402
 from testing.parity import compare_logits, position_ids_for  # noqa: E402
+from testing.vlm_sessions import Sessions  # noqa: E402
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3
@@ -69,50 +69,21 @@ def checkpoint(tmp_path_factory):
     return get
 
 
-class Package:
+class Package(Sessions):
     """The saved package's three onnxruntime sessions."""
 
     def __init__(self, path: str, package):
-        self.path, self.package, self.config = path, package, package.config
-        self.vision = ort_session(os.path.join(path, "vision.onnx"))
-        self.embedding = ort_session(os.path.join(path, "embedding.onnx"))
-        self.decoder = ort_session(os.path.join(path, "model.onnx"))
+        super().__init__(path, package.config)
+        self.package = package
 
     def image_features(self, pixel_values):
         return self.vision.run(None, {"pixel_values": pixel_values})[0]
-
-    def embed(self, input_ids, image_features):
-        return self.embedding.run(None, {"input_ids": input_ids,
-                                         "image_features": image_features})[0]
-
-    def decode(self, embeds, attention_mask, past):
-        config = self.config
-        feeds = {"inputs_embeds": embeds, "attention_mask": attention_mask,
-                 "position_ids": position_ids_for(attention_mask, embeds.shape[1])}
-        for i in range(config.num_hidden_layers):
-            for j, kind in enumerate(("key", "value")):
-                feeds[f"past_key_values.{i}.{kind}"] = past[i][j] if past else np.zeros(
-                    (embeds.shape[0], config.num_key_value_heads, 0, config.head_dim), np.float32)
-        names = [o.name for o in self.decoder.get_outputs()]
-        out = dict(zip(names, self.decoder.run(None, feeds)))
-        presents = [(out[f"present.{i}.key"], out[f"present.{i}.value"])
-                    for i in range(config.num_hidden_layers)]
-        return out["logits"], presents
 
     def generate(self, input_ids, attention_mask, pixel_values, steps=STEPS):
         """(image_features, prefill inputs_embeds, per-step logits, greedy tokens)."""
         features = self.image_features(pixel_values)
         embeds = self.embed(input_ids, features)
-        logits, past = self.decode(embeds, attention_mask, None)
-        steps_logits, tokens, mask = [logits], [], attention_mask
-        no_features = np.zeros((0, self.config.hidden_size), np.float32)
-        for _ in range(steps):
-            token = steps_logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64)
-            tokens.append(token)
-            mask = np.concatenate([mask, np.ones((mask.shape[0], 1), np.int64)], axis=1)
-            logits, past = self.decode(self.embed(token, no_features), mask, past)
-            steps_logits.append(logits)
-        return features, embeds, steps_logits, tokens
+        return (features, embeds, *self.greedy(input_ids, embeds, attention_mask, steps))
 
 
 def build_and_load(folder, out_dir, ep="default") -> Package:
