@@ -15,7 +15,6 @@ the bidirectional image blocks are what the decoder's input_ids are for.
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -25,7 +24,7 @@ pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
 from testing.gemma3_checkpoints import make_gemma3_checkpoint  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
+from testing.hf_checkpoints import load_hf_model, renamed_checkpoint  # noqa: E402
 from testing.parity import compare_logits, position_ids_for  # noqa: E402
 from testing.vlm_sessions import Sessions  # noqa: E402
 
@@ -151,18 +150,6 @@ def test_f32_parity(name, ep, checkpoint, tmp_path):
         assert compare_logits(steps, causal, attention_mask) > 100 * F32_TOLERANCE
 
 
-def _rename_checkpoint(folder: str, out: str, rename) -> str:
-    import shutil
-
-    from safetensors.numpy import load_file, save_file
-
-    shutil.copytree(folder, out)
-    tensors = load_file(os.path.join(folder, "model.safetensors"))
-    save_file({rename(k): v for k, v in tensors.items()}, os.path.join(out, "model.safetensors"),
-              metadata={"format": "pt"})
-    return out
-
-
 def _hub_layout(name: str) -> str:  # google/gemma-3-*: SiglipVisionModel's vision_model level
     return name.replace("vision_tower.", "vision_tower.vision_model.", 1)
 
@@ -179,7 +166,7 @@ def _in_memory_layout(name: str) -> str:  # transformers 5's module names
 @pytest.mark.parametrize("layout", [_hub_layout, _in_memory_layout], ids=lambda f: f.__name__)
 def test_other_checkpoint_spellings_load_the_same_weights(layout, checkpoint, tmp_path):
     folder, hf_model = checkpoint("pooled_16_tokens")
-    renamed = _rename_checkpoint(folder, str(tmp_path / "renamed"), layout)
+    renamed = renamed_checkpoint(folder, str(tmp_path / "renamed"), layout)
     runs = []
     for name, source in (("a", folder), ("b", renamed)):
         package = build(source, execution_provider="default", dtype="f32")

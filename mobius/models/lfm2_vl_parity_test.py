@@ -14,7 +14,6 @@ the output.
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -25,7 +24,7 @@ pytest.importorskip("transformers")
 from mobius.builder import build  # noqa: E402
 from mobius.errors import ConfigError, UnsupportedModelError  # noqa: E402
 from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
+from testing.hf_checkpoints import checkpoint_cases, renamed_checkpoint  # noqa: E402
 from testing.lfm2_vl_checkpoints import (image_tokens, make_lfm2_vl_checkpoint,  # noqa: E402
                                          make_patches)
 from testing.parity import compare_logits  # noqa: E402
@@ -54,15 +53,8 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    made = {}
-
-    def get(name):
-        if name not in made:
-            folder = str(tmp_path_factory.mktemp(name) / "ckpt")
-            made[name] = folder, load_hf_model(make_lfm2_vl_checkpoint(folder, **CASES[name]))
-        return made[name]
-
-    return get
+    return checkpoint_cases(tmp_path_factory,
+                            lambda folder, name: make_lfm2_vl_checkpoint(folder, **CASES[name]))
 
 
 class Package(Sessions):
@@ -222,17 +214,9 @@ def _older_layout(name: str) -> str:
 
 
 def test_older_checkpoint_names_load_the_same_weights(checkpoint, tmp_path):
-    import shutil
-
-    from safetensors.numpy import load_file, save_file
-
     folder, hf_model = checkpoint("untied")
-    renamed = str(tmp_path / "renamed")
-    shutil.copytree(folder, renamed)
-    tensors = load_file(os.path.join(folder, "model.safetensors"))
-    assert any(k.startswith("model.vision_tower.") for k in tensors)  # what 5.x saves
-    save_file({_older_layout(k): v for k, v in tensors.items()},
-              os.path.join(renamed, "model.safetensors"), metadata={"format": "pt"})
+    renamed = renamed_checkpoint(folder, str(tmp_path / "renamed"), _older_layout,
+                                 "model.vision_tower.")  # what 5.x saves
     inputs = make_inputs(hf_model)
     reference = build_and_load(folder, tmp_path / "a").generate(inputs, steps=1)
     other = build_and_load(renamed, tmp_path / "b").generate(inputs, steps=1)

@@ -25,7 +25,6 @@ other transformers versions load to the same graph.
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -35,7 +34,7 @@ pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
 from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
+from testing.hf_checkpoints import checkpoint_cases, renamed_checkpoint  # noqa: E402
 from testing.llava_checkpoints import make_llava_checkpoint  # noqa: E402
 from testing.parity import compare_logits, position_ids_for  # noqa: E402
 from testing.vlm_sessions import Sessions  # noqa: E402
@@ -57,16 +56,8 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    made = {}
-
-    def get(name):
-        if name not in made:
-            folder = str(tmp_path_factory.mktemp(name) / "ckpt")
-            make_llava_checkpoint(folder, **CASES[name])
-            made[name] = folder, load_hf_model(folder)
-        return made[name]
-
-    return get
+    return checkpoint_cases(tmp_path_factory,
+                            lambda folder, name: make_llava_checkpoint(folder, **CASES[name]))
 
 
 class Package(Sessions):
@@ -191,19 +182,6 @@ def test_cpu_build_matches_default_build_and_fuses_gqa_in_the_decoder_only(check
         assert diff <= F32_TOLERANCE, f"pad {pad}: {diff:.3g}"
 
 
-def _rename_checkpoint(folder: str, out: str, rename) -> str:
-    """A copy of ``folder`` whose tensors are renamed by ``rename(name)``."""
-    import shutil
-
-    from safetensors.numpy import load_file, save_file
-
-    shutil.copytree(folder, out)
-    tensors = load_file(os.path.join(folder, "model.safetensors"))
-    save_file({rename(k): v for k, v in tensors.items()}, os.path.join(out, "model.safetensors"),
-              metadata={"format": "pt"})
-    return out
-
-
 def _hub_layout(name: str) -> str:  # llava-hf checkpoints: CLIPVisionModel's vision_model level
     return name.replace("vision_tower.", "vision_tower.vision_model.", 1)
 
@@ -221,7 +199,7 @@ def _in_memory_layout(name: str) -> str:  # transformers 5's module names
 @pytest.mark.parametrize("layout", [_hub_layout, _in_memory_layout], ids=lambda f: f.__name__)
 def test_other_checkpoint_spellings_load_the_same_weights(layout, checkpoint, tmp_path):
     folder, hf_model = checkpoint("default")
-    renamed = _rename_checkpoint(folder, str(tmp_path / "renamed"), layout)
+    renamed = renamed_checkpoint(folder, str(tmp_path / "renamed"), layout)
     reference = build_and_load(folder, tmp_path / "a")
     other = build_and_load(renamed, tmp_path / "b")
     input_ids, attention_mask, pixel_values = make_inputs(hf_model)

@@ -24,7 +24,8 @@ pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
 from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
+from testing.hf_checkpoints import (checkpoint_cases, load_hf_model,  # noqa: E402
+                                    renamed_checkpoint)
 from testing.mistral3_checkpoints import (SIZES, TOKEN_IDS, image_span,  # noqa: E402
                                           make_images, make_mistral3_checkpoint)
 from testing.parity import compare_logits, position_ids_for  # noqa: E402
@@ -55,16 +56,8 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    made = {}
-
-    def get(name):
-        if name not in made:
-            folder = str(tmp_path_factory.mktemp(name) / "ckpt")
-            make_mistral3_checkpoint(folder, **CASES[name])
-            made[name] = folder, load_hf_model(folder)
-        return made[name]
-
-    return get
+    return checkpoint_cases(tmp_path_factory,
+                            lambda folder, name: make_mistral3_checkpoint(folder, **CASES[name]))
 
 
 class Package(Sessions):
@@ -191,16 +184,8 @@ def _in_memory_layout(name: str) -> str:  # transformers 5's module names
 
 
 def test_transformers_5_module_names_load_the_same_weights(checkpoint, tmp_path):
-    import shutil
-
-    from safetensors.numpy import load_file, save_file
-
     folder, hf_model = checkpoint("default")
-    renamed = str(tmp_path / "renamed")
-    shutil.copytree(folder, renamed)
-    tensors = load_file(os.path.join(folder, "model.safetensors"))
-    save_file({_in_memory_layout(k): v for k, v in tensors.items()},
-              os.path.join(renamed, "model.safetensors"), metadata={"format": "pt"})
+    renamed = renamed_checkpoint(folder, str(tmp_path / "renamed"), _in_memory_layout)
     inputs = make_inputs(hf_model)
     reference = build_and_load(folder, tmp_path / "a").generate(inputs, steps=1)
     other = build_and_load(renamed, tmp_path / "b").generate(inputs, steps=1)

@@ -31,7 +31,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
+from testing.hf_checkpoints import checkpoint_cases  # noqa: E402
 from testing.parity import compare_logits  # noqa: E402
 from testing.qwen2_5_vl_checkpoints import make_qwen2_5_vl_checkpoint  # noqa: E402
 from testing.qwen_vl_parity import PAD, build_and_load, hf_reference, make_inputs  # noqa: E402
@@ -76,16 +76,10 @@ REVERTIBLE = {"deepstack_unordered": ("vision_config", VISION),
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    made = {}
+    def make(folder, name):
+        make_qwen2_5_vl_checkpoint(folder, preset="tiny-qwen3_vl", **CASES[name])
 
-    def get(name):
-        if name not in made:
-            folder = str(tmp_path_factory.mktemp(name) / "ckpt")
-            make_qwen2_5_vl_checkpoint(folder, preset="tiny-qwen3_vl", **CASES[name])
-            made[name] = folder, load_hf_model(folder)
-        return made[name]
-
-    return get
+    return checkpoint_cases(tmp_path_factory, make)
 
 
 def _check(pkg, hf_model, inputs, label):
