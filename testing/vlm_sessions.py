@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from testing.model_runs import ort_session
-from testing.parity import position_ids_for
+from testing.parity import compare_logits, position_ids_for
 
 
 class Sessions:
@@ -69,3 +69,22 @@ class Sessions:
                                      positions, past)
             steps_logits.append(logits)
         return steps_logits, tokens
+
+
+def assert_chain_matches(pkg: Sessions, input_ids, attention_mask, ours, reference,
+                         tolerance: float, label: str, exact_merge: bool = True) -> None:
+    """The chain's (image features, prefill inputs_embeds, per-step logits) ``ours`` vs
+    transformers' (features, merged embeddings, logits) ``reference``, each within
+    ``tolerance``; with ``exact_merge`` the embedding model's merge of transformers' own
+    features must be exact (a lookup and a scatter)."""
+    features, embeds, steps = ours
+    hf_features, hf_merged, hf_steps = reference
+    assert features.shape == hf_features.shape
+    vision_diff = float(np.abs(features - hf_features).max())
+    assert vision_diff <= tolerance, f"{label}: vision {vision_diff:.3g}"
+    if exact_merge:
+        np.testing.assert_array_equal(pkg.embed(input_ids, hf_features), hf_merged)
+    embeds_diff = float(np.abs(embeds - hf_merged).max())  # through our vision model
+    assert embeds_diff <= tolerance, f"{label}: embeddings {embeds_diff:.3g}"
+    diff = compare_logits(steps, hf_steps, attention_mask)
+    assert diff <= tolerance, f"{label}: logits {diff:.3g}"

@@ -26,7 +26,7 @@ from mobius.builder import build  # noqa: E402
 from testing.gemma3_checkpoints import make_gemma3_checkpoint  # noqa: E402
 from testing.hf_checkpoints import load_hf_model, renamed_checkpoint  # noqa: E402
 from testing.parity import compare_logits, position_ids_for  # noqa: E402
-from testing.vlm_sessions import Sessions  # noqa: E402
+from testing.vlm_sessions import Sessions, assert_chain_matches  # noqa: E402
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3
@@ -136,14 +136,8 @@ def test_f32_parity(name, ep, checkpoint, tmp_path):
     hf_features, hf_merged, hf_steps = hf_reference(hf_model, input_ids, attention_mask,
                                                     pixel_values, tokens)
 
-    assert features.shape == hf_features.shape
-    vision_diff = float(np.abs(features - hf_features).max())
-    assert vision_diff <= F32_TOLERANCE, f"{name}: vision {vision_diff:.3g}"
-    np.testing.assert_array_equal(pkg.embed(input_ids, hf_features), hf_merged)
-    embeds_diff = float(np.abs(embeds - hf_merged).max())
-    assert embeds_diff <= F32_TOLERANCE, f"{name}: embeddings {embeds_diff:.3g}"
-    diff = compare_logits(steps, hf_steps, attention_mask)
-    assert diff <= F32_TOLERANCE, f"{name}: logits {diff:.3g}"
+    assert_chain_matches(pkg, input_ids, attention_mask, (features, embeds, steps),
+                         (hf_features, hf_merged, hf_steps), F32_TOLERANCE, name)
     if ep == "default":  # the image blocks' two-way attention is what the decoder adds
         causal = hf_reference(hf_model, input_ids, attention_mask, pixel_values, tokens,
                               token_types=False)[2]

@@ -37,7 +37,7 @@ from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
 from testing.hf_checkpoints import checkpoint_cases, renamed_checkpoint  # noqa: E402
 from testing.llava_checkpoints import make_llava_checkpoint  # noqa: E402
 from testing.parity import compare_logits, position_ids_for  # noqa: E402
-from testing.vlm_sessions import Sessions  # noqa: E402
+from testing.vlm_sessions import Sessions, assert_chain_matches  # noqa: E402
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3
@@ -145,16 +145,8 @@ def test_f32_parity(name, checkpoint, tmp_path):
     hf_features, hf_merged, hf_steps = hf_reference(hf_model, input_ids, attention_mask,
                                                     pixel_values, tokens)
 
-    assert features.shape == hf_features.shape
-    vision_diff = float(np.abs(features - hf_features).max())
-    assert vision_diff <= F32_TOLERANCE, f"{name}: vision {vision_diff:.3g}"
-    # The merge alone, on transformers' own features: a lookup and a scatter, exact.
-    merged = pkg.embed(input_ids, hf_features)
-    np.testing.assert_array_equal(merged, hf_merged)
-    embeds_diff = float(np.abs(embeds - hf_merged).max())  # through our vision model
-    assert embeds_diff <= F32_TOLERANCE, f"{name}: embeddings {embeds_diff:.3g}"
-    diff = compare_logits(steps, hf_steps, attention_mask)
-    assert diff <= F32_TOLERANCE, f"{name}: logits {diff:.3g}"
+    assert_chain_matches(pkg, input_ids, attention_mask, (features, embeds, steps),
+                         (hf_features, hf_merged, hf_steps), F32_TOLERANCE, name)
 
 
 def test_cpu_build_matches_default_build_and_fuses_gqa_in_the_decoder_only(checkpoint, tmp_path):

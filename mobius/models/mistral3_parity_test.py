@@ -29,7 +29,7 @@ from testing.hf_checkpoints import (checkpoint_cases, load_hf_model,  # noqa: E4
 from testing.mistral3_checkpoints import (SIZES, TOKEN_IDS, image_span,  # noqa: E402
                                           make_images, make_mistral3_checkpoint)
 from testing.parity import compare_logits, position_ids_for  # noqa: E402
-from testing.vlm_sessions import Sessions  # noqa: E402
+from testing.vlm_sessions import Sessions, assert_chain_matches  # noqa: E402
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3
@@ -137,15 +137,10 @@ def test_f32_parity(name, checkpoint, tmp_path):
     features, embeds, steps, tokens = pkg.generate(inputs)
     hf_features, hf_merged, hf_steps = hf_reference(hf_model, inputs, tokens)
 
-    assert features.shape == hf_features.shape
+    assert_chain_matches(pkg, inputs["input_ids"], inputs["attention_mask"],
+                         (features, embeds, steps), (hf_features, hf_merged, hf_steps),
+                         F32_TOLERANCE, name)
     assert float(np.abs(hf_features).mean()) > 0.1  # O(1) features: the image steers the text
-    vision_diff = float(np.abs(features - hf_features).max())
-    assert vision_diff <= F32_TOLERANCE, f"{name}: vision {vision_diff:.3g}"
-    np.testing.assert_array_equal(pkg.embed(inputs["input_ids"], hf_features), hf_merged)
-    embeds_diff = float(np.abs(embeds - hf_merged).max())
-    assert embeds_diff <= F32_TOLERANCE, f"{name}: embeddings {embeds_diff:.3g}"
-    diff = compare_logits(steps, hf_steps, inputs["attention_mask"])
-    assert diff <= F32_TOLERANCE, f"{name}: logits {diff:.3g}"
 
 
 def test_cpu_build_matches_default_build_and_fuses_gqa_in_the_decoder_only(checkpoint, tmp_path):
