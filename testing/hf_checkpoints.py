@@ -121,3 +121,35 @@ def untie_t5_head(folder: str, seed: int = 5) -> str:
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(raw, f, indent=2)
     return folder
+
+
+def renamed_checkpoint(folder: str, out: str, rename, saved_prefix: str | None = None) -> str:
+    """A copy of ``folder`` at ``out`` whose model.safetensors names go through ``rename``
+    (another release's spelling of the same weights). ``saved_prefix``: a prefix some saved
+    name must have, the layout ``rename`` assumes."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    shutil.copytree(folder, out)
+    tensors = load_file(os.path.join(folder, "model.safetensors"))
+    if saved_prefix is not None:
+        assert any(k.startswith(saved_prefix) for k in tensors), saved_prefix
+    save_file({rename(k): v for k, v in tensors.items()}, os.path.join(out, "model.safetensors"),
+              metadata={"format": "pt"})
+    return out
+
+
+def checkpoint_cases(tmp_path_factory, make):
+    """``get(name)`` -> (folder, transformers model) of the checkpoint ``make(folder, name)``
+    writes, made once per name (a parity test's module-scoped ``checkpoint`` fixture)."""
+    made = {}
+
+    def get(name: str):
+        if name not in made:
+            folder = str(tmp_path_factory.mktemp(name) / "ckpt")
+            make(folder, name)
+            made[name] = folder, load_hf_model(folder)
+        return made[name]
+
+    return get

@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from testing.hf_checkpoints import make_hf_checkpoint
+from testing.vlm_runs import hf_greedy
 
 
 def make_llava_checkpoint(folder: str, seed: int = 0, **overrides) -> str:
@@ -35,10 +36,6 @@ def hf_llava_generate(hf_model, input_ids: np.ndarray, pixel_values: np.ndarray 
     import torch
 
     kwargs = {} if pixel_values is None else {"pixel_values": torch.from_numpy(pixel_values)}
-    with torch.no_grad():
-        out = hf_model.generate(input_ids=torch.from_numpy(input_ids),
-                                attention_mask=torch.ones(input_ids.shape, dtype=torch.long),
-                                max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                                do_sample=False, num_beams=1, pad_token_id=0,
-                                temperature=None, top_p=None, top_k=None, **kwargs)
-    return [int(t) for t in out[0, input_ids.shape[1]:]]
+    kwargs.update(input_ids=torch.from_numpy(input_ids),
+                  attention_mask=torch.ones(input_ids.shape, dtype=torch.long))
+    return hf_greedy(hf_model, kwargs, new_tokens)

@@ -18,6 +18,7 @@ import numpy as np
 
 from mobius.tiny.presets import VOCAB_SIZE
 from testing.hf_checkpoints import make_hf_checkpoint
+from testing.vlm_runs import hf_greedy
 
 IMG, IMG_BREAK, IMG_END, INST = "[IMG]", "[IMG_BREAK]", "[IMG_END]", "[INST]"
 TOKEN_IDS = {IMG: VOCAB_SIZE - 1, IMG_BREAK: VOCAB_SIZE - 2, IMG_END: VOCAB_SIZE - 3,
@@ -91,10 +92,6 @@ def hf_mistral3_generate(hf_model, input_ids: np.ndarray, pixel_values, image_si
     if pixel_values is not None:
         kwargs = {"pixel_values": torch.from_numpy(pixel_values),
                   "image_sizes": torch.from_numpy(image_sizes)}
-    with torch.no_grad():
-        out = hf_model.generate(input_ids=torch.from_numpy(input_ids),
-                                attention_mask=torch.ones(input_ids.shape, dtype=torch.long),
-                                max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                                do_sample=False, num_beams=1, pad_token_id=0,
-                                temperature=None, top_p=None, top_k=None, **kwargs)
-    return [int(t) for t in out[0, input_ids.shape[1]:]]
+    kwargs.update(input_ids=torch.from_numpy(input_ids),
+                  attention_mask=torch.ones(input_ids.shape, dtype=torch.long))
+    return hf_greedy(hf_model, kwargs, new_tokens)

@@ -18,6 +18,7 @@ import os
 import numpy as np
 
 from testing.hf_checkpoints import make_hf_checkpoint
+from testing.vlm_runs import hf_greedy
 
 #: (frames, rows, columns) in patches: 3 x 5 merged tokens, windows of 2 x 2 cut ragged
 GRID = (1, 6, 10)
@@ -69,9 +70,5 @@ def hf_qwen_generate(hf_model, input_ids: np.ndarray, pixel_values, image_grid_t
     if pixel_values is not None:
         kwargs.update(pixel_values=torch.from_numpy(pixel_values),
                       image_grid_thw=torch.from_numpy(image_grid_thw))
-    with torch.no_grad():
-        out = hf_model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                                max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                                do_sample=False, num_beams=1, pad_token_id=0,
-                                temperature=None, top_p=None, top_k=None, **kwargs)
-    return [int(t) for t in out[0, input_ids.shape[1]:]]
+    kwargs.update(input_ids=ids, attention_mask=torch.ones_like(ids))
+    return hf_greedy(hf_model, kwargs, new_tokens)

@@ -13,65 +13,37 @@ reference lays transformers' out the same way.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from mobius.builder import build
-from testing.model_runs import ort_session
 from testing.qwen2_5_vl_checkpoints import GRID, image_span, make_pixels
+from testing.vlm_sessions import Sessions
 
 STEPS, PAD = 3, 3
 
 
-class Package:
+class Package(Sessions):
     """The saved package's three onnxruntime sessions."""
 
     def __init__(self, path: str, package):
-        self.path, self.package, self.config = path, package, package.config
-        self.vision = ort_session(os.path.join(path, "vision.onnx"))
-        self.embedding = ort_session(os.path.join(path, "embedding.onnx"))
-        self.decoder = ort_session(os.path.join(path, "model.onnx"))
+        super().__init__(path, package.config)
+        self.package = package
         self.width = self.embedding.get_inputs()[1].shape[-1]  # image_features' last dim
+
+    def no_features(self):
+        return np.zeros((0, self.width), np.float32)
 
     def image_features(self, pixel_values, image_grid_thw):
         return self.vision.run(None, {"pixel_values": pixel_values,
                                       "image_grid_thw": image_grid_thw})[0]
 
-    def embed(self, input_ids, image_features):
-        return self.embedding.run(None, {"input_ids": input_ids,
-                                         "image_features": image_features})[0]
-
-    def decode(self, embeds, attention_mask, position_ids, past):
-        config = self.config
-        feeds = {"inputs_embeds": embeds, "attention_mask": attention_mask,
-                 "position_ids": position_ids}
-        for i in range(config.num_hidden_layers):
-            for j, kind in enumerate(("key", "value")):
-                feeds[f"past_key_values.{i}.{kind}"] = past[i][j] if past else np.zeros(
-                    (embeds.shape[0], config.num_key_value_heads, 0, config.head_dim), np.float32)
-        names = [o.name for o in self.decoder.get_outputs()]
-        out = dict(zip(names, self.decoder.run(None, feeds)))
-        presents = [(out[f"present.{i}.key"], out[f"present.{i}.value"])
-                    for i in range(config.num_hidden_layers)]
-        return out["logits"], presents
-
     def generate(self, inputs, steps=STEPS):
         """(image_features, prefill inputs_embeds, per-step logits, greedy tokens)."""
         features = self.image_features(inputs["pixel_values"], inputs["image_grid_thw"])
         embeds = self.embed(inputs["input_ids"], features)
-        mask, positions = inputs["attention_mask"], inputs["position_ids"]
-        logits, past = self.decode(embeds, mask, positions, None)
-        steps_logits, tokens = [logits], []
-        no_features = np.zeros((0, self.width), np.float32)
-        for step in range(steps):
-            token = steps_logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64)
-            tokens.append(token)
-            mask = np.concatenate([mask, np.ones((mask.shape[0], 1), np.int64)], axis=1)
-            logits, past = self.decode(self.embed(token, no_features), mask,
-                                       decode_positions(positions, step), past)
-            steps_logits.append(logits)
-        return features, embeds, steps_logits, tokens
+        return (features, embeds, *self.greedy(inputs["input_ids"], embeds,
+                                               inputs["attention_mask"], steps,
+                                               inputs["position_ids"]))
 
 
 def decode_positions(prefill_positions: np.ndarray, step: int) -> np.ndarray:

@@ -29,17 +29,16 @@ prompts matter more, so image_features stays [num_image_tokens, hidden].)
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 og = pytest.importorskip("onnxruntime_genai")
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
 from testing.gemma3_checkpoints import make_gemma3_checkpoint  # noqa: E402
+from testing import vlm_runs  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
 
 NEW_TOKENS = 8
@@ -72,13 +71,6 @@ def _text_config(**overrides):
     return {**TINY_PRESETS["tiny-gemma3-vl"]["text_config"], **overrides}
 
 
-def _genai(path: str):
-    config = og.Config(path)
-    config.overlay(json.dumps({"model": {"decoder": {"session_options": {
-        "intra_op_num_threads": 1}}}}))
-    return og.Model(config)
-
-
 def _hf_inputs(folder: str, prompt: str, images: list[str]):
     from PIL import Image
     from transformers import AutoProcessor
@@ -89,33 +81,15 @@ def _hf_inputs(folder: str, prompt: str, images: list[str]):
 
 
 def _hf_generate(hf_model, inputs, token_types: bool = True) -> list[int]:
-    kwargs = {k: torch.from_numpy(v) for k, v in inputs.items()
-              if token_types or k != "token_type_ids"}
-    with torch.no_grad():
-        out = hf_model.generate(**kwargs, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
-                                do_sample=False, num_beams=1, pad_token_id=0, temperature=None,
-                                top_p=None, top_k=None)
-    return [int(t) for t in out[0, inputs["input_ids"].shape[1]:]]
-
-
-def _genai_generate(model, inputs, length: int) -> list[int]:
-    params = og.GeneratorParams(model)
-    params.set_search_options(do_sample=False, max_length=length + NEW_TOKENS,
-                              min_length=length + NEW_TOKENS)
-    generator = og.Generator(model, params)
-    generator.set_inputs(inputs)
-    tokens = []
-    while not generator.is_done():
-        generator.generate_next_token()
-        tokens.append(int(generator.get_next_tokens()[0]))
-    return tokens
+    kwargs = {k: v for k, v in inputs.items() if token_types or k != "token_type_ids"}
+    return vlm_runs.hf_greedy(hf_model, kwargs, NEW_TOKENS)
 
 
 @pytest.mark.parametrize("case", sorted(PROMPTS))
 def test_genai_processor_and_generation_match_transformers(built, case):
     path, folder, hf_model, image_paths = built
     prompt, count = PROMPTS[case]
-    model = _genai(path)
+    model = vlm_runs.genai_model(path)
     processor = model.create_multimodal_processor()
     images = og.Images.open(*image_paths[:count]) if count else None
     inputs = processor(prompt, images=images)
@@ -137,7 +111,7 @@ def test_genai_processor_and_generation_match_transformers(built, case):
             named[name] = inputs[name].as_numpy()
         named["num_image_tokens"] = np.full(count, 256, dtype=np.int64)
         inputs = named
-    tokens = _genai_generate(model, inputs, input_ids.shape[1])
+    tokens = vlm_runs.genai_greedy(model, inputs, input_ids.shape[1], NEW_TOKENS)
     assert tokens == _hf_generate(hf_model, expected)
     if case == "one-image":
         assert tokens != _hf_generate(hf_model, expected, token_types=False)

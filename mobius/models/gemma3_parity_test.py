@@ -15,7 +15,6 @@ the bidirectional image blocks are what the decoder's input_ids are for.
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -25,9 +24,9 @@ pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
 from testing.gemma3_checkpoints import make_gemma3_checkpoint  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
-from testing.model_runs import ort_session  # noqa: E402
+from testing.hf_checkpoints import load_hf_model, renamed_checkpoint  # noqa: E402
 from testing.parity import compare_logits, position_ids_for  # noqa: E402
+from testing.vlm_sessions import Sessions, assert_chain_matches  # noqa: E402
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3
@@ -67,46 +66,18 @@ def checkpoint(tmp_path_factory):
     return get
 
 
-class Package:
-    """The saved package's three onnxruntime sessions, chained as genai runs them."""
+class Package(Sessions):
+    """The saved package's three onnxruntime sessions, chained as genai runs them; the
+    decoder reads its token ids beside inputs_embeds."""
 
-    def __init__(self, path: str, config):
-        self.config = config
-        self.vision, self.embedding, self.decoder = (
-            ort_session(os.path.join(path, f"{name}.onnx")) for name in ("vision", "embedding",
-                                                                          "model"))
-
-    def embed(self, input_ids, image_features):
-        return self.embedding.run(None, {"input_ids": input_ids,
-                                         "image_features": image_features})[0]
-
-    def decode(self, input_ids, embeds, attention_mask, past):
-        config = self.config
-        feeds = {"inputs_embeds": embeds, "input_ids": input_ids, "attention_mask": attention_mask,
-                 "position_ids": position_ids_for(attention_mask, embeds.shape[1])}
-        for i in range(config.num_hidden_layers):
-            for j, kind in enumerate(("key", "value")):
-                feeds[f"past_key_values.{i}.{kind}"] = past[i][j] if past else np.zeros(
-                    (embeds.shape[0], config.num_key_value_heads, 0, config.head_dim), np.float32)
-        names = [o.name for o in self.decoder.get_outputs()]
-        out = dict(zip(names, self.decoder.run(None, feeds)))
-        return out["logits"], [(out[f"present.{i}.key"], out[f"present.{i}.value"])
-                               for i in range(config.num_hidden_layers)]
+    def step(self, input_ids, embeds, attention_mask, position_ids, past):
+        return self.decode(embeds, attention_mask, position_ids, past, {"input_ids": input_ids})
 
     def generate(self, input_ids, attention_mask, pixel_values):
         """(image_features, prefill inputs_embeds, per-step logits, greedy tokens)."""
         features = self.vision.run(None, {"pixel_values": pixel_values})[0]
         embeds = self.embed(input_ids, features)
-        logits, past = self.decode(input_ids, embeds, attention_mask, None)
-        steps, tokens, mask = [logits], [], attention_mask
-        no_features = np.zeros((0, self.config.hidden_size), np.float32)
-        for _ in range(STEPS):
-            token = steps[-1][:, -1].argmax(-1)[:, None].astype(np.int64)
-            tokens.append(token)
-            mask = np.concatenate([mask, np.ones((mask.shape[0], 1), np.int64)], axis=1)
-            logits, past = self.decode(token, self.embed(token, no_features), mask, past)
-            steps.append(logits)
-        return features, embeds, steps, tokens
+        return (features, embeds, *self.greedy(input_ids, embeds, attention_mask, STEPS))
 
 
 def make_inputs(hf_model, seed=0):
@@ -165,30 +136,12 @@ def test_f32_parity(name, ep, checkpoint, tmp_path):
     hf_features, hf_merged, hf_steps = hf_reference(hf_model, input_ids, attention_mask,
                                                     pixel_values, tokens)
 
-    assert features.shape == hf_features.shape
-    vision_diff = float(np.abs(features - hf_features).max())
-    assert vision_diff <= F32_TOLERANCE, f"{name}: vision {vision_diff:.3g}"
-    np.testing.assert_array_equal(pkg.embed(input_ids, hf_features), hf_merged)
-    embeds_diff = float(np.abs(embeds - hf_merged).max())
-    assert embeds_diff <= F32_TOLERANCE, f"{name}: embeddings {embeds_diff:.3g}"
-    diff = compare_logits(steps, hf_steps, attention_mask)
-    assert diff <= F32_TOLERANCE, f"{name}: logits {diff:.3g}"
+    assert_chain_matches(pkg, input_ids, attention_mask, (features, embeds, steps),
+                         (hf_features, hf_merged, hf_steps), F32_TOLERANCE, name)
     if ep == "default":  # the image blocks' two-way attention is what the decoder adds
         causal = hf_reference(hf_model, input_ids, attention_mask, pixel_values, tokens,
                               token_types=False)[2]
         assert compare_logits(steps, causal, attention_mask) > 100 * F32_TOLERANCE
-
-
-def _rename_checkpoint(folder: str, out: str, rename) -> str:
-    import shutil
-
-    from safetensors.numpy import load_file, save_file
-
-    shutil.copytree(folder, out)
-    tensors = load_file(os.path.join(folder, "model.safetensors"))
-    save_file({rename(k): v for k, v in tensors.items()}, os.path.join(out, "model.safetensors"),
-              metadata={"format": "pt"})
-    return out
 
 
 def _hub_layout(name: str) -> str:  # google/gemma-3-*: SiglipVisionModel's vision_model level
@@ -207,7 +160,7 @@ def _in_memory_layout(name: str) -> str:  # transformers 5's module names
 @pytest.mark.parametrize("layout", [_hub_layout, _in_memory_layout], ids=lambda f: f.__name__)
 def test_other_checkpoint_spellings_load_the_same_weights(layout, checkpoint, tmp_path):
     folder, hf_model = checkpoint("pooled_16_tokens")
-    renamed = _rename_checkpoint(folder, str(tmp_path / "renamed"), layout)
+    renamed = renamed_checkpoint(folder, str(tmp_path / "renamed"), layout)
     runs = []
     for name, source in (("a", folder), ("b", renamed)):
         package = build(source, execution_provider="default", dtype="f32")

@@ -12,29 +12,22 @@ checkpoint; parity with transformers is gemma3_parity_test.py.
 
 from __future__ import annotations
 
-import json
-import os
-
 import onnx
 import pytest
 
-from mobius.builder import build
 from mobius.ep.registry import ep_registry
-from mobius.errors import ConfigError, MobiusError, UnsupportedModelError
+from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models.gemma3 import FAMILY, Gemma3ForConditionalGeneration, normalize_gemma3
 from mobius.models.registry import family_for
 from mobius.tiny.checkpoint import make_tiny_checkpoint
 from mobius.tiny.presets import TINY_PRESETS
-from mobius.weights.dtypes import SHORT_NAMES
+from testing import vlm_builds
 
 GQA = "com.microsoft::GroupQueryAttention"
 FLOAT = {"f32": onnx.TensorProto.FLOAT, "f16": onnx.TensorProto.FLOAT16,
          "bf16": onnx.TensorProto.BFLOAT16}
 PRESET = TINY_PRESETS["tiny-gemma3-vl"]
 TEXT, VISION = PRESET["text_config"], PRESET["vision_config"]
-
-MATRIX = [(caps.name, SHORT_NAMES[dtype]) for caps in ep_registry
-          for dtype in sorted(caps.dtypes, key=lambda d: SHORT_NAMES[d])]
 
 
 def _dims(value) -> list:
@@ -52,21 +45,15 @@ def checkpoint(tmp_path_factory) -> str:
                                 str(tmp_path_factory.mktemp("tiny") / "gemma3"))
 
 
-@pytest.mark.parametrize("ep,dtype", MATRIX, ids=[f"{e}-{d}" for e, d in MATRIX])
+@vlm_builds.every_ep_and_dtype
 def test_builds_for_every_ep_and_dtype(ep, dtype, checkpoint, tmp_path):
-    caps = ep_registry.get(ep)
-    if caps.tasks is not None and FAMILY.task.name not in caps.tasks:
-        with pytest.raises(MobiusError, match="image-text-to-text") as info:
-            build(checkpoint, execution_provider=ep, dtype=dtype)
-        assert "gemma3" in str(info.value)
+    rejection = vlm_builds.rejection(FAMILY, checkpoint, ep, dtype)
+    if rejection is not None:
+        assert "gemma3" in rejection
         return
-    package = build(checkpoint, execution_provider=ep, dtype=dtype)
-    path = package.save(str(tmp_path / "pkg"))
-    graphs = {}
-    for key in ("vision", "embedding", "model"):
-        file = os.path.join(path, package.filename(key))
-        onnx.checker.check_model(file, full_check=True)
-        graphs[key] = onnx.load(file, load_external_data=False).graph
+    caps = ep_registry.get(ep)
+    saved = vlm_builds.build_checked(checkpoint, ep, dtype, tmp_path)
+    package, graphs = saved.package, saved.graphs
     index_type = onnx.TensorProto.INT64 if caps.supports_int64 else onnx.TensorProto.INT32
 
     inputs, outputs = _io(graphs["vision"])
@@ -81,8 +68,7 @@ def test_builds_for_every_ep_and_dtype(ep, dtype, checkpoint, tmp_path):
     assert not any(f"{n.domain}::{n.op_type}" == GQA for m in package.models.values()
                    for n in m.graph)  # the image-block mask is not causal
 
-    with open(os.path.join(path, "genai_config.json")) as f:
-        model = json.load(f)["model"]
+    model = saved.genai_model
     assert model["type"] == "gemma3" and model["image_token_id"] == PRESET["image_token_index"]
     assert model["decoder"]["inputs"]["input_ids"] == "input_ids"
     assert model["vision"]["config_filename"] == "processor_config.json"
@@ -91,8 +77,7 @@ def test_builds_for_every_ep_and_dtype(ep, dtype, checkpoint, tmp_path):
         names = {v.name for v in (*graph.inputs, *graph.outputs)}
         for name in (*model[section]["inputs"].values(), *model[section]["outputs"].values()):
             assert name in names or "%d" in name, (section, name)
-    with open(os.path.join(path, "processor_config.json")) as f:
-        steps = json.load(f)["processor"]["transforms"]
+    steps = saved.processor["transforms"]  # processor_config.json (asserted above)
     resize = next(s["operation"]["attrs"] for s in steps if s["operation"]["type"] == "Resize")
     assert resize["width"] == resize["height"] == VISION["image_size"]
 

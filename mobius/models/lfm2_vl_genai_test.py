@@ -24,10 +24,11 @@ import numpy as np
 import pytest
 
 og = pytest.importorskip("onnxruntime_genai")
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
+from testing import vlm_runs  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
 from testing.lfm2_vl_checkpoints import (END, IMAGE, START, add_image_tokens,  # noqa: E402
                                          make_lfm2_vl_checkpoint)
@@ -91,25 +92,7 @@ def _hf_inputs(folder: str, prompt: str, images: list[str], config) -> dict:
 def _hf_generate(hf_model, inputs) -> list[int]:
     names = ("input_ids", "attention_mask", "pixel_values", "pixel_attention_mask",
              "spatial_shapes")
-    kwargs = {k: torch.from_numpy(np.asarray(inputs[k])) for k in names}
-    with torch.no_grad():
-        out = hf_model.generate(**kwargs, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
-                                do_sample=False, num_beams=1, pad_token_id=0, temperature=None,
-                                top_p=None, top_k=None)
-    return [int(t) for t in out[0, inputs["input_ids"].shape[1]:]]
-
-
-def _genai_generate(model, inputs, length: int) -> list[int]:
-    params = og.GeneratorParams(model)
-    params.set_search_options(do_sample=False, max_length=length + NEW_TOKENS,
-                              min_length=length + NEW_TOKENS)
-    generator = og.Generator(model, params)
-    generator.set_inputs(inputs)
-    tokens = []
-    while not generator.is_done():
-        generator.generate_next_token()
-        tokens.append(int(generator.get_next_tokens()[0]))
-    return tokens
+    return vlm_runs.hf_greedy(hf_model, {k: np.asarray(inputs[k]) for k in names}, NEW_TOKENS)
 
 
 @pytest.mark.parametrize("case", sorted(PROMPTS))
@@ -131,7 +114,7 @@ def test_genai_processor_and_generation_match_transformers(built, case):
     assert pixels.shape == expected["pixel_values"].shape
     assert float(np.abs(pixels - expected["pixel_values"]).max()) <= 1e-6
 
-    tokens = _genai_generate(model, inputs, input_ids.shape[1])
+    tokens = vlm_runs.genai_greedy(model, inputs, input_ids.shape[1], NEW_TOKENS)
     assert tokens == _hf_generate(hf_model, expected)
     other = dict(expected, pixel_values=-expected["pixel_values"])  # the image steers them
     assert tokens != _hf_generate(hf_model, other)

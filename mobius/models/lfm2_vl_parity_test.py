@@ -14,7 +14,6 @@ the output.
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -25,11 +24,10 @@ pytest.importorskip("transformers")
 from mobius.builder import build  # noqa: E402
 from mobius.errors import ConfigError, UnsupportedModelError  # noqa: E402
 from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
+from testing.hf_checkpoints import checkpoint_cases, renamed_checkpoint  # noqa: E402
 from testing.lfm2_vl_checkpoints import (image_tokens, make_lfm2_vl_checkpoint,  # noqa: E402
                                          make_patches)
-from testing.model_runs import ort_session  # noqa: E402
-from testing.parity import compare_logits  # noqa: E402
+from testing.vlm_sessions import Sessions, assert_chain_matches  # noqa: E402
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3
@@ -54,34 +52,22 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    made = {}
-
-    def get(name):
-        if name not in made:
-            folder = str(tmp_path_factory.mktemp(name) / "ckpt")
-            made[name] = folder, load_hf_model(make_lfm2_vl_checkpoint(folder, **CASES[name]))
-        return made[name]
-
-    return get
+    return checkpoint_cases(tmp_path_factory,
+                            lambda folder, name: make_lfm2_vl_checkpoint(folder, **CASES[name]))
 
 
-class Package:
-    """The saved package's three onnxruntime sessions."""
+class Package(Sessions):
+    """The saved package's three onnxruntime sessions; the decoder's state is its conv
+    states beside the KV caches."""
 
     def __init__(self, path: str, package):
-        self.path, self.package, self.config = path, package, package.config
-        self.vision = ort_session(os.path.join(path, "vision.onnx"))
-        self.embedding = ort_session(os.path.join(path, "embedding.onnx"))
-        self.decoder = ort_session(os.path.join(path, "model.onnx"))
+        super().__init__(path, package.config)
+        self.package = package
         self.past = [i for i in self.decoder.get_inputs() if i.name.startswith("past_")]
 
     def image_features(self, inputs):
         names = ("pixel_values", "pixel_attention_mask", "spatial_shapes")
         return self.vision.run(None, {n: inputs[n] for n in names})[0]
-
-    def embed(self, input_ids, image_features):
-        return self.embedding.run(None, {"input_ids": input_ids,
-                                         "image_features": image_features})[0]
 
     def decode(self, embeds, attention_mask, position_ids, past):
         feeds = {"inputs_embeds": embeds, "attention_mask": attention_mask,
@@ -99,18 +85,9 @@ class Package:
         """(image_features, prefill inputs_embeds, per-step logits, greedy tokens)."""
         features = self.image_features(inputs)
         embeds = self.embed(inputs["input_ids"], features)
-        mask, positions = inputs["attention_mask"], inputs["position_ids"]
-        logits, past = self.decode(embeds, mask, positions, None)
-        steps_logits, tokens = [logits], []
-        no_features = np.zeros((0, self.config.hidden_size), np.float32)
-        for step in range(steps):
-            token = steps_logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64)
-            tokens.append(token)
-            mask = np.concatenate([mask, np.ones((mask.shape[0], 1), np.int64)], axis=1)
-            logits, past = self.decode(self.embed(token, no_features), mask,
-                                       positions[:, -1:] + 1 + step, past)
-            steps_logits.append(logits)
-        return features, embeds, steps_logits, tokens
+        return (features, embeds, *self.greedy(inputs["input_ids"], embeds,
+                                               inputs["attention_mask"], steps,
+                                               inputs["position_ids"]))
 
 
 def build_and_load(folder, out_dir, ep="default") -> Package:
@@ -162,13 +139,9 @@ def hf_reference(hf_model, inputs, tokens):
 def _check(pkg, hf_model, inputs, name, steps=STEPS):
     features, embeds, steps, tokens = pkg.generate(inputs, steps)
     hf_features, hf_merged, hf_steps = hf_reference(hf_model, inputs, tokens)
-    assert features.shape == hf_features.shape
-    vision_diff = float(np.abs(features - hf_features).max())
-    assert vision_diff <= F32_TOLERANCE, f"{name}: vision {vision_diff:.3g}"
-    embeds_diff = float(np.abs(embeds - hf_merged).max())
-    assert embeds_diff <= F32_TOLERANCE, f"{name}: embeddings {embeds_diff:.3g}"
-    diff = compare_logits(steps, hf_steps, inputs["attention_mask"])
-    assert diff <= F32_TOLERANCE, f"{name}: logits {diff:.3g}"
+    assert_chain_matches(pkg, inputs["input_ids"], inputs["attention_mask"],
+                         (features, embeds, steps), (hf_features, hf_merged, hf_steps),
+                         F32_TOLERANCE, name, exact_merge=False)
     return features, steps
 
 
@@ -236,17 +209,9 @@ def _older_layout(name: str) -> str:
 
 
 def test_older_checkpoint_names_load_the_same_weights(checkpoint, tmp_path):
-    import shutil
-
-    from safetensors.numpy import load_file, save_file
-
     folder, hf_model = checkpoint("untied")
-    renamed = str(tmp_path / "renamed")
-    shutil.copytree(folder, renamed)
-    tensors = load_file(os.path.join(folder, "model.safetensors"))
-    assert any(k.startswith("model.vision_tower.") for k in tensors)  # what 5.x saves
-    save_file({_older_layout(k): v for k, v in tensors.items()},
-              os.path.join(renamed, "model.safetensors"), metadata={"format": "pt"})
+    renamed = renamed_checkpoint(folder, str(tmp_path / "renamed"), _older_layout,
+                                 "model.vision_tower.")  # what 5.x saves
     inputs = make_inputs(hf_model)
     reference = build_and_load(folder, tmp_path / "a").generate(inputs, steps=1)
     other = build_and_load(renamed, tmp_path / "b").generate(inputs, steps=1)

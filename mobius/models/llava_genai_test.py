@@ -37,6 +37,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
+from testing import vlm_runs  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
 from testing.llava_checkpoints import hf_llava_generate, make_llava_checkpoint  # noqa: E402
 
@@ -90,24 +91,14 @@ def _prompt(hf_model, images: int, seed: int = 0) -> tuple[np.ndarray, np.ndarra
 
 
 def _genai_generate(model, input_ids, pixel_values, image_token: int) -> list[int]:
-    params = og.GeneratorParams(model)
-    length = input_ids.shape[1] + NEW_TOKENS
-    params.set_search_options(do_sample=False, max_length=length, min_length=length)
-    generator = og.Generator(model, params)
-    if pixel_values is None:
-        generator.append_tokens(input_ids.astype(np.int32))
-    else:
+    inputs = input_ids
+    if pixel_values is not None:
         inputs = og.NamedTensors()
         inputs["input_ids"] = input_ids.astype(np.int32)  # genai's token type; int64 is misread
         inputs["pixel_values"] = pixel_values
         per_image = int((input_ids == image_token).sum()) // len(pixel_values)
         inputs["num_image_tokens"] = np.full(len(pixel_values), per_image, dtype=np.int64)
-        generator.set_inputs(inputs)
-    tokens = []
-    while not generator.is_done():
-        generator.generate_next_token()
-        tokens.append(int(generator.get_next_tokens()[0]))
-    return tokens
+    return vlm_runs.genai_greedy(model, inputs, input_ids.shape[1], NEW_TOKENS)
 
 
 @pytest.mark.parametrize("images", [0, 1, 2], ids=["text-only", "one-image", "two-images"])

@@ -25,7 +25,6 @@ other transformers versions load to the same graph.
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -35,10 +34,10 @@ pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
 from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
+from testing.hf_checkpoints import checkpoint_cases, renamed_checkpoint  # noqa: E402
 from testing.llava_checkpoints import make_llava_checkpoint  # noqa: E402
-from testing.model_runs import ort_session  # noqa: E402
 from testing.parity import compare_logits, position_ids_for  # noqa: E402
+from testing.vlm_sessions import Sessions, assert_chain_matches  # noqa: E402
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3
@@ -57,62 +56,25 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    made = {}
-
-    def get(name):
-        if name not in made:
-            folder = str(tmp_path_factory.mktemp(name) / "ckpt")
-            make_llava_checkpoint(folder, **CASES[name])
-            made[name] = folder, load_hf_model(folder)
-        return made[name]
-
-    return get
+    return checkpoint_cases(tmp_path_factory,
+                            lambda folder, name: make_llava_checkpoint(folder, **CASES[name]))
 
 
-class Package:
+class Package(Sessions):
     """The saved package's three onnxruntime sessions."""
 
     def __init__(self, path: str, package):
-        self.path, self.package, self.config = path, package, package.config
-        self.vision = ort_session(os.path.join(path, "vision.onnx"))
-        self.embedding = ort_session(os.path.join(path, "embedding.onnx"))
-        self.decoder = ort_session(os.path.join(path, "model.onnx"))
+        super().__init__(path, package.config)
+        self.package = package
 
     def image_features(self, pixel_values):
         return self.vision.run(None, {"pixel_values": pixel_values})[0]
-
-    def embed(self, input_ids, image_features):
-        return self.embedding.run(None, {"input_ids": input_ids,
-                                         "image_features": image_features})[0]
-
-    def decode(self, embeds, attention_mask, past):
-        config = self.config
-        feeds = {"inputs_embeds": embeds, "attention_mask": attention_mask,
-                 "position_ids": position_ids_for(attention_mask, embeds.shape[1])}
-        for i in range(config.num_hidden_layers):
-            for j, kind in enumerate(("key", "value")):
-                feeds[f"past_key_values.{i}.{kind}"] = past[i][j] if past else np.zeros(
-                    (embeds.shape[0], config.num_key_value_heads, 0, config.head_dim), np.float32)
-        names = [o.name for o in self.decoder.get_outputs()]
-        out = dict(zip(names, self.decoder.run(None, feeds)))
-        presents = [(out[f"present.{i}.key"], out[f"present.{i}.value"])
-                    for i in range(config.num_hidden_layers)]
-        return out["logits"], presents
 
     def generate(self, input_ids, attention_mask, pixel_values, steps=STEPS):
         """(image_features, prefill inputs_embeds, per-step logits, greedy tokens)."""
         features = self.image_features(pixel_values)
         embeds = self.embed(input_ids, features)
-        logits, past = self.decode(embeds, attention_mask, None)
-        steps_logits, tokens, mask = [logits], [], attention_mask
-        no_features = np.zeros((0, self.config.hidden_size), np.float32)
-        for _ in range(steps):
-            token = steps_logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64)
-            tokens.append(token)
-            mask = np.concatenate([mask, np.ones((mask.shape[0], 1), np.int64)], axis=1)
-            logits, past = self.decode(self.embed(token, no_features), mask, past)
-            steps_logits.append(logits)
-        return features, embeds, steps_logits, tokens
+        return (features, embeds, *self.greedy(input_ids, embeds, attention_mask, steps))
 
 
 def build_and_load(folder, out_dir, ep="default") -> Package:
@@ -183,16 +145,8 @@ def test_f32_parity(name, checkpoint, tmp_path):
     hf_features, hf_merged, hf_steps = hf_reference(hf_model, input_ids, attention_mask,
                                                     pixel_values, tokens)
 
-    assert features.shape == hf_features.shape
-    vision_diff = float(np.abs(features - hf_features).max())
-    assert vision_diff <= F32_TOLERANCE, f"{name}: vision {vision_diff:.3g}"
-    # The merge alone, on transformers' own features: a lookup and a scatter, exact.
-    merged = pkg.embed(input_ids, hf_features)
-    np.testing.assert_array_equal(merged, hf_merged)
-    embeds_diff = float(np.abs(embeds - hf_merged).max())  # through our vision model
-    assert embeds_diff <= F32_TOLERANCE, f"{name}: embeddings {embeds_diff:.3g}"
-    diff = compare_logits(steps, hf_steps, attention_mask)
-    assert diff <= F32_TOLERANCE, f"{name}: logits {diff:.3g}"
+    assert_chain_matches(pkg, input_ids, attention_mask, (features, embeds, steps),
+                         (hf_features, hf_merged, hf_steps), F32_TOLERANCE, name)
 
 
 def test_cpu_build_matches_default_build_and_fuses_gqa_in_the_decoder_only(checkpoint, tmp_path):
@@ -220,19 +174,6 @@ def test_cpu_build_matches_default_build_and_fuses_gqa_in_the_decoder_only(check
         assert diff <= F32_TOLERANCE, f"pad {pad}: {diff:.3g}"
 
 
-def _rename_checkpoint(folder: str, out: str, rename) -> str:
-    """A copy of ``folder`` whose tensors are renamed by ``rename(name)``."""
-    import shutil
-
-    from safetensors.numpy import load_file, save_file
-
-    shutil.copytree(folder, out)
-    tensors = load_file(os.path.join(folder, "model.safetensors"))
-    save_file({rename(k): v for k, v in tensors.items()}, os.path.join(out, "model.safetensors"),
-              metadata={"format": "pt"})
-    return out
-
-
 def _hub_layout(name: str) -> str:  # llava-hf checkpoints: CLIPVisionModel's vision_model level
     return name.replace("vision_tower.", "vision_tower.vision_model.", 1)
 
@@ -250,7 +191,7 @@ def _in_memory_layout(name: str) -> str:  # transformers 5's module names
 @pytest.mark.parametrize("layout", [_hub_layout, _in_memory_layout], ids=lambda f: f.__name__)
 def test_other_checkpoint_spellings_load_the_same_weights(layout, checkpoint, tmp_path):
     folder, hf_model = checkpoint("default")
-    renamed = _rename_checkpoint(folder, str(tmp_path / "renamed"), layout)
+    renamed = renamed_checkpoint(folder, str(tmp_path / "renamed"), layout)
     reference = build_and_load(folder, tmp_path / "a")
     other = build_and_load(renamed, tmp_path / "b")
     input_ids, attention_mask, pixel_values = make_inputs(hf_model)

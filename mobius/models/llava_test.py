@@ -11,20 +11,19 @@ checkpoint (no torch needed); parity with transformers is llava_parity_test.py.
 
 from __future__ import annotations
 
-import json
 import os
 
 import onnx
 import pytest
 
-from mobius.builder import build, check_supported
+from mobius.builder import check_supported
 from mobius.ep.registry import ep_registry
 from mobius.errors import ConfigError, MobiusError, UnsupportedModelError
 from mobius.models.llava import FAMILY, LlavaForConditionalGeneration, normalize_llava
 from mobius.models.registry import family_for
 from mobius.tiny.checkpoint import make_tiny_checkpoint
 from mobius.tiny.presets import TINY_PRESETS
-from mobius.weights.dtypes import SHORT_NAMES
+from testing import vlm_builds
 
 GQA = "com.microsoft::GroupQueryAttention"
 FLOAT = {"f32": onnx.TensorProto.FLOAT, "f16": onnx.TensorProto.FLOAT16,
@@ -32,9 +31,6 @@ FLOAT = {"f32": onnx.TensorProto.FLOAT, "f16": onnx.TensorProto.FLOAT16,
 PRESET = TINY_PRESETS["tiny-llava"]
 TEXT, VISION = PRESET["text_config"], PRESET["vision_config"]
 TOKENS_PER_IMAGE = (VISION["image_size"] // VISION["patch_size"]) ** 2  # CLS dropped
-
-MATRIX = [(caps.name, SHORT_NAMES[dtype]) for caps in ep_registry
-          for dtype in sorted(caps.dtypes, key=lambda d: SHORT_NAMES[d])]
 
 
 def _dims(value) -> list:
@@ -56,25 +52,19 @@ def checkpoint(tmp_path_factory) -> str:
     return make_tiny_checkpoint("tiny-llava", str(tmp_path_factory.mktemp("tiny") / "llava"))
 
 
-@pytest.mark.parametrize("ep,dtype", MATRIX, ids=[f"{e}-{d}" for e, d in MATRIX])
+@vlm_builds.every_ep_and_dtype
 def test_builds_for_every_ep_and_dtype(ep, dtype, checkpoint, tmp_path):
-    caps = ep_registry.get(ep)
-    if caps.tasks is not None and FAMILY.task.name not in caps.tasks:
-        with pytest.raises(MobiusError, match="image-text-to-text") as info:
-            build(checkpoint, execution_provider=ep, dtype=dtype)
-        assert "llava" in str(info.value) and "--ep" in str(info.value)
+    rejection = vlm_builds.rejection(FAMILY, checkpoint, ep, dtype)
+    if rejection is not None:
+        assert "llava" in rejection and "--ep" in rejection
         return
-    package = build(checkpoint, execution_provider=ep, dtype=dtype)
-    path = package.save(str(tmp_path / "pkg"))
-    assert sorted(f for f in os.listdir(path) if f.endswith(".onnx")) == [
+    caps = ep_registry.get(ep)
+    saved = vlm_builds.build_checked(checkpoint, ep, dtype, tmp_path)
+    package, graphs = saved.package, saved.graphs
+    assert sorted(f for f in os.listdir(saved.path) if f.endswith(".onnx")) == [
         "embedding.onnx", "model.onnx", "vision.onnx"]
     float_type = FLOAT[dtype]
     index_type = onnx.TensorProto.INT64 if caps.supports_int64 else onnx.TensorProto.INT32
-    graphs = {}
-    for key in ("vision", "embedding", "model"):
-        file = os.path.join(path, package.filename(key))
-        onnx.checker.check_model(file, full_check=True)
-        graphs[key] = onnx.load(file, load_external_data=False).graph
 
     inputs, outputs = _io(graphs["vision"])
     assert list(inputs) == ["pixel_values"] and list(outputs) == ["image_features"]
@@ -107,13 +97,10 @@ def test_builds_for_every_ep_and_dtype(ep, dtype, checkpoint, tmp_path):
     fused = caps.fuses_gqa(package.models["model"].graph.inputs[0].dtype)
     assert gqa == {"vision": 0, "embedding": 0, "model": layers if fused else 0}
 
-    with open(os.path.join(path, "genai_config.json")) as f:
-        genai = json.load(f)
-    _check_genai_config(genai, package, caps)
+    _check_genai_config(saved.genai_model, package, caps)
 
 
-def _check_genai_config(genai, package, caps):
-    model = genai["model"]
+def _check_genai_config(model, package, caps):
     assert model["type"] == "llava" and model["image_token_id"] == PRESET["image_token_index"]
     assert model["decoder"]["filename"] == "model.onnx"
     assert model["vision"]["filename"] == "vision.onnx"

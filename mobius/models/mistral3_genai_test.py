@@ -13,8 +13,6 @@ package's processor config is checked against transformers' PixtralImageProcesso
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -23,6 +21,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
+from testing import vlm_runs  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
 from testing.mistral3_checkpoints import (SIZES, TOKEN_IDS, hf_mistral3_generate,  # noqa: E402
                                           image_span, make_images, make_mistral3_checkpoint,
@@ -56,28 +55,15 @@ def _prompt(config, sizes, seed=0):
 
 
 def _genai_generate(path, input_ids, pixel_values, image_sizes, image_tokens) -> list[int]:
-    config = og.Config(path)
-    config.overlay(json.dumps({"model": {"decoder": {"session_options": {
-        "intra_op_num_threads": 1}}}}))
-    model = og.Model(config)
-    params = og.GeneratorParams(model)
-    length = input_ids.shape[1] + NEW_TOKENS
-    params.set_search_options(do_sample=False, max_length=length, min_length=length)
-    generator = og.Generator(model, params)
-    if pixel_values is None:
-        generator.append_tokens(input_ids.astype(np.int32))
-    else:
+    inputs = input_ids
+    if pixel_values is not None:
         inputs = og.NamedTensors()
         inputs["input_ids"] = input_ids.astype(np.int32)  # genai's token type
         inputs["pixel_values"] = pixel_values
         inputs["image_sizes"] = image_sizes
         inputs["num_image_tokens"] = np.array([image_tokens], dtype=np.int64)
-        generator.set_inputs(inputs)
-    tokens = []
-    while not generator.is_done():
-        generator.generate_next_token()
-        tokens.append(int(generator.get_next_tokens()[0]))
-    return tokens
+    return vlm_runs.genai_greedy(vlm_runs.genai_model(path), inputs, input_ids.shape[1],
+                                 NEW_TOKENS)
 
 
 @pytest.mark.parametrize("case", sorted(IMAGES))
@@ -137,16 +123,7 @@ def test_genai_processor_inputs_generate_like_transformers(built, tmp_path):
     image_sizes = inputs["image_sizes"].as_numpy()
     np.testing.assert_array_equal(image_sizes, np.array(SIZES))
     expected = hf_mistral3_generate(hf_model, input_ids, pixel_values, image_sizes, NEW_TOKENS)
-    params = og.GeneratorParams(model)
-    length = input_ids.shape[1] + NEW_TOKENS
-    params.set_search_options(do_sample=False, max_length=length, min_length=length)
-    generator = og.Generator(model, params)
-    generator.set_inputs(inputs)
-    tokens = []
-    while not generator.is_done():
-        generator.generate_next_token()
-        tokens.append(int(generator.get_next_tokens()[0]))
-    assert tokens == expected
+    assert vlm_runs.genai_greedy(model, inputs, input_ids.shape[1], NEW_TOKENS) == expected
 
 
 def test_checkpoint_preprocessor_settings_reach_genai(tmp_path):

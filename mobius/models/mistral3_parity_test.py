@@ -24,11 +24,12 @@ pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
 from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
+from testing.hf_checkpoints import (checkpoint_cases, load_hf_model,  # noqa: E402
+                                    renamed_checkpoint)
 from testing.mistral3_checkpoints import (SIZES, TOKEN_IDS, image_span,  # noqa: E402
                                           make_images, make_mistral3_checkpoint)
-from testing.model_runs import ort_session  # noqa: E402
 from testing.parity import compare_logits, position_ids_for  # noqa: E402
+from testing.vlm_sessions import Sessions, assert_chain_matches  # noqa: E402
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3
@@ -55,65 +56,28 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    made = {}
-
-    def get(name):
-        if name not in made:
-            folder = str(tmp_path_factory.mktemp(name) / "ckpt")
-            make_mistral3_checkpoint(folder, **CASES[name])
-            made[name] = folder, load_hf_model(folder)
-        return made[name]
-
-    return get
+    return checkpoint_cases(tmp_path_factory,
+                            lambda folder, name: make_mistral3_checkpoint(folder, **CASES[name]))
 
 
-class Package:
+class Package(Sessions):
     """The saved package's three onnxruntime sessions."""
 
     def __init__(self, path: str, package):
-        self.path, self.package, self.config = path, package, package.config
-        self.vision = ort_session(os.path.join(path, "vision.onnx"))
-        self.embedding = ort_session(os.path.join(path, "embedding.onnx"))
-        self.decoder = ort_session(os.path.join(path, "model.onnx"))
+        super().__init__(path, package.config)
+        self.package = package
 
     def image_features(self, images):
         """One vision run per image (its own size), features concatenated in order."""
         return np.concatenate([self.vision.run(None, {"pixel_values": image[None]})[0]
                                for image in images])
 
-    def embed(self, input_ids, image_features):
-        return self.embedding.run(None, {"input_ids": input_ids,
-                                         "image_features": image_features})[0]
-
-    def decode(self, embeds, attention_mask, past):
-        config = self.config
-        feeds = {"inputs_embeds": embeds, "attention_mask": attention_mask,
-                 "position_ids": position_ids_for(attention_mask, embeds.shape[1])}
-        for i in range(config.num_hidden_layers):
-            for j, kind in enumerate(("key", "value")):
-                feeds[f"past_key_values.{i}.{kind}"] = past[i][j] if past else np.zeros(
-                    (embeds.shape[0], config.num_key_value_heads, 0, config.head_dim), np.float32)
-        names = [o.name for o in self.decoder.get_outputs()]
-        out = dict(zip(names, self.decoder.run(None, feeds)))
-        presents = [(out[f"present.{i}.key"], out[f"present.{i}.value"])
-                    for i in range(config.num_hidden_layers)]
-        return out["logits"], presents
-
     def generate(self, inputs, steps=STEPS):
         """(image_features, prefill inputs_embeds, per-step logits, greedy tokens)."""
         features = self.image_features(inputs["images"])
         embeds = self.embed(inputs["input_ids"], features)
-        mask = inputs["attention_mask"]
-        logits, past = self.decode(embeds, mask, None)
-        steps_logits, tokens = [logits], []
-        no_features = np.zeros((0, self.config.hidden_size), np.float32)
-        for _ in range(steps):
-            token = steps_logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64)
-            tokens.append(token)
-            mask = np.concatenate([mask, np.ones((mask.shape[0], 1), np.int64)], axis=1)
-            logits, past = self.decode(self.embed(token, no_features), mask, past)
-            steps_logits.append(logits)
-        return features, embeds, steps_logits, tokens
+        return (features, embeds,
+                *self.greedy(inputs["input_ids"], embeds, inputs["attention_mask"], steps))
 
 
 def build_and_load(folder, out_dir, ep="default") -> Package:
@@ -173,15 +137,10 @@ def test_f32_parity(name, checkpoint, tmp_path):
     features, embeds, steps, tokens = pkg.generate(inputs)
     hf_features, hf_merged, hf_steps = hf_reference(hf_model, inputs, tokens)
 
-    assert features.shape == hf_features.shape
+    assert_chain_matches(pkg, inputs["input_ids"], inputs["attention_mask"],
+                         (features, embeds, steps), (hf_features, hf_merged, hf_steps),
+                         F32_TOLERANCE, name)
     assert float(np.abs(hf_features).mean()) > 0.1  # O(1) features: the image steers the text
-    vision_diff = float(np.abs(features - hf_features).max())
-    assert vision_diff <= F32_TOLERANCE, f"{name}: vision {vision_diff:.3g}"
-    np.testing.assert_array_equal(pkg.embed(inputs["input_ids"], hf_features), hf_merged)
-    embeds_diff = float(np.abs(embeds - hf_merged).max())
-    assert embeds_diff <= F32_TOLERANCE, f"{name}: embeddings {embeds_diff:.3g}"
-    diff = compare_logits(steps, hf_steps, inputs["attention_mask"])
-    assert diff <= F32_TOLERANCE, f"{name}: logits {diff:.3g}"
 
 
 def test_cpu_build_matches_default_build_and_fuses_gqa_in_the_decoder_only(checkpoint, tmp_path):
@@ -220,16 +179,8 @@ def _in_memory_layout(name: str) -> str:  # transformers 5's module names
 
 
 def test_transformers_5_module_names_load_the_same_weights(checkpoint, tmp_path):
-    import shutil
-
-    from safetensors.numpy import load_file, save_file
-
     folder, hf_model = checkpoint("default")
-    renamed = str(tmp_path / "renamed")
-    shutil.copytree(folder, renamed)
-    tensors = load_file(os.path.join(folder, "model.safetensors"))
-    save_file({_in_memory_layout(k): v for k, v in tensors.items()},
-              os.path.join(renamed, "model.safetensors"), metadata={"format": "pt"})
+    renamed = renamed_checkpoint(folder, str(tmp_path / "renamed"), _in_memory_layout)
     inputs = make_inputs(hf_model)
     reference = build_and_load(folder, tmp_path / "a").generate(inputs, steps=1)
     other = build_and_load(renamed, tmp_path / "b").generate(inputs, steps=1)

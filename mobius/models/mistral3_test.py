@@ -12,25 +12,17 @@ parity with transformers is mistral3_parity_test.py.
 
 from __future__ import annotations
 
-import json
-import os
-
-import onnx
 import pytest
 
-from mobius.builder import build
-from mobius.ep.registry import ep_registry
-from mobius.errors import ConfigError, MobiusError, UnsupportedModelError
+from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models.mistral3 import FAMILY, Mistral3ForConditionalGeneration, normalize_mistral3
 from mobius.models.registry import family_for
 from mobius.tiny.checkpoint import make_tiny_checkpoint
 from mobius.tiny.presets import TINY_PRESETS
-from mobius.weights.dtypes import SHORT_NAMES
+from testing import vlm_builds
 
 PRESET = TINY_PRESETS["tiny-mistral3"]
 TEXT, VISION = PRESET["text_config"], PRESET["vision_config"]
-MATRIX = [(caps.name, SHORT_NAMES[dtype]) for caps in ep_registry
-          for dtype in sorted(caps.dtypes, key=lambda d: SHORT_NAMES[d])]
 
 
 def _inputs(graph) -> dict:
@@ -43,35 +35,25 @@ def checkpoint(tmp_path_factory) -> str:
     return make_tiny_checkpoint("tiny-mistral3", str(tmp_path_factory.mktemp("tiny") / "m3"))
 
 
-@pytest.mark.parametrize("ep,dtype", MATRIX, ids=[f"{e}-{d}" for e, d in MATRIX])
+@vlm_builds.every_ep_and_dtype
 def test_builds_for_every_ep_and_dtype(ep, dtype, checkpoint, tmp_path):
-    caps = ep_registry.get(ep)
-    if caps.tasks is not None and FAMILY.task.name not in caps.tasks:
-        with pytest.raises(MobiusError, match="image-text-to-text"):
-            build(checkpoint, execution_provider=ep, dtype=dtype)
+    if vlm_builds.rejection(FAMILY, checkpoint, ep, dtype) is not None:
         return
-    package = build(checkpoint, execution_provider=ep, dtype=dtype)
-    path = package.save(str(tmp_path / "pkg"))
-    graphs = {}
-    for key in ("vision", "embedding", "model"):
-        file = os.path.join(path, package.filename(key))
-        onnx.checker.check_model(file, full_check=True)
-        graphs[key] = onnx.load(file, load_external_data=False).graph
+    saved = vlm_builds.build_checked(checkpoint, ep, dtype, tmp_path)
+    graphs = saved.graphs
     assert _inputs(graphs["vision"]) == {
         "pixel_values": ["num_images", 3, "image_height", "image_width"]}
     assert [o.name for o in graphs["vision"].output] == ["image_features"]
     decoder = _inputs(graphs["model"])
     assert "input_ids" not in decoder and "inputs_embeds" in decoder
 
-    with open(os.path.join(path, "genai_config.json")) as f:
-        model = json.load(f)["model"]
+    model = saved.genai_model
     assert model["type"] == "mistral3"
     assert model["image_token_id"] == PRESET["image_token_index"]
     assert model["vision"]["inputs"] == {"pixel_values": "pixel_values"}
     assert (model["vision"]["patch_size"], model["vision"]["spatial_merge_size"]) == (
         VISION["patch_size"], PRESET["spatial_merge_size"])
-    with open(os.path.join(path, model["vision"]["config_filename"])) as f:
-        processor = json.load(f)["processor"]
+    processor = saved.processor
     steps = [t["operation"]["type"] for t in processor["transforms"]]
     assert steps[-2:] == ["Permute3D", "PixtralImageSizes"]  # what genai's processor requires
 

@@ -18,16 +18,15 @@ tokens change with the audio.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 og = pytest.importorskip("onnxruntime_genai")
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
+from testing import vlm_runs  # noqa: E402
 from testing.phi4mm_checkpoints import (GENAI_AUDIO_ID, GENAI_IMAGE_ID,  # noqa: E402
                                         load_phi4mm,
                                         make_genai_phi4mm_checkpoint, token_count)
@@ -58,41 +57,11 @@ def built(tmp_path_factory):
     return path, load_phi4mm(folder), images
 
 
-def _genai(path: str):
-    config = og.Config(path)
-    config.overlay(json.dumps({"model": {"decoder": {"session_options": {
-        "intra_op_num_threads": 1}}}}))
-    return og.Model(config)
-
-
-def _hf_generate(hf_model, input_ids, images) -> list[int]:
-    kwargs = {name: torch.from_numpy(value) for name, value in images.items()}
-    with torch.no_grad():
-        out = hf_model.generate(input_ids=torch.from_numpy(input_ids), **kwargs,
-                                max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
-                                do_sample=False, num_beams=1, pad_token_id=0,
-                                temperature=None, top_p=None, top_k=None)
-    return [int(t) for t in out[0, input_ids.shape[1]:]]
-
-
-def _genai_generate(model, inputs, length: int) -> list[int]:
-    params = og.GeneratorParams(model)
-    params.set_search_options(do_sample=False, max_length=length + NEW_TOKENS,
-                              min_length=length + NEW_TOKENS)
-    generator = og.Generator(model, params)
-    generator.set_inputs(inputs)
-    tokens = []
-    while not generator.is_done():
-        generator.generate_next_token()
-        tokens.append(int(generator.get_next_tokens()[0]))
-    return tokens
-
-
 @pytest.mark.parametrize("case", sorted(PROMPTS))
 def test_genai_generation_matches_transformers(built, case):
     path, hf_model, image_paths = built
     prompt, count = PROMPTS[case]
-    model = _genai(path)
+    model = vlm_runs.genai_model(path)
     processor = model.create_multimodal_processor()
     images = og.Images.open(*image_paths[:count]) if count else None
     inputs = processor(prompt, images=images)
@@ -108,19 +77,21 @@ def test_genai_generation_matches_transformers(built, case):
         assert list(inputs["num_image_tokens"].as_numpy()) == expected
     assert int((input_ids == GENAI_IMAGE_ID).sum()) == sum(expected)
 
-    tokens = _genai_generate(model, inputs, input_ids.shape[1])
-    assert tokens == _hf_generate(hf_model, input_ids, tensors)
+    tokens = vlm_runs.genai_greedy(model, inputs, input_ids.shape[1], NEW_TOKENS)
+    assert tokens == vlm_runs.hf_greedy(hf_model, {"input_ids": input_ids, **tensors},
+                                        NEW_TOKENS)
 
 
 def test_the_image_steers_the_tokens(built):
     """The checkpoint's tokens depend on the image (else equal tokens prove little)."""
     path, _, image_paths = built
-    model = _genai(path)
+    model = vlm_runs.genai_model(path)
     processor = model.create_multimodal_processor()
     runs = []
     for image in image_paths:
         inputs = processor("The quick <|image_1|> fox", images=og.Images.open(image))
-        runs.append(_genai_generate(model, inputs, inputs["input_ids"].as_numpy().shape[1]))
+        length = inputs["input_ids"].as_numpy().shape[1]
+        runs.append(vlm_runs.genai_greedy(model, inputs, length, NEW_TOKENS))
     assert runs[0] != runs[1]
 
 
@@ -147,7 +118,7 @@ def test_genai_speech_generation_matches_transformers(built, tmp_path, with_imag
     tokens equal transformers' on the processor's tensors (vision-speech projections
     when the prompt also holds an image)."""
     path, hf_model, image_paths = built
-    model = _genai(path)
+    model = vlm_runs.genai_model(path)
     processor = model.create_multimodal_processor()
     audio = og.Audios.open(_wav(str(tmp_path / "a.wav"), 1.5, 0.07))
     prompt = ("<|image_1|> and " if with_image else "") + "<|audio_1|> said"
@@ -163,17 +134,19 @@ def test_genai_speech_generation_matches_transformers(built, tmp_path, with_imag
         tensors.update({"image_pixel_values": inputs["pixel_values"].as_numpy(),
                         "image_sizes": inputs["image_sizes"].as_numpy().astype(np.int64),
                         "image_attention_mask": inputs["image_attention_mask"].as_numpy()})
-    tokens = _genai_generate(model, inputs, input_ids.shape[1])
-    assert tokens == _hf_generate(hf_model, input_ids, tensors)
+    tokens = vlm_runs.genai_greedy(model, inputs, input_ids.shape[1], NEW_TOKENS)
+    assert tokens == vlm_runs.hf_greedy(hf_model, {"input_ids": input_ids, **tensors},
+                                        NEW_TOKENS)
 
 
 def test_the_audio_steers_the_tokens(built, tmp_path):
     path, _, _ = built
-    model = _genai(path)
+    model = vlm_runs.genai_model(path)
     processor = model.create_multimodal_processor()
     runs = []
     for pitch in (0.07, None):
         audio = og.Audios.open(_wav(str(tmp_path / f"{pitch}.wav"), 1.5, pitch))
         inputs = processor("<|audio_1|> said", audios=audio)
-        runs.append(_genai_generate(model, inputs, inputs["input_ids"].as_numpy().shape[1]))
+        length = inputs["input_ids"].as_numpy().shape[1]
+        runs.append(vlm_runs.genai_greedy(model, inputs, length, NEW_TOKENS))
     assert runs[0] != runs[1]

@@ -29,6 +29,7 @@ from testing.model_runs import ort_session  # noqa: E402
 from testing.parity import compare_logits, position_ids_for  # noqa: E402
 from testing.phi4mm_checkpoints import (audio_inputs, hd_inputs, load_phi4mm,  # noqa: E402
                                         make_phi4mm_checkpoint)
+from testing.vlm_sessions import Sessions  # noqa: E402
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3
@@ -67,57 +68,27 @@ def checkpoint(tmp_path_factory):
     return get
 
 
-class Package:
+class Package(Sessions):
     """The saved package's three onnxruntime sessions, chained as genai runs them."""
-
-    def __init__(self, path: str, config):
-        self.config, self.path = config, path
-        self.vision, self.embedding, self.decoder = (
-            ort_session(os.path.join(path, f"{name}.onnx"))
-            for name in ("vision", "embedding", "model"))
 
     def embed(self, input_ids, features, audio=None):
         feeds = {"input_ids": input_ids, "image_features": features}
         if "audio_features" in {i.name for i in self.embedding.get_inputs()}:
-            feeds["audio_features"] = self._none() if audio is None else audio
+            feeds["audio_features"] = self.no_features() if audio is None else audio
         return self.embedding.run(None, feeds)[0]
-
-    def _none(self):
-        return np.zeros((0, self.config.hidden_size), np.float32)
-
-    def decode(self, embeds, attention_mask, past):
-        config = self.config
-        feeds = {"inputs_embeds": embeds, "attention_mask": attention_mask,
-                 "position_ids": position_ids_for(attention_mask, embeds.shape[1])}
-        for i in range(config.num_hidden_layers):
-            for j, kind in enumerate(("key", "value")):
-                feeds[f"past_key_values.{i}.{kind}"] = past[i][j] if past else np.zeros(
-                    (embeds.shape[0], config.num_key_value_heads, 0, config.head_dim), np.float32)
-        names = [o.name for o in self.decoder.get_outputs()]
-        out = dict(zip(names, self.decoder.run(None, feeds)))
-        return out["logits"], [(out[f"present.{i}.key"], out[f"present.{i}.value"])
-                               for i in range(config.num_hidden_layers)]
 
     def generate(self, input_ids, attention_mask, pixels=None, sizes=None, mask=None,
                  audio=None):
         """(image features, prefill inputs_embeds, per-step logits, greedy tokens);
         ``audio``: the speech model's feeds."""
-        features = self._none() if pixels is None else self.vision.run(None, {
+        features = self.no_features() if pixels is None else self.vision.run(None, {
             "pixel_values": pixels, "image_sizes": sizes, "image_attention_mask": mask})[0]
         audio_features = None
         if audio is not None:
             speech = ort_session(os.path.join(self.path, "speech.onnx"))
             audio_features = speech.run(None, audio)[0]
         embeds = self.embed(input_ids, features, audio_features)
-        logits, past = self.decode(embeds, attention_mask, None)
-        steps, tokens, attn = [logits], [], attention_mask
-        for _ in range(STEPS):
-            token = steps[-1][:, -1].argmax(-1)[:, None].astype(np.int64)
-            tokens.append(token)
-            attn = np.concatenate([attn, np.ones((attn.shape[0], 1), np.int64)], axis=1)
-            logits, past = self.decode(self.embed(token, self._none()), attn, past)
-            steps.append(logits)
-        return features, embeds, steps, tokens
+        return (features, embeds, *self.greedy(input_ids, embeds, attention_mask, STEPS))
 
 
 def make_inputs(hf_model, seed=0):

@@ -28,6 +28,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mobius.builder import build  # noqa: E402
+from testing import vlm_runs  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
 from testing.qwen2_5_vl_checkpoints import (GRID, hf_qwen_generate, image_span,  # noqa: E402
                                             image_tokens, make_pixels,
@@ -69,28 +70,15 @@ def _prompt(config, grids, seed=0):
 
 
 def _genai_generate(path, input_ids, pixel_values, grid_thw, tokens_per_image) -> list[int]:
-    config = og.Config(path)
-    config.overlay(json.dumps({"model": {"decoder": {"session_options": {
-        "intra_op_num_threads": 1}}}}))
-    model = og.Model(config)
-    params = og.GeneratorParams(model)
-    length = input_ids.shape[1] + NEW_TOKENS
-    params.set_search_options(do_sample=False, max_length=length, min_length=length)
-    generator = og.Generator(model, params)
-    if pixel_values is None:
-        generator.append_tokens(input_ids.astype(np.int32))
-    else:
+    inputs = input_ids
+    if pixel_values is not None:
         inputs = og.NamedTensors()
         inputs["input_ids"] = input_ids.astype(np.int32)  # genai's token type
         inputs["pixel_values"] = pixel_values
         inputs["image_grid_thw"] = grid_thw
         inputs["num_image_tokens"] = np.array(tokens_per_image, dtype=np.int64)
-        generator.set_inputs(inputs)
-    tokens = []
-    while not generator.is_done():
-        generator.generate_next_token()
-        tokens.append(int(generator.get_next_tokens()[0]))
-    return tokens
+    return vlm_runs.genai_greedy(vlm_runs.genai_model(path), inputs, input_ids.shape[1],
+                                 NEW_TOKENS)
 
 
 def test_genai_config_names_the_family_type(built):

@@ -16,7 +16,6 @@ logits of the prefill (real positions) and every decode step.
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -24,10 +23,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
+from testing.hf_checkpoints import load_hf_model, renamed_checkpoint  # noqa: E402
 from testing.parity import compare_logits  # noqa: E402
 from testing.qwen2_5_vl_checkpoints import make_qwen2_5_vl_checkpoint  # noqa: E402
 from testing.qwen_vl_parity import PAD, build_and_load, hf_reference, make_inputs  # noqa: E402
+from testing.vlm_sessions import assert_chain_matches  # noqa: E402
 
 F32_TOLERANCE = 1e-4
 GQA = "com.microsoft::GroupQueryAttention"
@@ -77,14 +77,9 @@ def test_f32_parity(name, checkpoint, tmp_path):
     features, embeds, steps, tokens = pkg.generate(inputs)
     hf_features, hf_merged, hf_steps = hf_reference(hf_model, inputs, tokens)
 
-    assert features.shape == hf_features.shape
-    vision_diff = float(np.abs(features - hf_features).max())
-    assert vision_diff <= F32_TOLERANCE, f"{name}: vision {vision_diff:.3g}"
-    np.testing.assert_array_equal(pkg.embed(inputs["input_ids"], hf_features), hf_merged)
-    embeds_diff = float(np.abs(embeds - hf_merged).max())
-    assert embeds_diff <= F32_TOLERANCE, f"{name}: embeddings {embeds_diff:.3g}"
-    diff = compare_logits(steps, hf_steps, inputs["attention_mask"])
-    assert diff <= F32_TOLERANCE, f"{name}: logits {diff:.3g}"
+    assert_chain_matches(pkg, inputs["input_ids"], inputs["attention_mask"],
+                         (features, embeds, steps), (hf_features, hf_merged, hf_steps),
+                         F32_TOLERANCE, name)
 
 
 def test_cpu_build_matches_default_build_and_fuses_gqa_in_the_decoder_only(checkpoint, tmp_path):
@@ -118,17 +113,9 @@ def _in_memory_layout(name: str) -> str:  # transformers 5's module names
 
 
 def test_transformers_5_module_names_load_the_same_weights(checkpoint, tmp_path):
-    import shutil
-
-    from safetensors.numpy import load_file, save_file
-
     folder, hf_model = checkpoint("default")
-    renamed = str(tmp_path / "renamed")
-    shutil.copytree(folder, renamed)
-    tensors = load_file(os.path.join(folder, "model.safetensors"))
-    assert any(k.startswith("visual.") for k in tensors)  # what save_pretrained writes today
-    save_file({_in_memory_layout(k): v for k, v in tensors.items()},
-              os.path.join(renamed, "model.safetensors"), metadata={"format": "pt"})
+    renamed = renamed_checkpoint(folder, str(tmp_path / "renamed"), _in_memory_layout,
+                                 "visual.")  # what save_pretrained writes today
     inputs = make_inputs(hf_model)
     reference = build_and_load(folder, tmp_path / "a").generate(inputs, steps=1)
     other = build_and_load(renamed, tmp_path / "b").generate(inputs, steps=1)

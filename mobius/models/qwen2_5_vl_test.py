@@ -12,26 +12,20 @@ parity with transformers is qwen2_5_vl_parity_test.py.
 
 from __future__ import annotations
 
-import json
-import os
-
 import onnx
 import pytest
 
-from mobius.builder import build
 from mobius.ep.registry import ep_registry
-from mobius.errors import ConfigError, MobiusError, UnsupportedModelError
+from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models.qwen2_5_vl import FAMILY, Qwen2_5_VLForConditionalGeneration, normalize_qwen2_5_vl
 from mobius.models.registry import family_for
 from mobius.tiny.checkpoint import make_tiny_checkpoint
 from mobius.tiny.presets import TINY_PRESETS
-from mobius.weights.dtypes import SHORT_NAMES
+from testing import vlm_builds
 
 PRESET = TINY_PRESETS["tiny-qwen2_5_vl"]
 TEXT, VISION = PRESET["text_config"], PRESET["vision_config"]
 PATCH_DIM = 3 * 2 * 4 * 4  # channels * temporal_patch_size * patch_size^2
-MATRIX = [(caps.name, SHORT_NAMES[dtype]) for caps in ep_registry
-          for dtype in sorted(caps.dtypes, key=lambda d: SHORT_NAMES[d])]
 
 
 def _inputs(graph) -> dict:
@@ -44,20 +38,13 @@ def checkpoint(tmp_path_factory) -> str:
     return make_tiny_checkpoint("tiny-qwen2_5_vl", str(tmp_path_factory.mktemp("tiny") / "qvl"))
 
 
-@pytest.mark.parametrize("ep,dtype", MATRIX, ids=[f"{e}-{d}" for e, d in MATRIX])
+@vlm_builds.every_ep_and_dtype
 def test_builds_for_every_ep_and_dtype(ep, dtype, checkpoint, tmp_path):
-    caps = ep_registry.get(ep)
-    if caps.tasks is not None and FAMILY.task.name not in caps.tasks:
-        with pytest.raises(MobiusError, match="image-text-to-text"):
-            build(checkpoint, execution_provider=ep, dtype=dtype)
+    if vlm_builds.rejection(FAMILY, checkpoint, ep, dtype) is not None:
         return
-    package = build(checkpoint, execution_provider=ep, dtype=dtype)
-    path = package.save(str(tmp_path / "pkg"))
-    graphs = {}
-    for key in ("vision", "embedding", "model"):
-        file = os.path.join(path, package.filename(key))
-        onnx.checker.check_model(file, full_check=True)
-        graphs[key] = onnx.load(file, load_external_data=False).graph
+    caps = ep_registry.get(ep)
+    saved = vlm_builds.build_checked(checkpoint, ep, dtype, tmp_path)
+    graphs = saved.graphs
     index = onnx.TensorProto.INT64 if caps.supports_int64 else onnx.TensorProto.INT32
     vision = _inputs(graphs["vision"])
     assert list(vision) == ["pixel_values", "image_grid_thw"]
@@ -68,8 +55,7 @@ def test_builds_for_every_ep_and_dtype(ep, dtype, checkpoint, tmp_path):
     assert decoder["position_ids"] == ([3, "batch_size", "sequence_length"], index)
     assert "input_ids" not in decoder and "inputs_embeds" in decoder
 
-    with open(os.path.join(path, "genai_config.json")) as f:
-        model = json.load(f)["model"]
+    model = saved.genai_model
     assert model["type"] == "qwen2_5_vl"
     assert (model["image_token_id"], model["video_token_id"], model["vision_start_token_id"]) == (
         PRESET["image_token_id"], PRESET["video_token_id"], PRESET["vision_start_token_id"])
@@ -81,8 +67,7 @@ def test_builds_for_every_ep_and_dtype(ep, dtype, checkpoint, tmp_path):
                                "tokens_per_second")}
     assert model["embedding"]["inputs"] == {"input_ids": "input_ids",
                                             "image_features": "image_features"}
-    with open(os.path.join(path, model["vision"]["config_filename"])) as f:
-        steps = [t["operation"]["type"] for t in json.load(f)["processor"]["transforms"]]
+    steps = [t["operation"]["type"] for t in saved.processor["transforms"]]
     assert steps[-1] == "PatchImage"
 
 

@@ -31,10 +31,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
+from testing.hf_checkpoints import checkpoint_cases  # noqa: E402
 from testing.parity import compare_logits  # noqa: E402
 from testing.qwen2_5_vl_checkpoints import make_qwen2_5_vl_checkpoint  # noqa: E402
 from testing.qwen_vl_parity import PAD, build_and_load, hf_reference, make_inputs  # noqa: E402
+from testing.vlm_sessions import assert_chain_matches  # noqa: E402
 
 F32_TOLERANCE = 1e-4
 GQA = "com.microsoft::GroupQueryAttention"
@@ -76,29 +77,18 @@ REVERTIBLE = {"deepstack_unordered": ("vision_config", VISION),
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    made = {}
+    def make(folder, name):
+        make_qwen2_5_vl_checkpoint(folder, preset="tiny-qwen3_vl", **CASES[name])
 
-    def get(name):
-        if name not in made:
-            folder = str(tmp_path_factory.mktemp(name) / "ckpt")
-            make_qwen2_5_vl_checkpoint(folder, preset="tiny-qwen3_vl", **CASES[name])
-            made[name] = folder, load_hf_model(folder)
-        return made[name]
-
-    return get
+    return checkpoint_cases(tmp_path_factory, make)
 
 
 def _check(pkg, hf_model, inputs, label):
     features, embeds, steps, tokens = pkg.generate(inputs)
     hf_features, hf_merged, hf_steps = hf_reference(hf_model, inputs, tokens)
-    assert features.shape == hf_features.shape
-    vision_diff = float(np.abs(features - hf_features).max())
-    assert vision_diff <= F32_TOLERANCE, f"{label}: vision {vision_diff:.3g}"
-    np.testing.assert_array_equal(pkg.embed(inputs["input_ids"], hf_features), hf_merged)
-    embeds_diff = float(np.abs(embeds - hf_merged).max())
-    assert embeds_diff <= F32_TOLERANCE, f"{label}: embeddings {embeds_diff:.3g}"
-    diff = compare_logits(steps, hf_steps, inputs["attention_mask"])
-    assert diff <= F32_TOLERANCE, f"{label}: logits {diff:.3g}"
+    assert_chain_matches(pkg, inputs["input_ids"], inputs["attention_mask"],
+                         (features, embeds, steps), (hf_features, hf_merged, hf_steps),
+                         F32_TOLERANCE, label)
     return hf_features, hf_steps
 
 

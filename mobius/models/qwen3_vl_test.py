@@ -11,27 +11,19 @@ qwen3_vl_parity_test.py.
 
 from __future__ import annotations
 
-import json
-import os
-
-import onnx
 import pytest
 
-from mobius.builder import build
-from mobius.ep.registry import ep_registry
-from mobius.errors import ConfigError, MobiusError, UnsupportedModelError
+from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models.qwen3_vl import FAMILY, Qwen3VLForConditionalGeneration, normalize_qwen3_vl
 from mobius.models.registry import family_for
 from mobius.tiny.checkpoint import make_tiny_checkpoint
 from mobius.tiny.presets import TINY_PRESETS
-from mobius.weights.dtypes import SHORT_NAMES
+from testing import vlm_builds
 
 PRESET = TINY_PRESETS["tiny-qwen3_vl"]
 TEXT, VISION = PRESET["text_config"], PRESET["vision_config"]
 PATCH_DIM = 3 * 2 * 4 * 4  # channels * temporal_patch_size * patch_size^2
 WIDTH = TEXT["hidden_size"] * (1 + len(VISION["deepstack_visual_indexes"]))
-MATRIX = [(caps.name, SHORT_NAMES[dtype]) for caps in ep_registry
-          for dtype in sorted(caps.dtypes, key=lambda d: SHORT_NAMES[d])]
 
 
 def _io(values) -> dict:
@@ -44,20 +36,12 @@ def checkpoint(tmp_path_factory) -> str:
     return make_tiny_checkpoint("tiny-qwen3_vl", str(tmp_path_factory.mktemp("tiny") / "q3vl"))
 
 
-@pytest.mark.parametrize("ep,dtype", MATRIX, ids=[f"{e}-{d}" for e, d in MATRIX])
+@vlm_builds.every_ep_and_dtype
 def test_builds_for_every_ep_and_dtype(ep, dtype, checkpoint, tmp_path):
-    caps = ep_registry.get(ep)
-    if caps.tasks is not None and FAMILY.task.name not in caps.tasks:
-        with pytest.raises(MobiusError, match="image-text-to-text"):
-            build(checkpoint, execution_provider=ep, dtype=dtype)
+    if vlm_builds.rejection(FAMILY, checkpoint, ep, dtype) is not None:
         return
-    package = build(checkpoint, execution_provider=ep, dtype=dtype)
-    path = package.save(str(tmp_path / "pkg"))
-    graphs = {}
-    for key in ("vision", "embedding", "model"):
-        file = os.path.join(path, package.filename(key))
-        onnx.checker.check_model(file, full_check=True)
-        graphs[key] = onnx.load(file, load_external_data=False).graph
+    saved = vlm_builds.build_checked(checkpoint, ep, dtype, tmp_path)
+    graphs = saved.graphs
     assert _io(graphs["vision"].input) == {"pixel_values": ["num_patches", PATCH_DIM],
                                            "image_grid_thw": ["num_images", 3]}
     assert _io(graphs["vision"].output) == {"image_features": ["num_image_tokens", WIDTH]}
@@ -67,16 +51,14 @@ def test_builds_for_every_ep_and_dtype(ep, dtype, checkpoint, tmp_path):
     assert decoder["inputs_embeds"] == ["batch_size", "sequence_length", WIDTH]
     assert decoder["position_ids"] == [3, "batch_size", "sequence_length"]
 
-    with open(os.path.join(path, "genai_config.json")) as f:
-        model = json.load(f)["model"]
+    model = saved.genai_model
     assert model["type"] == "qwen3_vl"
     assert model["decoder"]["hidden_size"] == WIDTH
     assert (model["image_token_id"], model["video_token_id"], model["vision_start_token_id"]) == (
         PRESET["image_token_id"], PRESET["video_token_id"], PRESET["vision_start_token_id"])
     assert {k: model["vision"][k] for k in ("spatial_merge_size", "patch_size")} == {
         k: VISION[k] for k in ("spatial_merge_size", "patch_size")}
-    with open(os.path.join(path, model["vision"]["config_filename"])) as f:
-        processor = json.load(f)["processor"]
+    processor = saved.processor
     assert processor["name"] == "qwen3_vl_image_processor"
     assert processor["transforms"][-1]["operation"]["attrs"]["patch_size"] == VISION["patch_size"]
 
