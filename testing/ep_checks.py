@@ -119,9 +119,11 @@ def gqa_packable(node: ir.Node) -> bool:
 
 
 class Check:
-    """One expectation about an optimized graph; ``failure`` returns None when it holds."""
+    """One expectation about an optimized graph; ``failure`` returns None when it holds.
+    ``built`` / ``generic`` are testing.ep_suite.Built (the EP's and the generic build;
+    not imported here: ep_suite imports this module)."""
 
-    def failure(self, built: Built, generic: Built) -> str | None:  # pragma: no cover
+    def failure(self, built, generic) -> str | None:  # pragma: no cover
         raise NotImplementedError
 
     def __str__(self) -> str:

@@ -29,6 +29,8 @@ prompts matter more, so image_features stays [num_image_tokens, hidden].)
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -142,6 +144,6 @@ def test_checkpoint_preprocessor_settings_reach_genai(tmp_path):
     Image.fromarray(np.random.default_rng(6).integers(0, 256, (64, 64, 3), dtype=np.uint8)
                     ).save(image)
     prompt = "The quick <start_of_image> fox"
-    inputs = _genai(path).create_multimodal_processor()(prompt, images=og.Images.open(image))
+    inputs = vlm_runs.genai_model(path).create_multimodal_processor()(prompt, images=og.Images.open(image))
     expected = _hf_inputs(folder, prompt, [image])["pixel_values"]
     np.testing.assert_allclose(inputs["pixel_values"].as_numpy(), expected, atol=1e-5)

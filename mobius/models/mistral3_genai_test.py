@@ -13,6 +13,8 @@ package's processor config is checked against transformers' PixtralImageProcesso
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 

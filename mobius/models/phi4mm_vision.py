@@ -126,7 +126,7 @@ class Phi4ImageEmbedding(nn.Module):
         self.img_projection_down = Linear(text_hidden, text_hidden, True)
 
     def forward(self, op, pixel_values, image_sizes, image_attention_mask):
-        vision, side, base = self.vision, self.side, self.base
+        vision, side = self.vision, self.side
         size = vision.image_size
         pixels = op.Reshape(pixel_values, _ints(op, -1, vision.num_channels, size, size))
         mask = op.Reshape(image_attention_mask, _ints(op, -1, side, side))
