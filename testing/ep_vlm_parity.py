@@ -136,8 +136,8 @@ class Trace:
 
 def prompt(raw: dict, tokens: int, rng) -> np.ndarray:
     """[1, 4 + tokens + 3]: random text, the image's tokens, random text."""
-    text = lambda n: rng.integers(3, 1000, size=n)  # below every special token of the presets
-    ids = np.concatenate([text(4), np.full(tokens, image_token_id(raw)), text(3)])
+    text = rng.integers(3, 1000, size=7)  # below every special token of the presets
+    ids = np.concatenate([text[:4], np.full(tokens, image_token_id(raw)), text[4:]])
     return ids[None].astype(np.int64)
 
 
