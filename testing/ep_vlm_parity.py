@@ -11,9 +11,9 @@ so an error is pinned to the model that makes it rather than compounded down
 the chain. Compared: image features, prefill inputs_embeds, logits per step.
 
 The image inputs come from the families' checkpoint helpers (testing/*_checkpoints.py);
-prompts are batch 1: text, one image's tokens, text. Phi-4-multimodal's speech
-model is not run (empty audio features): its EP graph is the same encoder
-the fusion suite checks, and an audio clip would double the family's cost.
+prompts are batch 1: text, one image's tokens, text. Phi-4-multimodal also runs
+its speech model on one 16-frame clip (2 audio tokens, after the image's):
+audio_features are compared too.
 """
 
 from __future__ import annotations
@@ -97,17 +97,22 @@ class Chain:
         self.config = built.config
         self.vision = ep_parity.session(built.models["vision"])
         self.embedding = ep_parity.session(built.models["embedding"])
+        self.speech = ep_parity.session(built.models["speech"]) if "speech" in built.models \
+            else None
         self.decoder = ep_parity.session(built.models["model"])
         self.np_dtype = ep_parity.np_dtype(built.dtype)
 
     def features(self, feeds):
         return _run(self.vision, feeds)["image_features"]
 
-    def embed(self, input_ids, features):
+    def audio(self, feeds):
+        return _run(self.speech, feeds)["audio_features"] if self.speech else None
+
+    def embed(self, input_ids, features, audio=None):
         feeds = {"input_ids": input_ids, "image_features": features}
-        names = {i.name for i in self.embedding.get_inputs()}
-        if "audio_features" in names:
-            feeds["audio_features"] = np.zeros((0, features.shape[-1]), features.dtype)
+        if self.speech:
+            feeds["audio_features"] = (audio if audio is not None
+                                       else np.zeros((0, features.shape[-1]), features.dtype))
         return _run(self.embedding, feeds)["inputs_embeds"]
 
     def decode(self, embeds, input_ids, mask, past):
@@ -129,26 +134,41 @@ class Trace:
     """What one chain computed: features, prefill embeds, per-step embeds and logits."""
 
     features: np.ndarray
+    audio: np.ndarray | None
     embeds: list[np.ndarray]
     logits: list[np.ndarray]
     tokens: list[np.ndarray]
 
 
-def prompt(raw: dict, tokens: int, rng) -> np.ndarray:
-    """[1, 4 + tokens + 3]: random text, the image's tokens, random text."""
+def audio_feeds(raw: dict, rng) -> dict | None:
+    """One 16-frame clip for a package with a speech model (Phi-4-multimodal)."""
+    if "audio_config" not in raw:
+        return None
+    from testing.phi4mm_checkpoints import audio_inputs
+
+    return audio_inputs([16], rng)[0]
+
+
+def prompt(raw: dict, tokens: int, audio_tokens: int, rng) -> np.ndarray:
+    """[1, 4 + tokens + audio_tokens + 3]: random text, the image's (and clip's) tokens,
+    random text."""
     text = rng.integers(3, 1000, size=7)  # below every special token of the presets
-    ids = np.concatenate([text[:4], np.full(tokens, image_token_id(raw)), text[4:]])
+    audio_id = (raw.get("audio_config") or {}).get("audio_token_id", 0)
+    ids = np.concatenate([text[:4], np.full(tokens, image_token_id(raw)),
+                          np.full(audio_tokens, audio_id), text[4:]])
     return ids[None].astype(np.int64)
 
 
-def run_reference(chain: Chain, vision: dict, raw: dict, rng, steps: int = STEPS) -> tuple:
+def run_reference(chain: Chain, vision: dict, audio: dict | None, raw: dict, rng,
+                  steps: int = STEPS) -> tuple:
     """The generic chain: (trace, input_ids)."""
     features = chain.features(vision)
-    input_ids = prompt(raw, features.shape[0], rng)
-    trace = Trace(features, [], [], [])
+    clip = chain.audio(audio) if audio else None
+    input_ids = prompt(raw, features.shape[0], 0 if clip is None else clip.shape[0], rng)
+    trace = Trace(features, clip, [], [], [])
     ids, feats, mask, past = input_ids, features, np.ones_like(input_ids), None
     for step in range(steps + 1):
-        trace.embeds.append(chain.embed(ids, feats))
+        trace.embeds.append(chain.embed(ids, feats, clip if step == 0 else None))
         logits, past = chain.decode(trace.embeds[-1], ids, mask, past)
         trace.logits.append(logits)
         if step == steps:
@@ -160,10 +180,12 @@ def run_reference(chain: Chain, vision: dict, raw: dict, rng, steps: int = STEPS
     return trace, input_ids
 
 
-def run_candidate(chain: Chain, vision: dict, reference: Trace, input_ids) -> Trace:
+def run_candidate(chain: Chain, vision: dict, audio: dict | None, reference: Trace,
+                  input_ids) -> Trace:
     """Each EP model on the generic run's inputs (features, embeds, tokens)."""
-    trace = Trace(chain.features(vision), [], [], reference.tokens)
-    trace.embeds.append(chain.embed(input_ids, reference.features))
+    trace = Trace(chain.features(vision), chain.audio(audio) if audio else None, [], [],
+                  reference.tokens)
+    trace.embeds.append(chain.embed(input_ids, reference.features, reference.audio))
     ids, mask, past = input_ids, np.ones_like(input_ids), None
     for step, embeds in enumerate(reference.embeds):
         logits, past = chain.decode(embeds, ids, mask, past)
@@ -186,11 +208,13 @@ def assert_vlm_close(ep_built, generic_built, family: str, what: str, seed: int 
     match the generic package's (see the module docstring)."""
     dtype, raw = generic_built.dtype, generic_built.config.raw
     rng = np.random.default_rng(seed)
-    vision = vision_feeds(family, raw, rng)
-    reference, input_ids = run_reference(Chain(generic_built), vision, raw, rng)
-    candidate = run_candidate(Chain(ep_built), vision, reference, input_ids)
+    vision, audio = vision_feeds(family, raw, rng), audio_feeds(raw, rng)
+    reference, input_ids = run_reference(Chain(generic_built), vision, audio, raw, rng)
+    candidate = run_candidate(Chain(ep_built), vision, audio, reference, input_ids)
     pairs = [("image_features", reference.features, candidate.features),
              ("inputs_embeds", reference.embeds[0], candidate.embeds[0])]
+    if audio:
+        pairs.append(("audio_features", reference.audio, candidate.audio))
     pairs += [(f"logits step {i}", a, b) for i, (a, b) in
               enumerate(zip(reference.logits, candidate.logits))]
     for name, a, b in pairs:
