@@ -14,6 +14,9 @@ decoder family must give the logits and present KV of the generic
   positions too far -- its prefill logits still match, RoPE being relative),
   but rotates decode steps at position_ids, so padded rows go wrong from the
   first decode step on: a known kernel limitation (docs/eps.md).
+* vision-language packages (image-text-to-text): vision, embedding and
+  decoder (prefill + 2 greedy decode steps) model by model, each on the
+  generic package's inputs (testing/ep_vlm_parity.py), CPU-runnable dtypes;
 * dtypes the CPU EP cannot run (NOT_CPU_RUNNABLE in testing/ep_parity.py;
   test_not_cpu_runnable proves it) run through onnx.reference instead, custom
   ops via their function bodies: that checks the rewritten graph's meaning,
@@ -26,7 +29,7 @@ from typing import Callable
 
 import pytest
 
-from testing import ep_parity, ep_suite as s
+from testing import ep_parity, ep_suite as s, ep_vlm_parity
 
 
 def tests_for(ep: str) -> dict[str, Callable]:
@@ -53,6 +56,16 @@ def tests_for(ep: str) -> dict[str, Callable]:
                                f"{ep}/{dtype} {family} vs default, left-padded, {what}")
 
     tests = {"test_unpadded": test_unpadded, "test_left_padded": test_left_padded}
+    vlm_matrix = ep_vlm_parity.vlm_matrix(ep, cpu_dtypes)
+    if vlm_matrix:  # none for an EP that serves text generation only (MLX)
+
+        @pytest.mark.parametrize("family,dtype", s.params(vlm_matrix))
+        def test_vision_language(builds, family, dtype):
+            built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
+            ep_vlm_parity.assert_vlm_close(built, generic, family,
+                                           f"{ep}/{dtype} {family} vs default (vision-language)")
+
+        tests["test_vision_language"] = test_vision_language
     if not other_dtypes:
         return tests
 
