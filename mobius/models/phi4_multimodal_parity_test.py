@@ -11,7 +11,9 @@ presents fed back); transformers runs with its own cache. Compared to 1e-4: the 
 embeddings (the image features in place; relative to their size) and the logits of
 every step (absolute). Speech: audios of 100 and 70 mel frames (row 1 left-padded),
 every speech switch off its default, one audio past transformers' 500-position chunk,
-and an image + audio prompt (the vision-speech projections, genai's mode 3).
+and an image + audio prompt (the vision-speech projections, genai's mode 3). A random
+PEFT LoRA on the decoder projections (as the released vision-lora) merged by
+``build(adapter=...)`` matches transformers with peft's merge and changes the logits.
 """
 
 from __future__ import annotations
@@ -208,3 +210,35 @@ def test_f32_speech_parity(name, ep, tmp_path):
     _, embeds, steps, tokens = pkg.generate(input_ids, attention_mask, **images, audio=feeds)
     hf_merged, hf_steps = hf_reference(hf_model, input_ids, attention_mask, tokens, **media)
     assert_parity(name, embeds, steps, hf_merged, hf_steps, attention_mask)
+
+
+# the decoder projections the released vision-lora / speech-lora folders target (the
+# tower and speech encoder keep their own Linears); a regex as PEFT matches it
+LORA_TARGETS = r"model\.layers\.\d+\.(self_attn\.(qkv|o)_proj|mlp\.(gate_up|down)_proj)"
+
+
+def test_f32_parity_merged_vision_lora(checkpoint, tmp_path):
+    """build(adapter=a PEFT LoRA on the decoder) == transformers with peft's merge."""
+    import peft
+
+    folder, base_model = checkpoint("default")
+    torch.manual_seed(5)  # random A and B (not peft's zero B) so the adapter matters
+    config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=LORA_TARGETS,
+                             init_lora_weights=False)
+    adapter = str(tmp_path / "vision-lora")
+    with_lora = peft.get_peft_model(load_phi4mm(folder), config)
+    layers = base_model.config.num_hidden_layers
+    assert len(with_lora.base_model.targeted_module_names) == 4 * layers
+    with_lora.save_pretrained(adapter)
+    merged = with_lora.merge_and_unload().eval()
+    inputs = make_inputs(merged)
+    runs = {}
+    for name, path in (("lora", adapter), ("base", None)):
+        package = build(folder, dtype="f32", prefill_logits="all", adapter=path)
+        pkg = Package(package.save(str(tmp_path / name)), package.config)
+        runs[name] = pkg.generate(*inputs)
+    _, embeds, steps, tokens = runs["lora"]
+    hf_merged, hf_steps = hf_reference(merged, *inputs[:2], tokens, **image_media(*inputs[2:]))
+    assert_parity("vision_lora", embeds, steps, hf_merged, hf_steps, inputs[1])
+    base_steps = runs["base"][2]
+    assert compare_logits(steps[:1], base_steps[:1], inputs[1]) > 1e-2  # the adapter matters
