@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import onnx_ir as ir
 
 from mobius.components.moe import SwiGlu, combine_experts, routing_weights, stacked_expert
@@ -103,3 +104,41 @@ def moe_body(op, spec: MoeSpec, x, router_logits, fc1, fc1_bias=None, fc2=None, 
                               out_in=True) for e in range(spec.num_experts)]
     out = combine_experts(op, tokens, routing, experts, spec.dtype)
     return op.Reshape(out, op.Shape(x))
+
+
+def times_top_k_mass(moe: ir.Node, logits: ir.Value, top_k: int,
+                     dtype: ir.DataType) -> list[ir.Node]:
+    """Nodes computing moe's output * sum(top-k softmax(logits)) [..., 1] (float32 routing).
+
+    A renormalizing MoE times this mass is the MoE without renormalization (the
+    expert sum is linear in the routing weights). onnxruntime's QMoE always
+    renormalizes, and the CPU MoE kernel of onnxruntime 1.30 (onnxruntime-node's
+    newest) renormalizes whatever ``normalize_routing_weights`` says, so the
+    unnormalized routings are built this way."""
+    name = moe.name
+    nodes = []
+
+    def add(op_type, inputs, n_out=1, **attrs):
+        node = ir.Node("", op_type, inputs, attributes=[_attr(k, v) for k, v in attrs.items()],
+                       num_outputs=n_out, name=f"{name}/mass/{op_type}_{len(nodes)}")
+        nodes.append(node)
+        return node.outputs
+
+    def const(array):
+        return add("Constant", [], value=ir.tensor(array))[0]
+
+    f32 = ir.DataType.FLOAT
+    routed = logits if dtype == f32 else add("Cast", [logits], to=f32)[0]
+    probs = add("Softmax", [routed], axis=-1)[0]
+    top = add("TopK", [probs, const(np.array([top_k], np.int64))], 2, axis=-1)[0]
+    mass = add("ReduceSum", [top, const(np.array([-1], np.int64))], keepdims=1)[0]
+    if dtype != f32:
+        mass = add("Cast", [mass], to=dtype)[0]
+    add("Mul", [moe.outputs[0], mass])
+    return nodes
+
+
+def _attr(name: str, value) -> ir.Attr:
+    if isinstance(value, ir.TensorProtocol):
+        return ir.AttrTensor(name, value)
+    return ir.AttrInt64(name, int(value))

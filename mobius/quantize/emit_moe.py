@@ -19,7 +19,7 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
-from mobius.contrib.moe import MoeSpec
+from mobius.contrib.moe import MoeSpec, times_top_k_mass
 from mobius.contrib.qmoe import QMoeSpec, make_qmoe_node
 from mobius.quantize.emit import Shared, lazy_initializer, replace_node
 from mobius.quantize.packing import pack_nibbles
@@ -68,7 +68,7 @@ def emit_qmoe(model: ir.Model, moe: ir.Node, bits: int, block_size: int,
         out.type, out.shape = moe.outputs[0].type, moe.outputs[0].shape
         if out.shape is not None:
             out.shape = out.shape.copy()
-        nodes += _times_top_k_mass(node, router_logits, moe_spec.top_k, dtype)
+        nodes += times_top_k_mass(node, router_logits, moe_spec.top_k, dtype)
     replace_node(graph, moe, nodes)
     return True
 
@@ -83,38 +83,6 @@ def _router_logits(logits: ir.Value) -> ir.Value:
     if reshape is not None and reshape.op_type == "Reshape" and reshape.domain == "":
         return reshape.inputs[0]
     return logits
-
-
-def _times_top_k_mass(qmoe: ir.Node, logits: ir.Value, top_k: int,
-                      dtype: ir.DataType) -> list[ir.Node]:
-    """Nodes computing qmoe's output * sum(top-k softmax(logits)) [..., 1] (float32 routing)."""
-    name = qmoe.name
-    nodes = []
-
-    def add(op_type, inputs, n_out=1, **attrs):
-        node = ir.Node("", op_type, inputs, attributes=[_attr(k, v) for k, v in attrs.items()],
-                       num_outputs=n_out, name=f"{name}/mass/{op_type}_{len(nodes)}")
-        nodes.append(node)
-        return node.outputs
-
-    def const(array):
-        return add("Constant", [], value=ir.tensor(array))[0]
-
-    f32 = ir.DataType.FLOAT
-    routed = logits if dtype == f32 else add("Cast", [logits], to=f32)[0]
-    probs = add("Softmax", [routed], axis=-1)[0]
-    top = add("TopK", [probs, const(np.array([top_k], np.int64))], 2, axis=-1)[0]
-    mass = add("ReduceSum", [top, const(np.array([-1], np.int64))], keepdims=1)[0]
-    if dtype != f32:
-        mass = add("Cast", [mass], to=dtype)[0]
-    add("Mul", [qmoe.outputs[0], mass])
-    return nodes
-
-
-def _attr(name: str, value) -> ir.Attr:
-    if isinstance(value, ir.TensorProtocol):
-        return ir.AttrTensor(name, value)
-    return ir.AttrInt64(name, int(value))
 
 
 def _quantized_stack(graph: ir.Graph, value: ir.Value, bits: int, block_size: int,

@@ -27,7 +27,10 @@ stage restores this routing.
 When the fused op is exact: the kernel's routing is softmax over all E ->
 top-k -> optional renormalization (``normalize_routing_weights``), which is
 Mixtral's (always renormalized) and Qwen-MoE's (``norm_topk_prob`` either
-way). Experts must be SiLU-gated without biases, or (gpt-oss) stacked experts with
+way). A routing without renormalization is built as the renormalizing op times
+each token's top-k probability mass (mobius.contrib.moe.times_top_k_mass,
+exact): onnxruntime 1.30's CPU kernel (onnxruntime-node's newest) renormalizes
+whatever the attribute says. Experts must be SiLU-gated without biases, or (gpt-oss) stacked experts with
 biases and the clamped SwiGLU of mobius.components.moe.stacked_expert, which
 the kernel's activation_alpha / activation_beta / swiglu_limit and bias inputs
 express exactly (mobius/rewrite/moe_swiglu_expert.py). Anything else (GELU-gated
@@ -50,7 +53,7 @@ import numpy as np
 import onnx_ir as ir
 
 from mobius.components.moe import SwiGlu
-from mobius.contrib.moe import OP_TYPE, MoeSpec, make_moe_node
+from mobius.contrib.moe import OP_TYPE, MoeSpec, make_moe_node, times_top_k_mass
 from mobius.ep.capabilities import FLOAT_DTYPES
 from mobius.rewrite.fusion_util import constant
 from mobius.rewrite.moe_swiglu_expert import SwigluExpert, fc_loaders, swiglu_expert
@@ -159,13 +162,19 @@ class MoEFusion(NodeRule):
         fc1, fc1_bias, fc2, fc2_bias = [
             None if load is None else _stacked(graph, prefix + name, load, dtype, shape)
             for load, name, shape in zip(loaders, names, shapes)]
-        spec = MoeSpec(e, h, i, match.top_k, match.normalize, dtype, act, fc1_bias is not None)
+        scaled = not match.normalize and _rank(match.logits) == _rank(match.x)
+        spec = MoeSpec(e, h, i, match.top_k, match.normalize or scaled, dtype, act,
+                       fc1_bias is not None)
         inputs = [match.x, logits_2d, fc1, fc1_bias, fc2] + ([fc2_bias] if fc2_bias else [])
         moe = make_moe_node(model, spec, inputs, name=f"{prefix}MoE")
-        out = moe.outputs[0]
-        out.type = ir.TensorType(dtype)
-        out.shape = match.x.shape.copy() if match.x.shape is not None else None
-        graph.insert_before(match.anchor, [reshape, moe])
+        nodes = [reshape, moe]
+        if scaled:
+            nodes += times_top_k_mass(moe, match.logits, match.top_k, dtype)
+        out = nodes[-1].outputs[0]
+        for value in {moe.outputs[0], out}:
+            value.type = ir.TensorType(dtype)
+            value.shape = match.x.shape.copy() if match.x.shape is not None else None
+        graph.insert_before(match.anchor, nodes)
         old = match.result
         name = old.name
         old.replace_all_uses_with(out, replace_graph_outputs=True)
@@ -177,6 +186,10 @@ class MoEFusion(NodeRule):
 # ---------------------------------------------------------------------------
 # Pattern pieces
 # ---------------------------------------------------------------------------
+
+
+def _rank(value: ir.Value) -> int | None:
+    return len(value.shape) if value.shape is not None else None
 
 
 def _is_scatter_add(node: ir.Node | None) -> bool:
@@ -228,10 +241,6 @@ def _is_last_axes(value: ir.Value | None, rank: int | None) -> bool:
 def _is_zero(value: ir.Value | None) -> bool:
     array = initializer_array(value)
     return array is not None and array.size == 1 and float(array.reshape(())) == 0.0
-
-
-def _rank(value: ir.Value) -> int | None:
-    return len(value.shape) if value.shape is not None else None
 
 
 def _link(link: ir.Node, x: ir.Value, dtype: ir.DataType):
