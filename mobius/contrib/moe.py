@@ -112,9 +112,9 @@ def times_top_k_mass(moe: ir.Node, logits: ir.Value, top_k: int,
 
     A renormalizing MoE times this mass is the MoE without renormalization (the
     expert sum is linear in the routing weights). onnxruntime's QMoE always
-    renormalizes, and the CPU MoE kernel of onnxruntime 1.30 (onnxruntime-node's
-    newest) renormalizes whatever ``normalize_routing_weights`` says, so the
-    unnormalized routings are built this way."""
+    renormalizes, and onnxruntime 1.30's CPU MoE kernel (onnxruntime-node's newest)
+    gave wrong outputs for exactly the unnormalized routings (``normalize_routing_weights``
+    = 0; testing/js:ort_js_test), so those are built this way."""
     name = moe.name
     nodes = []
 

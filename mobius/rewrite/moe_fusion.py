@@ -29,8 +29,8 @@ top-k -> optional renormalization (``normalize_routing_weights``), which is
 Mixtral's (always renormalized) and Qwen-MoE's (``norm_topk_prob`` either
 way). A routing without renormalization is built as the renormalizing op times
 each token's top-k probability mass (mobius.contrib.moe.times_top_k_mass,
-exact): onnxruntime 1.30's CPU kernel (onnxruntime-node's newest) renormalizes
-whatever the attribute says. Experts must be SiLU-gated without biases, or (gpt-oss) stacked experts with
+exact): onnxruntime 1.30's CPU kernel (onnxruntime-node's newest) got the
+unnormalized form wrong (testing/js:ort_js_test). Experts must be SiLU-gated without biases, or (gpt-oss) stacked experts with
 biases and the clamped SwiGLU of mobius.components.moe.stacked_expert, which
 the kernel's activation_alpha / activation_beta / swiglu_limit and bias inputs
 express exactly (mobius/rewrite/moe_swiglu_expert.py). Anything else (GELU-gated
