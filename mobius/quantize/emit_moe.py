@@ -5,21 +5,21 @@ features), so each is quantized as one [E * rows, cols] matrix, blocks along
 the input features, and packed as QMoE expects (mobius.contrib.qmoe).
 Only where the EP has the QMoE kernel; QMoE takes no zero points and its blocks
 must divide H and I: otherwise the MoE stays float and the reason is logged.
-QMoE always renormalizes the top-k routing weights; an MoE that does not
-(Qwen ``norm_topk_prob=False``, OLMoE, DeepSeek-V2 greedy) becomes a
-renormalizing QMoE times the per-token top-k probability mass sum(top-k
-softmax(logits)), which the expert sum, linear in the weights, makes exact.
+QMoE always renormalizes the top-k routing weights. MoEFusion already builds
+the routings that do not (Qwen ``norm_topk_prob=False``, OLMoE, DeepSeek-V2
+greedy) as a renormalizing MoE times the top-k probability mass
+(mobius.contrib.moe.times_top_k_mass); an MoE left unnormalized (its router
+logits do not broadcast over the output) stays float.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 import numpy as np
 import onnx_ir as ir
 
-from mobius.contrib.moe import MoeSpec, times_top_k_mass
+from mobius.contrib.moe import MoeSpec
 from mobius.contrib.qmoe import QMoeSpec, make_qmoe_node
 from mobius.quantize.emit import Shared, lazy_initializer, replace_node
 from mobius.quantize.packing import pack_nibbles
@@ -39,10 +39,8 @@ def emit_qmoe(model: ir.Model, moe: ir.Node, bits: int, block_size: int,
     attrs = {name: attr.value for name, attr in moe.attributes.items()}
     reason = None
     # onnxruntime's QMoE (1.32, CPU) takes the softmax over the top-k logits only, i.e.
-    # always renormalizes; without renormalization the output is scaled by the top-k mass.
-    scaled = not attrs.get("normalize_routing_weights")
-    router_logits = _router_logits(logits)
-    if scaled and (_rank(router_logits) is None or _rank(router_logits) != _rank(x)):
+    # always renormalizes.
+    if not attrs.get("normalize_routing_weights"):
         reason = "the router logits do not broadcast over the output (unnormalized routing)"
     elif not symmetric:
         reason = "QMoE takes no zero points (build symmetric to quantize the experts)"
@@ -53,7 +51,7 @@ def emit_qmoe(model: ir.Model, moe: ir.Node, bits: int, block_size: int,
         return False
     dtype = fc1.const_value.dtype
     moe_spec = MoeSpec.from_node(moe, experts, hidden, inter, dtype)
-    spec = QMoeSpec(dataclasses.replace(moe_spec, normalize=True), bits, block_size)
+    spec = QMoeSpec(moe_spec, bits, block_size)
     graph = model.graph
     weights = []
     for value in (fc1, fc2):
@@ -62,27 +60,8 @@ def emit_qmoe(model: ir.Model, moe: ir.Node, bits: int, block_size: int,
     if fc2_bias is not None:
         inputs.append(fc2_bias)
     node = make_qmoe_node(model, spec, inputs, name=f"{moe.name}/QMoE")
-    nodes = [node]
-    if scaled:
-        out = node.outputs[0]
-        out.type, out.shape = moe.outputs[0].type, moe.outputs[0].shape
-        if out.shape is not None:
-            out.shape = out.shape.copy()
-        nodes += times_top_k_mass(node, router_logits, moe_spec.top_k, dtype)
-    replace_node(graph, moe, nodes)
+    replace_node(graph, moe, [node])
     return True
-
-
-def _rank(value: ir.Value) -> int | None:
-    return len(value.shape) if value is not None and value.shape is not None else None
-
-
-def _router_logits(logits: ir.Value) -> ir.Value:
-    """The logits before MoEFusion's Reshape to [tokens, E] (the output's rank)."""
-    reshape = logits.producer()
-    if reshape is not None and reshape.op_type == "Reshape" and reshape.domain == "":
-        return reshape.inputs[0]
-    return logits
 
 
 def _quantized_stack(graph: ir.Graph, value: ir.Value, bits: int, block_size: int,
