@@ -41,6 +41,7 @@ from mobius.models import llama, mistral
 from mobius.models.clip import hidden_state_index
 from mobius.models.family import ModelFamily
 from mobius.models.pixtral_vision import PixtralConfig, PixtralVisionModel
+from mobius.models.vision_parts import VLM_CHECKPOINT_ALIASES
 from mobius.tasks import genai_image_settings as settings
 from mobius.tasks import image_processor, vision_language
 from mobius.tasks.task import TensorSpec
@@ -265,9 +266,7 @@ FAMILY = ModelFamily(
     ignored_tensors=_unread,
     checkpoint_aliases=(
         ("vision_tower.", ("vision_tower.", "model.vision_tower.")),
-        ("multi_modal_projector.", ("multi_modal_projector.", "model.multi_modal_projector.")),
-        ("language_model.model.", ("language_model.model.", "model.language_model.")),
-        ("language_model.lm_head.", ("language_model.lm_head.", "lm_head.")),
+        *VLM_CHECKPOINT_ALIASES[1:],  # LLaVA's projector / language model names
         (TIED_HEAD, ("language_model.lm_head.", "lm_head.", "language_model.model.embed_tokens.",
                      "model.language_model.embed_tokens.")),
     ),

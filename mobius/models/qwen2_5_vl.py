@@ -215,6 +215,15 @@ class Qwen2_5_VLForConditionalGeneration(nn.Module):
         return {PROCESSOR_FILE: {"processor": {"name": name, "transforms": transforms}}}
 
 
+#: the module's names <- transformers 4.x (language_model.*, visual.*) and 5.x
+#: (model.language_model.*, model.visual.*) checkpoints; Qwen3-VL's too
+QWEN_VL_CHECKPOINT_ALIASES = (
+    ("visual.", ("visual.", "model.visual.")),
+    ("language_model.model.", ("language_model.model.", "model.language_model.", "model.")),
+    ("language_model.lm_head.", ("language_model.lm_head.", "lm_head.")),
+)
+
+
 FAMILY = ModelFamily(
     name="qwen2_5_vl",
     model_types=("qwen2_5_vl",),
@@ -224,9 +233,5 @@ FAMILY = ModelFamily(
     tiny_preset="tiny-qwen2_5_vl",
     normalize_raw=normalize_qwen2_5_vl,
     config_overrides=lambda raw: {"qkv_bias": True, "o_bias": False},
-    checkpoint_aliases=(
-        ("visual.", ("visual.", "model.visual.")),
-        ("language_model.model.", ("language_model.model.", "model.language_model.", "model.")),
-        ("language_model.lm_head.", ("language_model.lm_head.", "lm_head.")),
-    ),
+    checkpoint_aliases=QWEN_VL_CHECKPOINT_ALIASES,
 )

@@ -27,7 +27,8 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
-from mobius.models.qwen2_5_vl import (Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLTextModel,
+from mobius.models.qwen2_5_vl import (QWEN_VL_CHECKPOINT_ALIASES,
+                                      Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLTextModel,
                                       normalize_qwen_vl)
 from mobius.models.qwen3_vl_vision import Qwen3VisionConfig, Qwen3VisionTransformer
 from mobius.tasks import vision_language
@@ -111,9 +112,5 @@ FAMILY = ModelFamily(
     tiny_preset="tiny-qwen3_vl",
     normalize_raw=normalize_qwen3_vl,
     config_overrides=lambda raw: {"qk_norm": True},
-    checkpoint_aliases=(
-        ("visual.", ("visual.", "model.visual.")),
-        ("language_model.model.", ("language_model.model.", "model.language_model.", "model.")),
-        ("language_model.lm_head.", ("language_model.lm_head.", "lm_head.")),
-    ),
+    checkpoint_aliases=QWEN_VL_CHECKPOINT_ALIASES,
 )
