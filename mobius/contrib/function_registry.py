@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import onnx_ir as ir
-from onnxscript._internal.builder import build_function
+
+from mobius.graph_builder import build_function
 
 MS_DOMAIN = "com.microsoft"
 OPSET = 23
@@ -35,7 +36,6 @@ def attach_function(
         ir.Value(name=f"input_{i}", type=t) if node.inputs[i] is not None else None
         for i, t in enumerate(input_types)
     ]
-    function = build_function(body, inputs, domain=node.domain, name=node.op_type,
-                              opset_imports={"": OPSET})
+    function = build_function(body, inputs, domain=node.domain, name=node.op_type, opset=OPSET)
     function.overload = overload
     model.functions[key] = function

@@ -13,9 +13,9 @@ from typing import Any, Callable, Mapping
 
 import onnx_ir as ir
 from onnxscript import nn
-from onnxscript._internal.builder import GraphBuilder
 
 from mobius.config.architecture import ArchitectureConfig
+from mobius.graph_builder import GraphBuilder
 
 
 @dataclasses.dataclass(frozen=True)
