@@ -1,11 +1,20 @@
 """The onnxscript GraphBuilder every mobius graph and function body is built with.
 
-onnxscript 0.7.2's builder turns the op's ``onnx.defs.OpSchema`` into an
-``ir.schemas.OpSignature`` on every op call to split positional arguments into
-inputs and attributes; that conversion was 26% of a tiny model's whole build
-(cProfile of the cuda int4 builds of every family: 6.3 of 24 s). A signature is
-a fact of (domain, op type, since_version), so this builder memoizes it; the
-graphs it builds are unchanged (the EP goldens pin them).
+onnxscript 0.7.2's builder does two things on every op call that cost most of
+a tiny model's build (cProfile of the cuda int4 builds of every family):
+
+* it turns the op's ``onnx.defs.OpSchema`` into an ``ir.schemas.OpSignature``
+  to split positional arguments into inputs and attributes (26%);
+* it runs ONNX shape inference on the new node by serializing it and its
+  input types to protobuf (another ~25%).
+
+Both are pure functions of what they read: a signature of (domain, op type,
+since_version); an inferred output type and shape of the op, its attributes
+and its inputs' types, shapes and small constant values (what onnxscript
+hands to ONNX's inference). So this builder memoizes both, and a layer that
+repeats the previous layer's ops (every decoder) infers nothing twice. The
+graphs it builds are unchanged (the EP goldens pin them; serialized graphs,
+value_info included, were compared byte for byte).
 """
 
 from __future__ import annotations
@@ -17,6 +26,13 @@ import onnx_ir as ir
 from onnxscript._internal import builder as onnxscript_builder, param_manipulation
 
 _SIGNATURES: dict[tuple[str, str, int], ir.schemas.OpSignature] = {}
+#: inference key -> per output: (dtype, dims), or None where nothing was inferred
+_INFERRED: dict[tuple, tuple] = {}
+_INFERENCE_ERROR = "pkg.onnxscript.shape_inference_error"
+#: onnxscript passes constant inputs up to this many elements to ONNX's inference
+_CONSTANT_INPUT_LIMIT = 20
+_PLAIN_ATTRIBUTES = (ir.AttributeType.INT, ir.AttributeType.FLOAT, ir.AttributeType.STRING)
+_LIST_ATTRIBUTES = (ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS)
 
 
 def _signature(schema: onnx.defs.OpSchema) -> ir.schemas.OpSignature:
@@ -34,6 +50,83 @@ class GraphBuilder(onnxscript_builder.GraphBuilder):
             return args, kwargs
         return param_manipulation.separate_input_attributes_from_arguments(
             _signature(schema), list(args), kwargs, fill_defaults=False, allow_extra_args=False)
+
+    def _infer_shapes(self, node: ir.Node) -> None:
+        key = _inference_key(node)
+        if key is None:
+            super()._infer_shapes(node)
+        elif key in _INFERRED:
+            _apply(node, _INFERRED[key])
+        else:
+            super()._infer_shapes(node)
+            inferred = _inferred(node)
+            if inferred is not None:
+                _INFERRED[key] = inferred
+
+
+def _dims(shape: ir.Shape | None) -> tuple | None:
+    if shape is None:
+        return None
+    return tuple(d if isinstance(d, int) else d.value for d in shape.dims)
+
+
+def _tensor_dtype(value: ir.Value) -> ir.DataType | None | bool:
+    """The value's element type; None if untyped; False if not a tensor type."""
+    if value.type is None:
+        return None
+    return value.type.dtype if isinstance(value.type, ir.TensorType) else False
+
+
+def _input_key(value: ir.Value | None) -> tuple | None | bool:
+    if value is None:
+        return None
+    dtype = _tensor_dtype(value)
+    if dtype is False:
+        return False
+    constant = value.const_value
+    small = (constant.dtype, constant.tobytes()) if (
+        constant is not None and constant.size <= _CONSTANT_INPUT_LIMIT) else None
+    return (dtype, _dims(value.shape), small)
+
+
+def _inference_key(node: ir.Node) -> tuple | None:
+    """What ONNX's inference of ``node`` reads, hashable; None where not memoizable
+    (tensor / graph attributes, non-tensor types, outputs that already carry a type)."""
+    if any(out.type is not None or out.shape is not None for out in node.outputs):
+        return None
+    attributes = []
+    for name, attr in sorted(node.attributes.items()):
+        if attr.type in _PLAIN_ATTRIBUTES:
+            attributes.append((name, attr.value))
+        elif attr.type in _LIST_ATTRIBUTES:
+            attributes.append((name, tuple(attr.value)))
+        else:
+            return None
+    inputs = tuple(_input_key(v) for v in node.inputs)
+    if False in inputs:
+        return None
+    return (node.domain, node.op_type, node.version, tuple(attributes), inputs,
+            len(node.outputs))
+
+
+def _inferred(node: ir.Node) -> tuple | None:
+    """What inference gave each output; None (not memoized) after an inference error
+    (its message names the node) or a non-tensor type."""
+    if _INFERENCE_ERROR in node.metadata_props:
+        return None
+    if any(out.type is not None and not isinstance(out.type, ir.TensorType)
+           for out in node.outputs):
+        return None
+    return tuple(None if out.type is None else (out.type.dtype, _dims(out.shape))
+                 for out in node.outputs)
+
+
+def _apply(node: ir.Node, outputs: tuple) -> None:
+    for out, inferred in zip(node.outputs, outputs):
+        if inferred is not None:
+            dtype, dims = inferred
+            out.type = ir.TensorType(dtype)
+            out.shape = None if dims is None else ir.Shape(dims)
 
 
 def build_function(body: Callable, inputs: Sequence[ir.Value | None], *, domain: str,
