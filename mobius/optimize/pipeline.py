@@ -94,14 +94,16 @@ def optimize_model(
     ctx = RuleContext(caps, dtype, model_role, quant)
     tracer = Tracer(trace)
     tracer.line(f"target={caps.name} dtype={SHORT_NAMES.get(dtype, dtype.name)} role={model_role}")
+    histogram = op_histogram(model)  # before the next rule: only rules change the model
     for stage, rules in _stages():
         stage_before = model.graph.num_nodes()
         for rule in rules:
             if not rule.applies(ctx):
                 continue
-            before = op_histogram(model)
+            before = histogram
             matched = rule.apply(model, ctx)
-            added, removed = diff(before, op_histogram(model))
+            histogram = op_histogram(model)
+            added, removed = diff(before, histogram)
             tracer.records.append(RuleRecord(stage, rule.name, matched, added, removed))
             change = describe(added, removed)
             tracer.line(f"  {stage}/{rule.name}: {change if matched or change else 'no matches'}")
@@ -109,7 +111,7 @@ def optimize_model(
     if trace:
         for row in tracer.summary().splitlines():
             tracer.line(row)
-    histogram = dict(op_histogram(model))
+    histogram = dict(histogram)
     _warn_if_gqa_missing(caps, dtype, model_role, histogram, model)
     return OptimizationReport(caps.name, dtype, model_role, tracer.records, histogram)
 
