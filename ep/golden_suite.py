@@ -1,11 +1,13 @@
-"""L5 golden op-histogram snapshots of one EP: the shared suite.
+"""L5 golden op-histogram snapshots of one EP, float and int4: the shared suite.
 
 ``ep/<name>/<name>_golden_test.py`` instantiates it with
 ``globals().update(golden_suite.tests_for("<ep>"))``. Every family's tiny
 checkpoint is built for the EP at its primary dtype and its op histogram must
 equal ``ep/<name>/golden/<family>.json``; a difference fails with a per-op
-diff. Regenerate intended changes with
-``./bazelw run //tools:golden -- --update --ep <name>`` (testing/golden.py).
+diff. The same family built with ``--quant int4`` must pass ep/int4_checks.py
+(L1 / L2 against that float build, shared through the module's ``builds``, and
+``ep/<name>/golden_int4/<family>.json``). Regenerate intended changes with
+``./bazelw run //tools:golden -- --update --ep <name> [--quant int4]`` (testing/golden.py).
 """
 
 from __future__ import annotations
@@ -14,21 +16,34 @@ from typing import Callable
 
 import pytest
 
-from testing import ep_suite as s, golden
+# int4_checks asserts bare comparisons: have pytest explain them as in a test module
+pytest.register_assert_rewrite("ep.int4_checks")
+
+from ep import int4_checks  # noqa: E402
+from testing import ep_suite as s, golden  # noqa: E402
 
 
 def tests_for(ep: str) -> dict[str, Callable]:
     """The test functions for ``ep`` (to put in a test module's globals)."""
+    dtype = s.primary_dtype(ep)
 
     @pytest.mark.parametrize("family", s.family_params(s.ep_family_names(ep)))
     def test_golden(builds, family):
-        snap = golden.snapshot(builds.get(family, ep, s.primary_dtype(ep)))
+        snap = golden.snapshot(builds.get(family, ep, dtype))
         lines = golden.diff(golden.load(golden.golden_path(ep, family)), snap)
         assert not lines, golden.failure_message(ep, family, lines)
 
-    def test_no_stale_snapshots():
-        stale = golden.stale_files(ep, s.ep_family_names(ep))
-        assert not stale, (f"golden files of unknown families for {ep}: {stale}; remove them "
-                           f"with ./bazelw run //tools:golden -- --update --ep {ep}")
+    @pytest.mark.parametrize("family", s.family_params(s.ep_family_names(ep)))
+    def test_int4(builds, family):
+        float_built = builds.get(family, ep, dtype)  # built once: test_golden's
+        int4_checks.check(float_built, builds.get(family, ep, dtype, int4_checks.QUANT))
 
-    return {"test_golden": test_golden, "test_no_stale_snapshots": test_no_stale_snapshots}
+    @pytest.mark.parametrize("quant", [None, int4_checks.QUANT])
+    def test_no_stale_snapshots(quant):
+        stale = golden.stale_files(ep, s.ep_family_names(ep), quant=quant)
+        option = f" --quant {quant}" if quant else ""
+        assert not stale, (f"golden files of unknown families for {ep}: {stale}; remove them "
+                           f"with ./bazelw run //tools:golden -- --update --ep {ep}{option}")
+
+    return {"test_golden": test_golden, "test_int4": test_int4,
+            "test_no_stale_snapshots": test_no_stale_snapshots}

@@ -6,9 +6,10 @@
 expands into
   :fusion       L2 expectation table per build dtype (<dir>_fusion_test.py)
   :parity       L3 EP graph vs generic graph on onnxruntime's CPU EP (<dir>_parity_test.py)
-  :golden       L5 op-histogram snapshots in golden/<family>.json (a test_suite over
-                :golden_test: a test named "golden" would shadow the golden/ data
-                folder in its runfiles)
+  :golden       L5 op-histogram snapshots in golden/<family>.json, and the --quant int4
+                build's checks (ep/int4_checks.py) and snapshots in golden_int4/<family>.json
+                (a test_suite over :golden_test: a test named "golden" would shadow the
+                golden/ data folder in its runfiles)
 
 Shards default to 1: eight EPs already give 24 targets to run side by side, and
 on a 2-core machine a shard only adds a test process (~3 s of imports) without
@@ -58,6 +59,6 @@ def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
         srcs = ["__init__.py", ep_dir + "_golden_test.py"],
         shard_count = golden_shards,
         tags = tags,
-        data = _DATA + native.glob(["golden/*.json"]),
+        data = _DATA + native.glob(["golden/*.json", "golden_int4/*.json"]),
         deps = _DEPS + ["//ep:golden_suite", "//testing:golden"],
     )

@@ -1,4 +1,5 @@
-"""L5 golden op-histogram snapshots: ep/<ep>/golden/<family>.json.
+"""L5 golden op-histogram snapshots: ep/<ep>/golden/<family>.json (float builds)
+and ep/<ep>/golden_int4/<family>.json (``--quant int4`` builds).
 
 A snapshot is the op histogram (main graph and subgraphs; custom domains
 prefixed, e.g. ``com.microsoft::GroupQueryAttention``) of the optimized graph
@@ -9,6 +10,7 @@ changes are recorded with::
 
     ./bazelw run //tools:golden -- --update            # every EP and family
     ./bazelw run //tools:golden -- --update --ep cpu   # one EP
+    ./bazelw run //tools:golden -- --update --quant int4   # the int4 snapshots
 """
 
 from __future__ import annotations
@@ -28,10 +30,8 @@ def ep_dir(ep: str) -> str:
 
 
 def golden_dir(ep: str, root: str = ROOT, quant: str | None = None) -> str:
-    """ep/<name>/golden, or ep/golden_<quant>/<name> for quantized builds (--quant int4)."""
-    if quant:
-        return os.path.join(root, "ep", f"golden_{quant}", ep_dir(ep))
-    return os.path.join(root, "ep", ep_dir(ep), "golden")
+    """ep/<name>/golden, or ep/<name>/golden_<quant> for quantized builds (--quant int4)."""
+    return os.path.join(root, "ep", ep_dir(ep), f"golden_{quant}" if quant else "golden")
 
 
 def golden_path(ep: str, family: str, root: str = ROOT, quant: str | None = None) -> str:

@@ -1,4 +1,7 @@
-"""L5 golden op-histogram snapshots for the default EP: ep/default/golden (the suite: ep/golden_suite.py)."""
+"""L5 golden snapshots of the default EP: ep/default/golden and golden_int4.
+
+The suite: ep/golden_suite.py.
+"""
 
 from ep import golden_suite
 from testing.ep_suite import builds  # noqa: F401  (module-scoped fixture)

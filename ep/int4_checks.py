@@ -1,4 +1,7 @@
-"""Every family x EP with --quant int4 (EP-default options): L1, L2 and L5.
+"""The --quant int4 checks of one family x EP (EP-default options): L1, L2 and L5.
+
+Run by each EP's golden target (ep/golden_suite.py), which shares the float
+build of its L5 golden with :func:`check` as the reference.
 
 * L1: the package builds and every model passes the ONNX checker.
 * L2: each Linear (a MatMul with a constant weight in the float build of the
@@ -6,24 +9,22 @@
   changed (attention / MoE / norm structure untouched); MatMulNBits EPs:
   MatMulNBits count == Linear count; trt-rtx: no zero-point input and block
   128; onnx-standard: no com.microsoft op at all, blocked DequantizeLinear.
-* L5: the op histogram equals ep/golden_int4/<ep>/<family>.json
+* L5: the op histogram equals ep/<ep>/golden_int4/<family>.json
   (regenerate: ./bazelw run //tools:golden -- --update --quant int4).
 """
+
+from __future__ import annotations
 
 from collections import Counter
 
 import onnx
 import onnx_ir as ir
-import pytest
 
 from mobius.ep.registry import get_ep
 from testing import ep_suite as s, golden
-from testing.ep_suite import builds  # noqa: F401  (module-scoped fixture)
 
 QUANT = "int4"
 QUANTIZED_OPS = ("com.microsoft::MatMulNBits", "DequantizeLinear")
-PARAMS = [pytest.param(ep, fam, id=f"{ep}-{fam}", marks=pytest.mark.shard_group(fam))
-          for ep in s.EP_DTYPES for fam in s.ep_family_names(ep)]
 
 
 #: ops that read a Linear's constant weight: MatMul [K, N], the LM head's
@@ -80,11 +81,9 @@ def _check_form(ep: str, model: ir.Model, linears: int) -> None:
                 assert node.outputs[0].uses()[0].node.op_type == "MatMul"
 
 
-@pytest.mark.parametrize("ep,family", PARAMS)
-def test_int4(builds, ep, family):
-    dtype = s.primary_dtype(ep)
-    float_built = builds.get(family, ep, dtype)
-    built = builds.get(family, ep, dtype, QUANT)
+def check(float_built: s.Built, built: s.Built) -> None:
+    """Asserts L1 / L2 / L5 of the int4 build ``built`` against the float build of its EP."""
+    ep, family = built.ep, built.family
     for key, model in built.models.items():
         reference = float_built.models[key]
         linears = len(_linears(reference))
