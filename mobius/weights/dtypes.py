@@ -59,6 +59,17 @@ def convert_array(array: np.ndarray, dtype: ir.DataType) -> np.ndarray:
     return array.astype(target)
 
 
+def convert_into(array: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = convert_array(array, out's dtype)``, 1M values at a time, so a
+    converted copy of a large tensor never exists in memory. Sizes must match."""
+    if array.size != out.size:
+        raise ValueError(f"cannot write {array.size} values into {out.size}")
+    source, target = array.reshape(-1), out.reshape(-1)
+    dtype = next(d for d, n in _NUMPY.items() if n == out.dtype)
+    for start in range(0, source.size, 1 << 20):
+        target[start:start + (1 << 20)] = convert_array(source[start:start + (1 << 20)], dtype)
+
+
 def check_source_dtype(name: str, source: np.dtype, target: ir.DataType) -> None:
     """Integer or boolean data for a float weight is a corrupt checkpoint, not a cast."""
     if target in _NUMPY and source.kind in "iub":
