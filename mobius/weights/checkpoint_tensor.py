@@ -21,7 +21,7 @@ import onnx_ir as ir
 
 from mobius.errors import WeightsError
 from mobius.weights.dtypes import numpy_dtype
-from mobius.weights.mapped_write import has_fileno, write_mapped
+from mobius.weights.mapped_write import FillableTensor, has_fileno
 from mobius.weights.safetensors_checkpoint import TensorInfo
 
 #: bytes per kernel call, and the buffer of the read/write fallback
@@ -30,20 +30,20 @@ _CHUNK = 64 << 20
 _NO_KERNEL_COPY = {errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM}
 
 
-class CheckpointTensor(ir.LazyTensor):
-    """``load()`` gives the initializer; ``source`` is the checkpoint tensor it comes
-    from, whose bytes are the initializer's when nothing transforms them.
-    ``fill(out)``, if given, writes the initializer into ``out`` (an array of its
-    dtype and shape) instead."""
+class CheckpointTensor(FillableTensor):
+    """``load()`` gives the initializer (``fill(out)``, if given, computes it into
+    ``out``); ``source`` is the checkpoint tensor it comes from, whose bytes are
+    the initializer's when nothing transforms them."""
 
     def __init__(self, load: Callable[[], ir.TensorProtocol], dtype: ir.DataType,
                  shape: ir.Shape, *, name: str, source: TensorInfo, transformed: bool,
                  fill: Callable[[np.ndarray], None] | None = None):
-        super().__init__(load, dtype, shape, name=name)
+        super().__init__(load, dtype, shape, name=name, fill=fill)
         same_bytes = (not transformed and np.dtype(source.dtype) == np.dtype(numpy_dtype(dtype))
                       and source.end - source.begin == self.nbytes)
         self.copy_from = source if same_bytes else None
-        self.fill = None if same_bytes else fill
+        if same_bytes:
+            self.fill = None
 
     def tofile(self, file) -> None:
         if self.copy_from is not None and has_fileno(file):
@@ -51,11 +51,8 @@ class CheckpointTensor(ir.LazyTensor):
             start = file.tell()
             copy_range(self.copy_from, file.fileno(), start)
             file.seek(start + self.nbytes)
-        elif self.fill is None or not write_mapped(file, self.nbytes, self._fill_bytes):
+        else:
             super().tofile(file)
-
-    def _fill_bytes(self, buffer: np.ndarray) -> None:
-        self.fill(buffer.view(numpy_dtype(self.dtype)).reshape(self.shape.numpy()))
 
 
 def copy_range(source: TensorInfo, out_fd: int, out_offset: int) -> None:

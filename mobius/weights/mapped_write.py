@@ -16,6 +16,9 @@ case as an error instead; then nothing is written through the mapping and the
 caller writes as before, where the full disk raises ENOSPC. Where a step is
 not available (not Linux, no /proc, no populate, a file that cannot be
 mapped), ``write_mapped`` returns False the same way.
+
+``FillableTensor`` is the lazy initializer that is saved this way: its
+``fill(out)`` computes its values into a given array.
 """
 
 from __future__ import annotations
@@ -26,9 +29,41 @@ import sys
 from typing import Callable
 
 import numpy as np
+import onnx_ir as ir
 
 #: madvise(2): fault the range in, writable, now (<asm-generic/mman-common.h>)
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+
+
+#: dtypes whose bytes are a numpy array's (``fill`` gets such an array)
+_WHOLE_BYTES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
+
+
+class FillableTensor(ir.LazyTensor):
+    """An ``ir.LazyTensor`` (``func()`` gives the tensor) that ``fill(out)`` can also
+    compute into ``out``, a writable array of its numpy dtype and shape (possibly
+    strided): saved straight into the mapped data file."""
+
+    def __init__(self, func: Callable[[], ir.TensorProtocol], dtype: ir.DataType,
+                 shape: ir.Shape, *, name: str | None = None,
+                 fill: Callable[[np.ndarray], None] | None = None):
+        super().__init__(func, dtype, shape, name=name)
+        self.fill = fill if dtype in _WHOLE_BYTES else None
+
+    def tofile(self, file) -> None:
+        if self.fill is None or not write_mapped(file, self.nbytes, self._fill_bytes):
+            super().tofile(file)
+
+    def _fill_bytes(self, buffer: np.ndarray) -> None:
+        self.fill(buffer.view(self.dtype.numpy()).reshape(self.shape.numpy()))
+
+
+def fill_into(tensor: ir.TensorProtocol, out: np.ndarray) -> None:
+    """Writes ``tensor``'s values into ``out``: in place where it is fillable."""
+    if isinstance(tensor, FillableTensor) and tensor.fill is not None:
+        tensor.fill(out)
+    else:
+        out[...] = tensor.numpy()
 
 
 def write_mapped(file, nbytes: int, fill: Callable[[np.ndarray], None]) -> bool:
