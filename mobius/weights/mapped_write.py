@@ -2,12 +2,14 @@
 
 A transformed checkpoint tensor (the transposed projections: most of a float
 package) used to be built in a temporary array and written to the data file
-with ``write()``: the kernel then copied every byte again into the page cache, and fresh
-anonymous pages were zeroed for the array (perf, llama3.2-1b: 47% and 8% of
-the build's CPU). Mapping the tensor's slice of the file and computing the
-tensor in place does neither; the slice is unmapped as soon as it is filled,
-so its pages leave the process (they stay dirty in the page cache, written
-back like any other, and fsynced before the package is put in place).
+with ``write()``: the kernel then copied every byte again into the page
+cache, and fresh anonymous pages were zeroed for the array (perf,
+llama3.2-1b: 47% and 8% of the build's CPU). Mapping the tensor's slice of
+the file and computing the tensor in place does neither (the page cache's
+own pages are zeroed once when faulted in); the slice is unmapped as soon as
+it is filled, so its pages leave the process (they stay dirty in the page
+cache, written back like any other, and fsynced before the package is put
+in place).
 
 A full disk must stay an error, not a crash: a store to a mapped page the file
 system cannot back kills the process with SIGBUS. So the slice is first
@@ -113,6 +115,7 @@ def _populated_mapping(fd: int, start: int, nbytes: int) -> mmap.mmap | None:
 
 
 def has_fileno(file) -> bool:
+    """Whether ``file`` is backed by a descriptor (not e.g. an io.BytesIO)."""
     try:
         file.fileno()
     except (AttributeError, OSError, ValueError):
