@@ -33,3 +33,12 @@ def test_transpose_of_read_only_memmap(tmp_path):
 def test_transpose_of_non_2d_falls_back():
     array = np.arange(5, dtype=np.float32)
     np.testing.assert_array_equal(transpose(array), array)
+
+
+def test_transpose_into_a_strided_view():
+    """``out=``: the columns of a wider array (a packed weight's part), nothing else touched."""
+    array = np.random.default_rng(1).standard_normal((40, 2100)).astype(np.float32)
+    wide = np.zeros((2100, 50), np.float32)
+    transpose(array, out=wide[:, 5:45])
+    np.testing.assert_array_equal(wide[:, 5:45], array.T)
+    assert not wide[:, :5].any() and not wide[:, 45:].any()

@@ -7,9 +7,10 @@ with constant weights W* [hidden, n*D] (n = num_heads for q, kv_num_heads for k/
 Rewrite:
     qkv = MatMul(x, concat(Wq, Wk, Wv, axis=1)) [+ concat(bq, bk, bv)]
     GroupQueryAttention(qkv, <empty>, <empty>, past_k, past_v, ...)    packed_qkv
-The packed weight/bias are ``ir.LazyTensor`` initializers whose function
-concatenates the parts when the saver asks for the data, so nothing is read
-while optimizing.
+The packed weight/bias are lazy initializers whose function concatenates the
+parts when the saver asks for the data, so nothing is read while optimizing;
+the saver computes each part straight into its columns of the mapped data
+file (weights/mapped_write.py).
 
 Not packed (left unchanged): RoPE applied outside GQA (RotaryEmbedding nodes
 between the MatMuls and GQA, i.e. the EP has no fused RoPE). Packing there
@@ -29,6 +30,7 @@ import onnx_ir as ir
 
 from mobius.contrib.group_query_attention import GqaSpec, retarget_gqa_node, spec_from_node
 from mobius.rewrite.rule import NodeRule, RuleContext, producer, sole_consumer
+from mobius.weights.mapped_write import FillableTensor, fill_into
 from mobius.roles import DECODER
 
 
@@ -173,11 +175,21 @@ class concat_loader:  # noqa: N801 - used like a function
         array = np.concatenate([part.numpy() for part in self.parts], axis=self.axis)
         return ir.Tensor(array, dtype=dtype)
 
+    def fill(self, out: np.ndarray) -> None:
+        """Writes the concatenation into ``out``: each part straight into its slice."""
+        start = 0
+        for part in self.parts:
+            index = [slice(None)] * out.ndim
+            index[self.axis] = slice(start, start + part.shape[self.axis])
+            fill_into(part, out[tuple(index)])
+            start += part.shape[self.axis]
+
 
 def lazy_initializer(graph: ir.Graph, name: str, func, dtype: ir.DataType, shape) -> ir.Value:
     """Registers an initializer backed by ``ir.LazyTensor(func)`` under a fresh name."""
     name = _fresh_name(graph, name)
-    tensor = ir.LazyTensor(func, dtype, ir.Shape(shape), name=name)
+    fill = func.fill if isinstance(func, concat_loader) else None
+    tensor = FillableTensor(func, dtype, ir.Shape(shape), name=name, fill=fill)
     if isinstance(func, concat_loader):
         tensor.meta[CONCAT_OF] = func
     value = ir.Value(name=name, type=ir.TensorType(dtype), shape=ir.Shape(shape),

@@ -265,3 +265,33 @@ def test_tiny_llama_cpu_packed_logits_equal_default_build(checkpoint, tmp_path):
     packed, tokens = g.greedy_logits(paths["cpu"], config, "f32", pad=0)
     assert [t.tolist() for t in tokens] == [t.tolist() for t in ref_tokens]
     assert _max_diff(reference, packed) <= 1e-5
+
+
+def test_tiny_llama_cpu_packed_weights_are_computed_into_the_mapped_file(checkpoint, tmp_path,
+                                                                         monkeypatch):
+    """Each part of a packed weight is transposed straight into its columns of the
+    mapped data file: the same bytes as concatenating the parts and writing them."""
+    import mobius
+    from mobius.weights import mapped_write
+
+    write_mapped, mapped = mapped_write.write_mapped, []
+
+    def counted(file, nbytes, fill):
+        ok = write_mapped(file, nbytes, fill)
+        mapped.append(nbytes if ok else None)
+        return ok
+
+    monkeypatch.setattr(mapped_write, "write_mapped", counted)
+    pkg = mobius.build(checkpoint, execution_provider="cpu", dtype="f32")
+    packed = [v.const_value.nbytes for name, v in pkg.model.graph.initializers.items()
+              if "qkv_proj.weight" in name]
+    folders = {"mapped": pkg.save(str(tmp_path / "mapped"))}
+    assert None not in mapped and len(packed) == pkg.config.num_hidden_layers
+    assert sorted(set(packed)) == sorted(set(packed) & set(mapped))
+    monkeypatch.setattr(mapped_write, "write_mapped", lambda *args: False)
+    folders["written"] = pkg.save(str(tmp_path / "written"))
+    data = {}
+    for key, folder in folders.items():
+        with open(os.path.join(folder, "model.onnx.data"), "rb") as f:
+            data[key] = f.read()
+    assert data["mapped"] == data["written"]

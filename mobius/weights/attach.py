@@ -14,10 +14,11 @@ import re
 import onnx_ir as ir
 from onnxscript import nn
 
-from mobius.components.weight import Sources, Weight
+from mobius.components.weight import Sources, Weight, transpose
 from mobius.errors import WeightsError
 from mobius.weights.checkpoint_tensor import CheckpointTensor
-from mobius.weights.dtypes import check_source_dtype, convert_array, warn_if_not_finite
+from mobius.weights.dtypes import (check_source_dtype, convert_array, convert_into,
+                                   warn_if_not_finite)
 from mobius.weights.prequantized_checkpoint import (PREQUANTIZED, PrequantizedCheckpoint,
                                                    source_for)
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
@@ -84,6 +85,7 @@ def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint | Prequa
         param.const_value = CheckpointTensor(
             _loader(checkpoint, source, param), param.dtype, ir.Shape(param.shape),
             name=param.name, source=info, transformed=param.transform is not None,
+            fill=_filler(checkpoint, source, param),
         )
         param.const_value.meta[CHECKPOINT_NAME] = source
         packed = checkpoint.packed(source) if hasattr(checkpoint, "packed") else None
@@ -167,3 +169,20 @@ def _loader(checkpoint: SafetensorsCheckpoint, source: str, param: Weight):
         return ir.Tensor(convert_array(array, param.dtype), name=param.name)
 
     return load
+
+
+def _filler(checkpoint: SafetensorsCheckpoint, source: str, param: Weight):
+    """What ``_loader`` loads, written into ``out`` (e.g. the mapped data file): a
+    transpose or a dtype conversion straight into it, any other transform through
+    one temporary array."""
+    def fill(out) -> None:
+        array = checkpoint.read(source)
+        warn_if_not_finite(source, array)
+        if param.transform is None:
+            convert_into(array, out)
+        elif param.transform is transpose:
+            transpose(convert_array(array, param.dtype), out=out)
+        else:
+            convert_into(param.transform(array), out)
+
+    return fill

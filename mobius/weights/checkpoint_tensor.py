@@ -4,8 +4,10 @@ Most of a float32 package is the checkpoint's bytes as they are (embeddings,
 norms, a Gemm-layout LM head). For those, ``tofile`` asks the kernel to copy
 the byte range from the safetensors file into the package's data file
 (``copy_file_range``): no page of the tensor is mapped into this process, so
-the build's memory does not grow with the largest tensor. Anything else
-(transposed, sliced, converted) is read, transformed and written as before.
+the build's memory does not grow with the largest tensor. A tensor with a
+``fill`` (transposed or converted) is computed straight into its slice of the
+data file, mapped (mapped_write.py); anything else is read, transformed and
+written.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import onnx_ir as ir
 
 from mobius.errors import WeightsError
 from mobius.weights.dtypes import numpy_dtype
+from mobius.weights.mapped_write import FillableTensor, has_fileno
 from mobius.weights.safetensors_checkpoint import TensorInfo
 
 #: bytes per kernel call, and the buffer of the read/write fallback
@@ -27,25 +30,29 @@ _CHUNK = 64 << 20
 _NO_KERNEL_COPY = {errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM}
 
 
-class CheckpointTensor(ir.LazyTensor):
-    """``load()`` gives the initializer; ``source`` is the checkpoint tensor it comes
-    from, whose bytes are the initializer's when nothing transforms them."""
+class CheckpointTensor(FillableTensor):
+    """``load()`` gives the initializer (``fill(out)``, if given, computes it into
+    ``out``); ``source`` is the checkpoint tensor it comes from, whose bytes are
+    the initializer's when nothing transforms them."""
 
     def __init__(self, load: Callable[[], ir.TensorProtocol], dtype: ir.DataType,
-                 shape: ir.Shape, *, name: str, source: TensorInfo, transformed: bool):
-        super().__init__(load, dtype, shape, name=name)
+                 shape: ir.Shape, *, name: str, source: TensorInfo, transformed: bool,
+                 fill: Callable[[np.ndarray], None] | None = None):
+        super().__init__(load, dtype, shape, name=name, fill=fill)
         same_bytes = (not transformed and np.dtype(source.dtype) == np.dtype(numpy_dtype(dtype))
                       and source.end - source.begin == self.nbytes)
         self.copy_from = source if same_bytes else None
+        if same_bytes:
+            self.fill = None
 
     def tofile(self, file) -> None:
-        if self.copy_from is None or not _has_fileno(file):
+        if self.copy_from is not None and has_fileno(file):
+            file.flush()
+            start = file.tell()
+            copy_range(self.copy_from, file.fileno(), start)
+            file.seek(start + self.nbytes)
+        else:
             super().tofile(file)
-            return
-        file.flush()
-        start = file.tell()
-        copy_range(self.copy_from, file.fileno(), start)
-        file.seek(start + self.nbytes)
 
 
 def copy_range(source: TensorInfo, out_fd: int, out_offset: int) -> None:
@@ -81,11 +88,3 @@ def _read_write(in_fd: int, out_fd: int, source: TensorInfo, done: int, out_offs
 def _shrunk(source: TensorInfo) -> WeightsError:
     return WeightsError(f"cannot read {source.name!r} from {os.path.basename(source.path)}: the "
                         "file ended early; was it changed while mobius was running?")
-
-
-def _has_fileno(file) -> bool:
-    try:
-        file.fileno()
-    except (AttributeError, OSError, ValueError):
-        return False
-    return True

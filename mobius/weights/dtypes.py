@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 import ml_dtypes
 import numpy as np
@@ -51,7 +52,25 @@ def numpy_dtype(dtype: ir.DataType) -> np.dtype:
 
 def convert_array(array: np.ndarray, dtype: ir.DataType) -> np.ndarray:
     """Converts a float array to the build dtype (bf16 goes through float32)."""
-    target = _NUMPY[dtype]
+    return _converted(array, _NUMPY[dtype])
+
+
+def convert_into(array: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = convert_array(array, <out's dtype>)`` (``array`` read in ``out``'s
+    shape; ``out`` may be a strided view), ~1M values at a time: no converted copy
+    of a large tensor is ever held."""
+    if array.size != out.size:
+        raise ValueError(f"cannot write {array.size} values into {out.size}")
+    array = array.reshape(out.shape)
+    if out.ndim == 0:
+        out[...] = _converted(array, out.dtype)
+        return
+    step = max(1, (1 << 20) // max(1, math.prod(out.shape[1:])))
+    for start in range(0, out.shape[0], step):
+        out[start:start + step] = _converted(array[start:start + step], out.dtype)
+
+
+def _converted(array: np.ndarray, target: np.dtype) -> np.ndarray:
     if array.dtype == target:
         return array
     if array.dtype == ml_dtypes.bfloat16 or target == ml_dtypes.bfloat16:

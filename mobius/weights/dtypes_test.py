@@ -8,7 +8,8 @@ import onnx_ir as ir
 import pytest
 
 from mobius.errors import MobiusError
-from mobius.weights.dtypes import SHORT_NAMES, convert_array, numpy_dtype, parse_dtype
+from mobius.weights.dtypes import (SHORT_NAMES, convert_array, convert_into, numpy_dtype,
+                                   parse_dtype)
 
 F32, F16, BF16 = ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16
 
@@ -129,3 +130,23 @@ def test_no_torch_needed():
     result = subprocess.run([sys.executable, "-c", code], cwd=root, env=env,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("source", [np.float32, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("target", [F32, F16, BF16])
+def test_convert_into_equals_convert_array_chunk_by_chunk(source, target):
+    """Over 1M values (several chunks), into a C-contiguous array and a strided view."""
+    array = np.random.default_rng(3).standard_normal((1030, 1100)).astype(source)
+    want = convert_array(array, target)
+    out = np.empty_like(want)
+    convert_into(array, out)
+    np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
+    wide = np.zeros((1030, 1101), numpy_dtype(target))
+    convert_into(array, wide[:, 1:])
+    np.testing.assert_array_equal(wide[:, 1:].astype(np.float32), want.astype(np.float32))
+    assert not wide[:, 0].any()
+
+
+def test_convert_into_refuses_another_size():
+    with pytest.raises(ValueError, match="cannot write 6 values into 5"):
+        convert_into(np.zeros(6, np.float32), np.zeros(5, np.float32))
