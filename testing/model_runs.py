@@ -55,7 +55,9 @@ def ort_session(model_path: str):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 2
+    # one thread: tiny models, and Bazel runs two tests at once on two cores (a second
+    # intra-op thread only spins; -10% CPU on granitemoehybrid_test)
+    options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     return ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
 
