@@ -3,8 +3,8 @@
 The same synthetic GPTQ / AWQ checkpoint is built by mobius (no --quant,
 accuracy level 1) and by ``python -m onnxruntime_genai.models.builder -p int4
 -e cpu`` (accuracy_level=1, lm_head kept float; its ``__main__`` run in this
-process); both packages run in onnxruntime on the same unpadded batch and must give the same logits (within
-1e-5 of the logit scale) and the same greedy tokens.
+process); both packages run in onnxruntime on the same unpadded batch and must
+give the same logits (within 1e-5 of the logit scale) and the same greedy tokens.
 
 Only the checkpoints the peer reads correctly are compared here; where it
 does not (docs/prequantized.md, "ORT GenAI's builder on pre-quantized
