@@ -192,6 +192,15 @@ def make_family_checkpoint(folder: str, family, seed: int = 0, **overrides) -> s
     return make_hf_checkpoint(folder, family.tiny_preset, seed=seed, **overrides)
 
 
+def family_checkpoint(folder: str, family) -> str:
+    """``family``'s seed-0 transformers checkpoint, to read only: the Bazel-built one when
+    the test has //testing/tiny:hf in its data (no torch import, nothing written), else
+    make_family_checkpoint(folder, family) (the same bytes)."""
+    from testing.hf_checkpoints import prebuilt_hf_checkpoint
+
+    return prebuilt_hf_checkpoint(family.tiny_preset) or make_family_checkpoint(folder, family)
+
+
 def op_counts(model_path: str) -> dict[str, int]:
     """Node count per op of a saved model's main graph (``domain::op`` for custom domains)."""
     import collections
