@@ -193,12 +193,10 @@ def make_family_checkpoint(folder: str, family, seed: int = 0, **overrides) -> s
 
 
 def family_checkpoint(folder: str, family) -> str:
-    """``family``'s seed-0 transformers checkpoint, to read only: the Bazel-built one when
-    the test has //testing/tiny:hf in its data (no torch import, nothing written), else
-    make_family_checkpoint(folder, family) (the same bytes)."""
-    from testing.hf_checkpoints import prebuilt_hf_checkpoint
+    """hf_checkpoints.seed0_checkpoint of ``family``'s tiny preset: read it, never write."""
+    from testing.hf_checkpoints import seed0_checkpoint
 
-    return prebuilt_hf_checkpoint(family.tiny_preset) or make_family_checkpoint(folder, family)
+    return seed0_checkpoint(folder, family.tiny_preset)
 
 
 def op_counts(model_path: str) -> dict[str, int]:
