@@ -1,7 +1,7 @@
 """Hostile and unlucky inputs (issue #8): one `mobius: error:` line naming the field,
 tensor or file, a non-zero exit, nothing written, and the checkpoint untouched.
 
-Resource bombs run in a child under a memory limit (testing/bounded_run.py),
+Resource bombs run in a child under a memory limit (testing/fork_server.py),
 so a bomb that slipped past the checks fails the test, not the machine.
 """
 
@@ -23,7 +23,7 @@ from mobius.cli import main
 from mobius.tiny.checkpoint import make_tiny_checkpoint
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 from mobius.weights.safetensors_writer import write_safetensors
-from testing.bounded_run import ROOT, run_mobius
+from testing.fork_server import ROOT, ForkServer
 
 WEIGHT = "model.layers.0.mlp.up_proj.weight"
 
@@ -209,15 +209,23 @@ BOMBS = {
 }
 
 
+@pytest.fixture(scope="module")
+def server():
+    """mobius imported once; each bomb's build runs in a fork of it under the memory limit
+    (no interpreter start and mobius import per bomb)."""
+    with ForkServer(memory_bytes=3 << 30) as server:
+        yield server
+
+
 @pytest.mark.parametrize("bomb", sorted(BOMBS))
-def test_resource_bomb_fails_fast(bomb, ckpt, tmp_path):
+def test_resource_bomb_fails_fast(bomb, ckpt, tmp_path, server):
     changes, fragment = BOMBS[bomb]
     _edit_json(ckpt / "config.json", **changes)
     started = time.monotonic()
-    result = run_mobius(["build", "-q", "--model", str(ckpt), str(tmp_path / "out")],
+    result = server.run(["build", "-q", "--model", str(ckpt), str(tmp_path / "out")],
                         timeout=120)
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    lines = result.output.strip().splitlines()  # stdout + stderr: -q prints nothing else
+    assert result.code == 1 and len(lines) == 1, result.output
     assert lines[0].startswith("mobius: error: config.json") and fragment in lines[0]
     assert time.monotonic() - started < 60
     assert sorted(os.listdir(tmp_path)) == ["ckpt"]

@@ -55,7 +55,9 @@ def ort_session(model_path: str):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 2
+    # one thread: tiny models, and Bazel runs two tests at once on two cores (a second
+    # intra-op thread only spins; -10% CPU on granitemoehybrid_test)
+    options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     return ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
 
@@ -188,6 +190,20 @@ def make_family_checkpoint(folder: str, family, seed: int = 0, **overrides) -> s
     from testing.hf_checkpoints import make_hf_checkpoint
 
     return make_hf_checkpoint(folder, family.tiny_preset, seed=seed, **overrides)
+
+
+def seed0_checkpoint(folder: str, preset: str) -> str:
+    """``preset``'s seed-0 transformers checkpoint, to read only: the Bazel-built one when
+    the test has //testing/tiny:hf in its data (no torch import, nothing written), else
+    make_hf_checkpoint(folder, preset) (the same bytes)."""
+    from testing.hf_checkpoints import make_hf_checkpoint, prebuilt_hf_checkpoint
+
+    return prebuilt_hf_checkpoint(preset) or make_hf_checkpoint(folder, preset)
+
+
+def family_checkpoint(folder: str, family) -> str:
+    """seed0_checkpoint of ``family``'s tiny preset: read it, never write."""
+    return seed0_checkpoint(folder, family.tiny_preset)
 
 
 def op_counts(model_path: str) -> dict[str, int]:

@@ -91,7 +91,7 @@ def run_model(model: ir.Model, feeds: Mapping[str, np.ndarray], check: bool = Tr
 
     proto = to_proto(model, check)
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 2
+    options.intra_op_num_threads = 1  # tiny graphs; two tests share two cores under Bazel
     if optimization_level is not None:
         options.graph_optimization_level = optimization_level
     session = ort.InferenceSession(proto.SerializeToString(), options,

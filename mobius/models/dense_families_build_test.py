@@ -9,14 +9,11 @@ import os
 import onnx
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from mobius.builder import build  # noqa: E402
-from mobius.ep.registry import ep_registry  # noqa: E402
-from mobius.optimize.histogram import op_histogram  # noqa: E402
-from mobius.weights.dtypes import SHORT_NAMES  # noqa: E402
-from testing.random_checkpoint import random_checkpoint  # noqa: E402
+from mobius.builder import build
+from mobius.ep.registry import ep_registry
+from mobius.optimize.histogram import op_histogram
+from mobius.weights.dtypes import SHORT_NAMES
+from testing.model_runs import seed0_checkpoint
 
 PRESETS = ["tiny-olmo", "tiny-starcoder2", "tiny-stablelm", "tiny-cohere", "tiny-cohere2",
            "tiny-glm", "tiny-glm4", "tiny-nemotron", "tiny-falcon", "tiny-exaone4",
@@ -34,11 +31,12 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
+    """Every parameter random (biases and norms included): graphs as for a real checkpoint."""
     made = {}
 
     def get(preset: str) -> str:
         if preset not in made:
-            made[preset] = random_checkpoint(str(tmp_path_factory.mktemp(preset)), preset)
+            made[preset] = seed0_checkpoint(str(tmp_path_factory.mktemp(preset)), preset)
         return made[preset]
 
     return get

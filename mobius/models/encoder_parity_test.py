@@ -24,7 +24,7 @@ from mobius.context import build_context  # noqa: E402
 from mobius.models.registry import FAMILIES  # noqa: E402
 from mobius.tasks import encoder  # noqa: E402
 from testing.encoder_runs import encoder_parity, save_sentence_transformer  # noqa: E402
-from testing.model_runs import (build_package, make_family_checkpoint, op_counts,  # noqa: E402
+from testing.model_runs import (build_package, family_checkpoint, op_counts,  # noqa: E402
                                 ort_session)
 
 F32_TOLERANCE = 1e-4
@@ -51,7 +51,7 @@ def checkpoint(tmp_path_factory):
             root = tmp_path_factory.mktemp(f"{family.name}-{pooling}")
             base = get(family) if pooling else None
             if pooling is None:
-                made[key] = make_family_checkpoint(str(root / "ckpt"), family)
+                made[key] = family_checkpoint(str(root / "ckpt"), family)
             else:
                 modes, normalize = POOLINGS[pooling]
                 made[key] = save_sentence_transformer(base, str(root / "st"), modes, normalize)

@@ -13,13 +13,10 @@ import onnx
 import onnx_ir
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from mobius.models.registry import FAMILIES  # noqa: E402
-from mobius.package.model_package import ModelPackage  # noqa: E402
-from mobius.roles import DECODER  # noqa: E402
-from testing.model_runs import build_package, make_family_checkpoint  # noqa: E402
+from mobius.models.registry import FAMILIES
+from mobius.package.model_package import ModelPackage
+from mobius.roles import DECODER
+from testing.model_runs import build_package, family_checkpoint
 
 DTYPES = {"f32": onnx.TensorProto.FLOAT, "f16": onnx.TensorProto.FLOAT16,
           "bf16": onnx.TensorProto.BFLOAT16}
@@ -33,7 +30,7 @@ def checkpoints(tmp_path_factory):
     def get(family):
         if family.name not in made:
             folder = tmp_path_factory.mktemp(f"ckpt-{family.name}")
-            made[family.name] = make_family_checkpoint(str(folder), family)
+            made[family.name] = family_checkpoint(str(folder), family)
         return made[family.name]
 
     return get

@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 
 from mobius.models.registry import FAMILIES  # noqa: E402
 from testing.hf_checkpoints import load_hf_model  # noqa: E402
-from testing.model_runs import build_package, f32_parity, make_family_checkpoint  # noqa: E402
+from testing.model_runs import build_package, f32_parity, family_checkpoint  # noqa: E402
 
 F32_TOLERANCE = 1e-4
 PROMPT, STEPS, PAD = 10, 3, 3
@@ -27,7 +27,7 @@ OTHER_FAMILIES = [f for f in FAMILIES
 @pytest.mark.parametrize("family", OTHER_FAMILIES, ids=lambda f: f.name)
 def test_f32_parity_other_families(family, tmp_path):
     """Every other registered decoder family, default tiny preset."""
-    folder = make_family_checkpoint(str(tmp_path / "ckpt"), family)
+    folder = family_checkpoint(str(tmp_path / "ckpt"), family)
     built = build_package(folder, tmp_path / "onnx", "f32")
     run = f32_parity(built, load_hf_model(folder), prompt_len=PROMPT, steps=STEPS, pad=PAD)
     assert run.max_abs_diff <= F32_TOLERANCE, f"{family.name}: {run.max_abs_diff:.3g}"

@@ -17,14 +17,11 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from mobius.builder import build  # noqa: E402
-from mobius.models.registry import FAMILIES  # noqa: E402
-from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint  # noqa: E402
-from testing.model_runs import make_family_checkpoint  # noqa: E402
+from mobius.builder import build
+from mobius.models.registry import FAMILIES
+from mobius.tiny.presets import TINY_PRESETS
+from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
+from testing.model_runs import family_checkpoint
 
 TIED = [f for f in FAMILIES if TINY_PRESETS[f.tiny_preset].get("tie_word_embeddings")]
 #: (EP, dtype): the generic graph, the CPU EP (whose head differs), lowered ones
@@ -68,7 +65,7 @@ def checkpoints(tmp_path_factory):
     def get(family):
         if family.name not in made:
             folder = tmp_path_factory.mktemp(f"ckpt-{family.name}")
-            made[family.name] = make_family_checkpoint(str(folder), family)
+            made[family.name] = family_checkpoint(str(folder), family)
         return made[family.name]
 
     return get

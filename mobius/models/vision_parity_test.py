@@ -21,8 +21,8 @@ pytest.importorskip("transformers")
 
 from mobius.errors import ConfigError, UnsupportedModelError  # noqa: E402
 from mobius.models.registry import FAMILIES  # noqa: E402
-from testing.model_runs import (NUMPY_DTYPES, build_package, make_family_checkpoint,  # noqa: E402
-                                op_counts, ort_session)
+from testing.model_runs import (NUMPY_DTYPES, build_package, family_checkpoint,  # noqa: E402
+                                make_family_checkpoint, op_counts, ort_session)
 from testing.vision_runs import image_parity  # noqa: E402
 
 F32_TOLERANCE = 1e-4
@@ -37,7 +37,7 @@ def checkpoint(tmp_path_factory):
     def get(family):
         if family.name not in made:
             folder = tmp_path_factory.mktemp(family.name) / "ckpt"
-            made[family.name] = make_family_checkpoint(str(folder), family)
+            made[family.name] = family_checkpoint(str(folder), family)
         return made[family.name]
 
     return get

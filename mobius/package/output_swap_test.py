@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+import traceback
 
 import numpy as np
 import onnx_ir as ir
@@ -46,15 +48,70 @@ def tiny_package(version: int) -> ModelPackage:
                         extra_json={"version.json": {"version": version}})
 
 
-def _run(out, version, overwrite=True, crash=None, portable=False, gate=""):
+class _Child:
+    """A save in a forked child of this process (the part of ``subprocess.Popen`` used here).
+
+    A fork shares this process's imports: ~50 children per run that each started an
+    interpreter and imported numpy, onnx_ir and mobius cost most of this test's CPU. The
+    child is still its own process, killed by its own signal at the named step.
+    """
+
+    def __init__(self, out, version, overwrite, env, gate, ready):
+        read_end, write_end = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # pragma: no cover (the child)
+            os.close(read_end)
+            self._save(write_end, out, version, overwrite, env, gate, ready)
+        os.close(write_end)
+        self.stderr = os.fdopen(read_end, "r")
+        self.returncode = None
+
+    @staticmethod
+    def _save(err_fd, out, version, overwrite, env, gate, ready):
+        code = 1
+        try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a fresh python
+            os.environ.clear()
+            os.environ.update(env)
+            if ready:
+                open(ready, "w").close()
+            while gate and not os.path.exists(gate):
+                time.sleep(0.005)
+            tiny_package(version).save(str(out), overwrite=overwrite)
+            code = 0
+        except BaseException:
+            with os.fdopen(err_fd, "w") as err:
+                traceback.print_exc(file=err)
+        finally:
+            os._exit(code)
+
+    def wait(self, timeout):
+        deadline = time.monotonic() + timeout
+        while self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+            elif time.monotonic() > deadline:
+                os.kill(self.pid, signal.SIGKILL)
+                raise TimeoutError(f"save child {self.pid} still running after {timeout} s")
+            else:
+                time.sleep(0.005)
+        return self.returncode
+
+    def communicate(self, timeout):
+        self.wait(timeout)
+        return None, self.stderr.read()
+
+
+def _run(out, version, overwrite=True, crash=None, portable=False, gate="", ready=""):
+    """tiny_package(version).save(out) in a child process; ``ready``: a file the child
+    makes before it waits for ``gate`` to exist."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MOBIUS_SAVE_")}
     if crash:
         env["MOBIUS_SAVE_CRASH_AT"] = crash
     if portable:
         env["MOBIUS_SAVE_PORTABLE_RENAME"] = "1"
-    return subprocess.Popen([sys.executable, "-c", _CHILD.format(root=_ROOT), str(out),
-                             str(version), "1" if overwrite else "0", gate], env=env,
-                            stderr=subprocess.PIPE, text=True)
+    return _Child(out, version, overwrite, env, gate, ready)
 
 
 def _version(out) -> int | None:
@@ -128,9 +185,12 @@ def test_cli_interrupt_after_the_rename_reports_the_package(tmp_path):
 @pytest.mark.parametrize("overwrite", [False, True])
 def test_concurrent_saves_into_one_output(tmp_path, overwrite, portable):
     out, gate = tmp_path / "out", tmp_path / "gate"
-    children = [_run(out, v, overwrite=overwrite, portable=portable, gate=str(gate))
-                for v in range(1, 6)]
-    time.sleep(1.0)  # let every child reach the gate
+    children = [_run(out, v, overwrite=overwrite, portable=portable, gate=str(gate),
+                     ready=str(tmp_path / f"ready-{v}")) for v in range(1, 6)]
+    for v in range(1, 6):  # every child reaches the gate before it opens
+        while not (tmp_path / f"ready-{v}").exists():
+            time.sleep(0.005)
+        (tmp_path / f"ready-{v}").unlink()
     gate.touch()
     results = [(c.wait(timeout=120), c.stderr.read()) for c in children]
     gate.unlink()

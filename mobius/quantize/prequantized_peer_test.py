@@ -2,9 +2,9 @@
 
 The same synthetic GPTQ / AWQ checkpoint is built by mobius (no --quant,
 accuracy level 1) and by ``python -m onnxruntime_genai.models.builder -p int4
--e cpu`` (accuracy_level=1, lm_head kept float); both packages run in
-onnxruntime on the same unpadded batch and must give the same logits (within
-1e-5 of the logit scale) and the same greedy tokens.
+-e cpu`` (accuracy_level=1, lm_head kept float; its ``__main__`` run in this
+process); both packages run in onnxruntime on the same unpadded batch and must
+give the same logits (within 1e-5 of the logit scale) and the same greedy tokens.
 
 Only the checkpoints the peer reads correctly are compared here; where it
 does not (docs/prequantized.md, "ORT GenAI's builder on pre-quantized
@@ -16,7 +16,7 @@ the input size, and group size -1 over a non-power-of-two input size.
 from __future__ import annotations
 
 import os
-import subprocess
+import runpy
 import sys
 
 import numpy as np
@@ -33,23 +33,25 @@ CASES = {
 }
 
 
-def _peer_build(folder: str, out: str, cache: str) -> None:
-    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", folder, "-o", out,
-               "-p", "int4", "-e", "cpu", "-c", cache,
-               "--extra_options", "accuracy_level=1", "nodes_to_exclude=/lm_head/MatMul"]
-    env = {**os.environ, "HF_HOME": os.path.join(cache, "hf")}  # hermetic: nothing under ~
-    result = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
+def _peer_build(folder: str, out: str, cache: str, monkeypatch) -> None:
+    """``python -m onnxruntime_genai.models.builder ...``, run in this process (runpy): the
+    same entry point without a new interpreter importing torch and transformers per case."""
+    argv = ["builder", "-i", folder, "-o", out, "-p", "int4", "-e", "cpu", "-c", cache,
+            "--extra_options", "accuracy_level=1", "nodes_to_exclude=/lm_head/MatMul"]
+    monkeypatch.setenv("HF_HOME", os.path.join(cache, "hf"))  # hermetic: nothing under ~
+    monkeypatch.setattr(sys, "argv", argv)
+    runpy.run_module("onnxruntime_genai.models.builder", run_name="__main__", alter_sys=True)
+    assert os.path.exists(os.path.join(out, "model.onnx"))
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_mobius_and_ort_genai_builder_agree(tmp_path, name):
+def test_mobius_and_ort_genai_builder_agree(tmp_path, name, monkeypatch):
     from mobius.builder import build
 
     folder = write_prequantized(str(tmp_path / "ckpt"), str(tmp_path / "ref"), CASES[name],
                                 intermediate_size=160, attention_bias=True, mlp_bias=True)
     peer = str(tmp_path / "peer")
-    _peer_build(folder, peer, str(tmp_path / "peer-cache"))
+    _peer_build(folder, peer, str(tmp_path / "peer-cache"), monkeypatch)
     package = build(folder, execution_provider="cpu", quant_accuracy_level=1,
                     prefill_logits="all")  # the peer returns every position
     ours = package.save(str(tmp_path / "mobius"))
