@@ -141,13 +141,10 @@ class Checkpoints:
 
     def folder(self, family_name: str) -> str:
         if family_name not in self._folders:
-            from testing.hf_checkpoints import make_hf_checkpoint, prebuilt_hf_checkpoint
+            from testing.hf_checkpoints import seed0_checkpoint
 
-            preset = family(family_name).tiny_preset
-            folder = prebuilt_hf_checkpoint(preset)  # in the suites' data: no torch import here
-            if folder is None:
-                folder = make_hf_checkpoint(os.path.join(self.root, family_name), preset)
-            self._folders[family_name] = folder
+            self._folders[family_name] = seed0_checkpoint(  # in the suites' data: no torch
+                os.path.join(self.root, family_name), family(family_name).tiny_preset)
         return self._folders[family_name]
 
 

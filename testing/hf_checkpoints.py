@@ -23,6 +23,13 @@ def prebuilt_hf_checkpoint(preset: str) -> str | None:
     return real_folder(folder, "config.json")
 
 
+def seed0_checkpoint(folder: str, preset: str) -> str:
+    """``preset``'s seed-0 transformers checkpoint, to read only: the Bazel-built one when
+    the test has //testing/tiny:hf in its data (no torch import, nothing written), else
+    make_hf_checkpoint(folder, preset) (the same bytes)."""
+    return prebuilt_hf_checkpoint(preset) or make_hf_checkpoint(folder, preset)
+
+
 def make_hf_checkpoint(folder: str, preset: str, seed: int = 0, **overrides) -> str:
     """Saves a random transformers model for ``preset`` (+ overrides) into ``folder``,
     as the auto class of its family's task (``Task.reference.auto_class``) makes it."""

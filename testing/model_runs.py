@@ -192,17 +192,10 @@ def make_family_checkpoint(folder: str, family, seed: int = 0, **overrides) -> s
     return make_hf_checkpoint(folder, family.tiny_preset, seed=seed, **overrides)
 
 
-def seed0_checkpoint(folder: str, preset: str) -> str:
-    """``preset``'s seed-0 transformers checkpoint, to read only: the Bazel-built one when
-    the test has //testing/tiny:hf in its data (no torch import, nothing written), else
-    make_hf_checkpoint(folder, preset) (the same bytes)."""
-    from testing.hf_checkpoints import make_hf_checkpoint, prebuilt_hf_checkpoint
-
-    return prebuilt_hf_checkpoint(preset) or make_hf_checkpoint(folder, preset)
-
-
 def family_checkpoint(folder: str, family) -> str:
-    """seed0_checkpoint of ``family``'s tiny preset: read it, never write."""
+    """hf_checkpoints.seed0_checkpoint of ``family``'s tiny preset: read it, never write."""
+    from testing.hf_checkpoints import seed0_checkpoint
+
     return seed0_checkpoint(folder, family.tiny_preset)
 
 

@@ -13,7 +13,7 @@ from mobius.builder import build
 from mobius.ep.registry import ep_registry
 from mobius.optimize.histogram import op_histogram
 from mobius.weights.dtypes import SHORT_NAMES
-from testing.model_runs import seed0_checkpoint
+from testing.hf_checkpoints import seed0_checkpoint
 
 PRESETS = ["tiny-olmo", "tiny-starcoder2", "tiny-stablelm", "tiny-cohere", "tiny-cohere2",
            "tiny-glm", "tiny-glm4", "tiny-nemotron", "tiny-falcon", "tiny-exaone4",
