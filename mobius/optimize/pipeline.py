@@ -29,6 +29,7 @@ from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 
 def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.bias_gelu import BiasGeluFusion
+    from mobius.rewrite.checkpoint_layout_matmul import CheckpointLayoutMatMul
     from mobius.rewrite.float32_compute import Float32Compute
     from mobius.rewrite.gelu import GeluFusion
     from mobius.rewrite.group_query_attention import GroupQueryAttentionFusion
@@ -55,7 +56,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
                   SkipSimplifiedLayerNormFusion(), SkipLayerNormFusion(),
                   GeluFusion(), BiasGeluFusion(),
                   MoEFusion(), QuickGeluFusion(), QuantizeLinears(), UnflattenQuantizedHead(),
-                  HeadFusedMatMul()]),
+                  HeadFusedMatMul(), CheckpointLayoutMatMul()]),
         ("inline", [InlineUnsupportedFunctions()]),
         ("lower", [UnpackQKV(), SeparateRoPE(),
                    IfToWhere(), Int32GraphIO(), ShapeElimination(), Float32Compute()]),

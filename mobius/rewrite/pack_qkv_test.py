@@ -224,14 +224,14 @@ def test_tiny_llama_is_packed_for_packing_eps(checkpoint, ep, dtype):
     for gqa in gqas:
         assert gqa.inputs[1] is None and gqa.inputs[2] is None
         assert gqa.attributes["do_rotary"].value == 1
-    # per layer: one qkv + o_proj + gate/up/down; the lm_head is a Gemm (FusedMatMul
-    # where HeadFusedMatMul fuses it)
+    # per layer: one qkv + o_proj + gate/up/down, and the lm_head: MatMuls and a Gemm, or
+    # FusedMatMuls where the EP reads weights as stored (CheckpointLayoutMatMul, HeadFusedMatMul)
     counts = g.op_counts(pkg.model)
-    assert counts["MatMul"] == 5 * layers
-    assert counts["Gemm"] + counts["com.microsoft::FusedMatMul"] == 1
+    assert counts["MatMul"] + counts["Gemm"] + counts["com.microsoft::FusedMatMul"] == 5 * layers + 1
 
 
-def test_tiny_llama_cpu_build_reads_no_weight_before_save(checkpoint, tmp_path, monkeypatch):
+def test_tiny_llama_packed_build_reads_no_weight_before_save(checkpoint, tmp_path, monkeypatch):
+    """cuda f16 packs QKV and saves it transposed (the cpu EP copies it file to file)."""
     import mobius
     from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 
@@ -243,12 +243,12 @@ def test_tiny_llama_cpu_build_reads_no_weight_before_save(checkpoint, tmp_path, 
         return original(self, name, *args, **kwargs)
 
     monkeypatch.setattr(SafetensorsCheckpoint, "read", counting_read)
-    pkg = mobius.build(checkpoint, execution_provider="cpu", dtype="f32")
+    pkg = mobius.build(checkpoint, execution_provider="cuda", dtype="f16")
     assert not reads, f"weights read during build/optimize: {sorted(reads)}"
     packed = [v for name, v in pkg.model.graph.initializers.items() if "qkv_proj" in name]
     assert len(packed) == pkg.config.num_hidden_layers
     assert all(isinstance(v.const_value, ir.LazyTensor) for v in packed)
-    pkg.save(str(tmp_path / "cpu"), overwrite=True)
+    pkg.save(str(tmp_path / "cuda"), overwrite=True)
     assert reads["model.layers.0.self_attn.q_proj.weight"] >= 1  # read at save time
 
 
@@ -267,10 +267,11 @@ def test_tiny_llama_cpu_packed_logits_equal_default_build(checkpoint, tmp_path):
     assert _max_diff(reference, packed) <= 1e-5
 
 
-def test_tiny_llama_cpu_packed_weights_are_computed_into_the_mapped_file(checkpoint, tmp_path,
-                                                                         monkeypatch):
+def test_tiny_llama_packed_weights_are_computed_into_the_mapped_file(checkpoint, tmp_path,
+                                                                     monkeypatch):
     """Each part of a packed weight is transposed straight into its columns of the
-    mapped data file: the same bytes as concatenating the parts and writing them."""
+    mapped data file: the same bytes as concatenating the parts and writing them
+    (cuda f16: packed and transposed; the cpu EP copies the parts file to file)."""
     import mobius
     from mobius.weights import mapped_write
 
@@ -282,7 +283,7 @@ def test_tiny_llama_cpu_packed_weights_are_computed_into_the_mapped_file(checkpo
         return ok
 
     monkeypatch.setattr(mapped_write, "write_mapped", counted)
-    pkg = mobius.build(checkpoint, execution_provider="cpu", dtype="f32")
+    pkg = mobius.build(checkpoint, execution_provider="cuda", dtype="f16")
     packed = [v.const_value.nbytes for name, v in pkg.model.graph.initializers.items()
               if "qkv_proj.weight" in name]
     folders = {"mapped": pkg.save(str(tmp_path / "mapped"))}

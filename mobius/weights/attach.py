@@ -82,12 +82,9 @@ def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint | Prequa
             )
         check_source_dtype(source, info.dtype, param.dtype)
         used.add(source)
-        param.const_value = CheckpointTensor(
-            _loader(checkpoint, source, param), param.dtype, ir.Shape(param.shape),
-            name=param.name, source=info, transformed=param.transform is not None,
-            fill=_filler(checkpoint, source, param),
-        )
-        param.const_value.meta[CHECKPOINT_NAME] = source
+        param.const_value = _checkpoint_tensor(checkpoint, info, param, param.transform)
+        if param.transform is transpose:
+            param.const_value.checkpoint_layout = _checkpoint_layout(checkpoint, info, param)
         packed = checkpoint.packed(source) if hasattr(checkpoint, "packed") else None
         if packed is not None:  # GPTQ / AWQ: the quantization pass emits these integers
             param.const_value.meta[PREQUANTIZED] = source_for(checkpoint, packed, param.transform)
@@ -160,29 +157,50 @@ def _alias(source: str, aliases, chosen: dict[str, str], checkpoint) -> str:
     return chosen[module_prefix] + rest
 
 
-def _loader(checkpoint: SafetensorsCheckpoint, source: str, param: Weight):
+def _checkpoint_tensor(checkpoint, info, param: Weight, transform) -> CheckpointTensor:
+    """``param``'s initializer: checkpoint tensor ``info`` after ``transform``, read when saved."""
+    shape = param.shape if transform is param.transform else info.shape
+    as_stored = checkpoint.is_stored_as_read(info.name)
+    tensor = CheckpointTensor(
+        _loader(checkpoint, info.name, param.dtype, param.name, transform), param.dtype,
+        ir.Shape(shape), name=param.name, source=info,
+        transformed=transform is not None or not as_stored,
+        fill=_filler(checkpoint, info.name, param.dtype, transform))
+    tensor.meta[CHECKPOINT_NAME] = info.name
+    return tensor
+
+
+def _checkpoint_layout(checkpoint, info, param: Weight):
+    """A transposed parameter in the checkpoint's own [out, in] layout, made on demand:
+    an op that reads its weight transposed (FusedMatMul transB=1) then saves the
+    checkpoint's bytes as they are (rewrite/checkpoint_layout_matmul.py)."""
+    return lambda: _checkpoint_tensor(checkpoint, info, param, None)
+
+
+def _loader(checkpoint: SafetensorsCheckpoint, source: str, dtype: ir.DataType, name: str,
+            transform):
     def load() -> ir.Tensor:
         array = checkpoint.read(source)
         warn_if_not_finite(source, array)
-        if param.transform is not None:
-            array = param.transform(array)
-        return ir.Tensor(convert_array(array, param.dtype), name=param.name)
+        if transform is not None:
+            array = transform(array)
+        return ir.Tensor(convert_array(array, dtype), name=name)
 
     return load
 
 
-def _filler(checkpoint: SafetensorsCheckpoint, source: str, param: Weight):
+def _filler(checkpoint: SafetensorsCheckpoint, source: str, dtype: ir.DataType, transform):
     """What ``_loader`` loads, written into ``out`` (e.g. the mapped data file): a
     transpose or a dtype conversion straight into it, any other transform through
     one temporary array."""
     def fill(out) -> None:
         array = checkpoint.read(source)
         warn_if_not_finite(source, array)
-        if param.transform is None:
+        if transform is None:
             convert_into(array, out)
-        elif param.transform is transpose:
-            transpose(convert_array(array, param.dtype), out=out)
+        elif transform is transpose:
+            transpose(convert_array(array, dtype), out=out)
         else:
-            convert_into(param.transform(array), out)
+            convert_into(transform(array), out)
 
     return fill

@@ -35,6 +35,10 @@ class CheckpointTensor(FillableTensor):
     ``out``); ``source`` is the checkpoint tensor it comes from, whose bytes are
     the initializer's when nothing transforms them."""
 
+    #: for a transposed checkpoint tensor: a function making the same values in the
+    #: checkpoint's layout (another CheckpointTensor, untransposed; see weights/attach.py)
+    checkpoint_layout: Callable[[], "CheckpointTensor"] | None = None
+
     def __init__(self, load: Callable[[], ir.TensorProtocol], dtype: ir.DataType,
                  shape: ir.Shape, *, name: str, source: TensorInfo, transformed: bool,
                  fill: Callable[[np.ndarray], None] | None = None):

@@ -47,6 +47,10 @@ class LoraMergedCheckpoint:
     def info(self, name: str) -> TensorInfo:
         return self.base.info(name)
 
+    def is_stored_as_read(self, name: str) -> bool:
+        """A weight the adapter targets is merged, not the base file's bytes."""
+        return name not in self.deltas and self.base.is_stored_as_read(name)
+
     def read(self, name: str) -> np.ndarray:
         weight = self.base.read(name)
         if name not in self.deltas:

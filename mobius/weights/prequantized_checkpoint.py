@@ -132,6 +132,10 @@ class PrequantizedCheckpoint:
         unpack = gptq.unpack_gptq if self._gptq else awq.unpack_awq
         return unpack({s: self._inner.read(n) for s, n in linear.tensors.items()}, self.format)
 
+    def is_stored_as_read(self, name: str) -> bool:
+        """A packed Linear's float weight is computed; every other tensor is stored."""
+        return name not in self._linears
+
     def read(self, name: str) -> np.ndarray:
         """Float [out, in] for a packed Linear (dequantized), else the stored tensor."""
         if name in self._linears:

@@ -102,6 +102,11 @@ class SafetensorsCheckpoint:
         except KeyError:
             raise WeightsError(f"checkpoint has no tensor named {name!r}") from None
 
+    def is_stored_as_read(self, name: str) -> bool:
+        """``read(name)`` gives exactly the bytes ``info(name)`` points at (so they may be
+        copied file to file): always, here; not for a merged or dequantized tensor."""
+        return True
+
     def read(self, name: str) -> np.ndarray:
         """The tensor's data as a read-only view of the memory-mapped file.
 
