@@ -21,14 +21,13 @@ from typing import BinaryIO
 Handler = Callable[[list[str]], tuple[int, str]]
 
 
-def serve(handler: Handler, stdin: BinaryIO | None = None) -> int:
+def serve(handler: Handler) -> int:
     """Answers WorkRequests until stdin closes. Only responses reach the real stdout:
     anything else printed (by Python or a C library) goes to stderr, Bazel's worker log."""
-    stdin = stdin or sys.stdin.buffer
     responses = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    for request in read_requests(stdin):
+    for request in read_requests(sys.stdin.buffer):
         code, message = run_request(handler, request.get("arguments", []))
         json.dump({"exitCode": code, "output": message, "requestId": request.get("requestId", 0)},
                   responses)
