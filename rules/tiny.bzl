@@ -5,7 +5,8 @@
 
 The output is the directory <package>/<name>/ (config.json, model.safetensors,
 tokenizer files), written by //mobius/tiny:generate as a build action, so Bazel
-caches it like any other output. A test consumes it through `data` (or
+caches it like any other output. The action runs in a persistent worker (JSON
+protocol, see .bazelrc): one action per checkpoint, one Python start per worker. A test consumes it through `data` (or
 mobius_py_test's `tiny = [...]`); the test runner points $MOBIUS_TINY_DIR at
 //testing/tiny, where make_tiny_checkpoint(name) finds it.
 """
@@ -112,13 +113,26 @@ TINY_PRESETS = sorted(TINY_PRESET_FAMILIES.keys())
 def _tiny_checkpoint_impl(ctx):
     preset = ctx.attr.preset or ctx.label.name
     out = ctx.actions.declare_directory(ctx.label.name)
+
+    # The arguments travel in a param file (the last argument, "@file"), as a
+    # persistent worker needs: .bazelrc runs TinyCheckpoint actions in
+    # mobius/tiny/generate.py's worker, so its imports are paid once per worker.
+    args = ctx.actions.args()
+    args.add(preset)
+    args.add(out.path)
+    args.use_param_file("@%s", use_always = True)
+    args.set_param_file_format("multiline")
     ctx.actions.run(
         outputs = [out],
         executable = ctx.executable._generator,
-        arguments = [preset, out.path],
+        arguments = [args],
         mnemonic = "TinyCheckpoint",
         progress_message = "Generating tiny checkpoint %s" % preset,
         use_default_shell_env = True,
+        execution_requirements = {
+            "requires-worker-protocol": "json",
+            "supports-workers": "1",
+        },
     )
     return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
 

@@ -53,8 +53,7 @@ def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) ->
     Without ``folder``: a prebuilt copy (see prebuilt_tiny_checkpoint) if there is one,
     else the per-user cache (``$MOBIUS_CACHE``; the Bazel test runner points it into
     ``$TEST_TMPDIR``)."""
-    if name not in TINY_PRESETS:
-        raise MobiusError(f"unknown tiny model {name!r}; built-in: {', '.join(sorted(TINY_PRESETS))}")
+    preset_config(name)  # unknown names fail before any lookup
     if folder is None and (prebuilt := prebuilt_tiny_checkpoint(name, seed)):
         return prebuilt
     folder = folder or os.path.join(tiny_cache_dir(), f"{name}-v{_FORMAT_VERSION}-seed{seed}")
@@ -63,16 +62,7 @@ def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) ->
     os.makedirs(os.path.dirname(os.path.abspath(folder)), exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".tiny-", dir=os.path.dirname(os.path.abspath(folder)))
     try:
-        raw = dict(TINY_PRESETS[name])
-        with open(os.path.join(staging, "config.json"), "w") as f:
-            json.dump(raw, f, indent=2)
-        text = raw.get("text_config") or raw  # multi-modal presets nest the decoder's config
-        if "eos_token_id" in text:  # generative models
-            with open(os.path.join(staging, "generation_config.json"), "w") as f:
-                json.dump({"bos_token_id": text.get("bos_token_id"),
-                           "eos_token_id": text["eos_token_id"], "do_sample": False}, f, indent=2)
-        write_safetensors(os.path.join(staging, "model.safetensors"), random_weights(raw, seed))
-        write_tiny_preprocessors(staging, raw)
+        write_tiny_checkpoint(name, staging, seed)
         if os.path.isdir(folder):
             shutil.rmtree(folder)
         os.rename(staging, folder)
@@ -80,6 +70,30 @@ def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) ->
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return folder
+
+
+def write_tiny_checkpoint(name: str, folder: str, seed: int = 0) -> None:
+    """Writes the files of the tiny checkpoint ``name`` into the existing folder ``folder``.
+
+    Not atomic: make_tiny_checkpoint stages it; a Bazel action writes its own
+    output directory directly (Bazel discards the outputs of a failed action)."""
+    raw = preset_config(name)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(raw, f, indent=2)
+    text = raw.get("text_config") or raw  # multi-modal presets nest the decoder's config
+    if "eos_token_id" in text:  # generative models
+        with open(os.path.join(folder, "generation_config.json"), "w") as f:
+            json.dump({"bos_token_id": text.get("bos_token_id"),
+                       "eos_token_id": text["eos_token_id"], "do_sample": False}, f, indent=2)
+    write_safetensors(os.path.join(folder, "model.safetensors"), random_weights(raw, seed))
+    write_tiny_preprocessors(folder, raw)
+
+
+def preset_config(name: str) -> dict:
+    """A copy of the preset's config.json dict; MobiusError for an unknown name."""
+    if name not in TINY_PRESETS:
+        raise MobiusError(f"unknown tiny model {name!r}; built-in: {', '.join(sorted(TINY_PRESETS))}")
+    return dict(TINY_PRESETS[name])
 
 
 def write_tiny_preprocessors(folder: str, raw: dict) -> None:
