@@ -41,10 +41,14 @@ class Linear(nn.Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
+        # a contiguous part of a fused [out, in] projection is a row range (checkpoint_rows)
+        row_range = None
         if fused is not None:
             prefix = fused.prefix
             cols = slice(fused.start, fused.stop) if fused.rows is None else np.array(fused.rows)
             total = fused.total
+            if fused.rows is None and not conv1d:
+                row_range = (fused.start, fused.stop)
         else:
             cols, total = slice(None), out_features
         if conv1d:
@@ -52,16 +56,20 @@ class Linear(nn.Module):
             weight_transform = (lambda a: np.ascontiguousarray(a[:, cols])) if fused else None
         else:
             weight_shape = [total, in_features]
-            weight_transform = (lambda a: transpose(a[cols])) if fused else transpose
+            weight_transform = (transpose if fused is None or row_range
+                                else lambda a: transpose(a[cols]))
         if prefix is not None:
             checkpoint_name = f"{prefix}.weight"
         self.weight = Weight([in_features, out_features], checkpoint_shape=weight_shape,
-                             transform=weight_transform, checkpoint_name=checkpoint_name)
+                             transform=weight_transform, checkpoint_name=checkpoint_name,
+                             checkpoint_rows=row_range)
         self.bias = None
         if bias:
+            picked = fused is not None and row_range is None
             self.bias = Weight([out_features], checkpoint_shape=[total],
-                               transform=(lambda a: a[cols]) if fused else None,
-                               checkpoint_name=f"{prefix}.bias" if prefix else None)
+                               transform=(lambda a: a[cols]) if picked else None,
+                               checkpoint_name=f"{prefix}.bias" if prefix else None,
+                               checkpoint_rows=row_range)
 
     def forward(self, op, x):
         y = op.MatMul(x, self.weight)

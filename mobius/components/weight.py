@@ -64,6 +64,9 @@ class Weight(nn.Parameter):
             from the parameter's qualified name (e.g. tied embeddings).
         transform: turns the checkpoint array into the initializer's layout;
             ``checkpoint_shape`` is the shape it expects.
+        checkpoint_rows: read only rows [start, stop) of the checkpoint tensor (one
+            part of a fused projection), then ``transform`` them: as data, so the
+            rows can also be copied as they are stored (a contiguous byte range).
         sources: the parameter is computed from several checkpoint tensors
             (then ``checkpoint_name``, ``checkpoint_shape`` and ``transform`` do not apply).
     """
@@ -77,12 +80,14 @@ class Weight(nn.Parameter):
         checkpoint_name: str | None = None,
         dtype: ir.DataType | None = None,
         sources: Sources | None = None,
+        checkpoint_rows: tuple[int, int] | None = None,
     ):
         super().__init__(list(shape), dtype=dtype or get_build_dtype())
         self.checkpoint_name = checkpoint_name
         self.checkpoint_shape = tuple(checkpoint_shape if checkpoint_shape is not None else shape)
         self.transform = transform
         self.sources = sources
+        self.checkpoint_rows = checkpoint_rows
 
 
 def constant(array: np.ndarray, name: str) -> nn.Parameter:

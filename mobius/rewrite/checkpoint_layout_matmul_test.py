@@ -11,7 +11,7 @@ import onnx_ir as ir
 from onnx import TensorProto, helper
 from onnxscript import nn
 
-from mobius.components.linear import Linear
+from mobius.components.linear import Linear, split_fused
 from mobius.rewrite.checkpoint_layout_matmul import CheckpointLayoutMatMul
 from mobius.rewrite.pack_qkv import concat_loader, lazy_initializer
 from mobius.weights.attach import attach_weights
@@ -106,6 +106,36 @@ def test_packed_qkv_is_saved_as_the_parts_rows_one_after_another(tmp_path):
     saved = saved_weights(model, tmp_path)
     np.testing.assert_array_equal(saved["qkv_packed"],
                                   np.concatenate([TENSORS[f"{n}.weight"] for n in SIZES]))
+
+
+class FusedProjection(nn.Module):
+    """q, k, v as row ranges of one fused checkpoint tensor (Phi-3's qkv_proj), with bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = split_fused(H, list(SIZES.values()), "qkv_proj", bias=True)
+
+
+def test_parts_of_a_fused_projection_are_copied_as_row_ranges(tmp_path):
+    fused = np.concatenate(list(TENSORS.values()))
+    bias = RNG.standard_normal(len(fused)).astype(np.float32)
+    folder = tmp_path / "fused"
+    folder.mkdir()
+    write_safetensors(str(folder / "model.safetensors"),
+                      {"qkv_proj.weight": fused, "qkv_proj.bias": bias})
+    module = FusedProjection()
+    attach_weights(module, SafetensorsCheckpoint(str(folder)))
+    tensors = {name: getattr(module, name).weight.const_value for name in SIZES}
+    model = model_on(tensors)
+    assert apply_rule(CheckpointLayoutMatMul(), model, "cpu") == 3
+    saved = saved_weights(model, tmp_path)
+    start = 0
+    for name, rows in SIZES.items():
+        np.testing.assert_array_equal(saved[name], fused[start:start + rows])
+        part_bias = getattr(module, name).bias.const_value
+        assert part_bias.copy_from is not None  # a byte range of the file, copied as stored
+        np.testing.assert_array_equal(part_bias.numpy(), bias[start:start + rows])
+        start += rows
 
 
 def test_a_lora_merged_weight_keeps_its_delta(tmp_path):

@@ -21,7 +21,7 @@ from mobius.weights.dtypes import (check_source_dtype, convert_array, convert_in
                                    warn_if_not_finite)
 from mobius.weights.prequantized_checkpoint import (PREQUANTIZED, PrequantizedCheckpoint,
                                                    source_for)
-from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
+from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint, TensorInfo
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,8 @@ def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint | Prequa
             param.const_value.checkpoint_layout = _checkpoint_layout(checkpoint, info, param)
         packed = checkpoint.packed(source) if hasattr(checkpoint, "packed") else None
         if packed is not None:  # GPTQ / AWQ: the quantization pass emits these integers
-            param.const_value.meta[PREQUANTIZED] = source_for(checkpoint, packed, param.transform)
+            param.const_value.meta[PREQUANTIZED] = source_for(
+                checkpoint, packed, _rows_then(param.checkpoint_rows, param.transform))
     _check_unused([n for n in checkpoint.names() if n not in used], ignorable)
 
 
@@ -158,16 +159,36 @@ def _alias(source: str, aliases, chosen: dict[str, str], checkpoint) -> str:
 
 
 def _checkpoint_tensor(checkpoint, info, param: Weight, transform) -> CheckpointTensor:
-    """``param``'s initializer: checkpoint tensor ``info`` after ``transform``, read when saved."""
-    shape = param.shape if transform is param.transform else info.shape
+    """``param``'s initializer: its rows of checkpoint tensor ``info`` after ``transform``,
+    read when saved."""
+    rows = param.checkpoint_rows
+    source = info if rows is None else _row_range(info, *rows)
+    shape = param.shape if transform is param.transform else source.shape
     as_stored = checkpoint.is_stored_as_read(info.name)
+    reading = _rows_then(rows, transform)
     tensor = CheckpointTensor(
-        _loader(checkpoint, info.name, param.dtype, param.name, transform), param.dtype,
-        ir.Shape(shape), name=param.name, source=info,
+        _loader(checkpoint, info.name, param.dtype, param.name, reading), param.dtype,
+        ir.Shape(shape), name=param.name, source=source,
         transformed=transform is not None or not as_stored,
-        fill=_filler(checkpoint, info.name, param.dtype, transform))
+        fill=_filler(checkpoint, info.name, param.dtype, rows, transform))
     tensor.meta[CHECKPOINT_NAME] = info.name
     return tensor
+
+
+def _row_range(info: TensorInfo, start: int, stop: int) -> TensorInfo:
+    """Rows [start, stop) of a stored tensor: a contiguous byte range of its file."""
+    row_bytes = (info.end - info.begin) // info.shape[0]
+    return dataclasses.replace(info, shape=(stop - start, *info.shape[1:]),
+                               begin=info.begin + start * row_bytes,
+                               end=info.begin + stop * row_bytes)
+
+
+def _rows_then(rows: tuple[int, int] | None, transform):
+    """``transform`` of the array's rows [start, stop) (just ``transform`` without rows)."""
+    if rows is None:
+        return transform
+    start, stop = rows
+    return lambda a: a[start:stop] if transform is None else transform(a[start:stop])
 
 
 def _checkpoint_layout(checkpoint, info, param: Weight):
@@ -189,13 +210,16 @@ def _loader(checkpoint: SafetensorsCheckpoint, source: str, dtype: ir.DataType, 
     return load
 
 
-def _filler(checkpoint: SafetensorsCheckpoint, source: str, dtype: ir.DataType, transform):
+def _filler(checkpoint: SafetensorsCheckpoint, source: str, dtype: ir.DataType, rows,
+            transform):
     """What ``_loader`` loads, written into ``out`` (e.g. the mapped data file): a
     transpose or a dtype conversion straight into it, any other transform through
     one temporary array."""
     def fill(out) -> None:
         array = checkpoint.read(source)
         warn_if_not_finite(source, array)
+        if rows is not None:
+            array = array[rows[0]:rows[1]]
         if transform is None:
             convert_into(array, out)
         elif transform is transpose:
