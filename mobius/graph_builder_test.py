@@ -2,6 +2,7 @@
 
 import numpy as np
 import onnx_ir as ir
+import pytest
 from onnxscript._internal import builder as onnxscript_builder
 
 from mobius import graph_builder
@@ -77,3 +78,50 @@ def test_build_function_declares_absent_inputs():
     assert [v.name for v in function.inputs] == ["a", "input_1"]
     assert [n.op_type for n in function] == ["Constant", "Add"]
     assert not function.graph.initializers
+
+
+def _attribute_graph(builder_class, **attributes):
+    """One custom-domain node (no schema: every keyword is an attribute) per attribute."""
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2]))
+    graph = ir.Graph([x], [], nodes=[], opset_imports={"": 23, "test": 1}, name="g")
+    op = builder_class(graph).opset("test", 1)
+    for name, value in attributes.items():
+        op.Probe(x, **{name: value})
+    return graph
+
+
+def _attributes(graph):
+    return [(a.name, a.type, a.value, type(a.value)) for n in graph for a in n.attributes.values()]
+
+
+def test_list_attributes_are_typed_as_onnx_ir_types_them():
+    attributes = dict(ints=[0, 2, 1], int_tuple=(3, -1), bools=[True, 2], floats=[0.5, 1e-6],
+                      float_tuple=(2.0,), strings=["a", "bc"], string_tuple=("x",), empty=[],
+                      int=3, float=0.5, string="s",
+                      tensor=ir.tensor(np.arange(3, dtype=np.int64)))
+    ours = _attributes(_attribute_graph(graph_builder.GraphBuilder, **attributes))
+    theirs = _attributes(_attribute_graph(onnxscript_builder.GraphBuilder, **attributes))
+    assert [a[:2] for a in ours] == [a[:2] for a in theirs]
+    assert [a[1] for a in ours][:7] == [ir.AttributeType.INTS] * 3 + [ir.AttributeType.FLOATS] * 2 + [
+        ir.AttributeType.STRINGS] * 2
+    assert [a[2:] for a in ours if a[0] != "tensor"] == [a[2:] for a in theirs if a[0] != "tensor"]
+
+
+def test_empty_list_attribute_left_to_onnx_ir(caplog):
+    """Its type is ambiguous: onnx_ir warns and picks INTS, as without this builder."""
+    graph = _attribute_graph(graph_builder.GraphBuilder, empty=[])
+    assert _attributes(graph) == [("empty", ir.AttributeType.INTS, (), tuple)]
+    assert "empty sequence" in caplog.text
+
+
+def test_typed_attribute_serializes_as_onnx_irs():
+    kwargs = dict(perm=[0, 2, 1], scales=(0.5, 2.0), names=["q", "k"])
+    ours = _attribute_graph(graph_builder.GraphBuilder, **kwargs)
+    theirs = _attribute_graph(onnxscript_builder.GraphBuilder, **kwargs)
+    assert (ir.serde.serialize_graph(ours).SerializeToString()
+            == ir.serde.serialize_graph(theirs).SerializeToString())
+
+
+def test_mixed_list_attribute_still_rejected():
+    with pytest.raises(TypeError, match="Unsupported attribute type"):
+        _attribute_graph(graph_builder.GraphBuilder, mixed=[1, 2.0])
