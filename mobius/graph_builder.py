@@ -17,7 +17,8 @@ repeats the previous layer's ops (every decoder) infers nothing twice.
 A third cost (~7% of the cuda fusion suite's builds): onnx_ir infers the type
 of a list attribute (``perm=[0, 2, 1]``) only after isinstance checks against
 its runtime-checkable graph / tensor / type Protocols, which walk every
-Protocol member. This builder types plain lists and tuples itself.
+Protocol member (a tensor attribute pays the graph one). This builder types
+plain lists, tuples and tensors itself.
 
 The graphs it builds are unchanged (the EP goldens pin them; serialized graphs,
 value_info included, were compared byte for byte).
@@ -78,12 +79,15 @@ class GraphBuilder(onnxscript_builder.GraphBuilder):
 
 
 def _typed(name: str, value):
-    """``value`` as the ``ir.Attr`` onnx_ir would make of it, where it is a non-empty
-    list or tuple of ints, floats or strings (no Protocol can match a plain list).
+    """``value`` as the ``ir.Attr`` onnx_ir would make of it, where it is an
+    ``ir.Tensor`` or a non-empty list or tuple of ints, floats or strings (no
+    graph Protocol can match these exact types).
 
     Anything else passes through to onnx_ir unchanged: scalars are already typed
     on its fast path, an empty list gets its warning and INTS, a mixed one its error.
     """
+    if type(value) is ir.Tensor:
+        return ir.convenience.convert_attribute(name, value, ir.AttributeType.TENSOR)
     if type(value) in (list, tuple) and value:
         for element, attr_type in _SEQUENCE_TYPES:
             if all(isinstance(x, element) for x in value):
