@@ -101,10 +101,10 @@ def test_list_attributes_are_typed_as_onnx_ir_types_them():
                       tensor=ir.tensor(np.arange(3, dtype=np.int64)))
     ours = _attributes(_attribute_graph(graph_builder.GraphBuilder, **attributes))
     theirs = _attributes(_attribute_graph(onnxscript_builder.GraphBuilder, **attributes))
-    assert [a[:2] for a in ours] == [a[:2] for a in theirs]
-    assert [a[1] for a in ours][:7] == [ir.AttributeType.INTS] * 3 + [ir.AttributeType.FLOATS] * 2 + [
-        ir.AttributeType.STRINGS] * 2
-    assert [a[2:] for a in ours if a[0] != "tensor"] == [a[2:] for a in theirs if a[0] != "tensor"]
+    assert ours == theirs  # names, types, values and value types
+    kind = ir.AttributeType
+    assert [a[1] for a in ours] == [kind.INTS] * 3 + [kind.FLOATS] * 2 + [kind.STRINGS] * 2 + [
+        kind.INTS, kind.INT, kind.FLOAT, kind.STRING, kind.TENSOR]
 
 
 def test_empty_list_attribute_left_to_onnx_ir(caplog):

@@ -18,9 +18,10 @@ _FUNCTION = ('agraph (float[2] x) => (float[2] y) {{ y = local.F(x) }}\n'
 _CASES = {
     "clean": ("agraph (float[2] x) => (float[2] y) { y = Relu(x) }", False),
     "dead node": ("agraph (float[2] x) => (float[2] y) { d = Neg(x)\n y = Relu(x) }", True),
-    "dead chain": ("agraph (float[2] x) => (float[2] y) { d = Neg(x)\n e = Abs(d)\n y = Relu(x) }",
-                   True),
-    "unused optional output": ("agraph (float[2] x) => (float[2] y) { y, mask = Dropout(x) }", True),
+    "dead chain": (
+        "agraph (float[2] x) => (float[2] y) { d = Neg(x)\n e = Abs(d)\n y = Relu(x) }", True),
+    "unused optional output": (
+        "agraph (float[2] x) => (float[2] y) { y, mask = Dropout(x) }", True),
     "custom op's unused output": (
         "agraph (float[2] x) => (float[2] y) { y, extra = custom.Probe(x) }", False),
     "trailing absent input": ("agraph (float[2] x) => (float[2] y) { y = Clip(x, , ) }", True),
@@ -63,7 +64,8 @@ def test_result_equals_the_pass(case):
 def test_batch_normalization_always_goes_to_the_pass():
     """The pass may drop its training_mode attribute even with every output used."""
     model = _model("agraph (float[1,2] x, float[2] s, float[2] b, float[2] m, float[2] v)"
-                   " => (float[1,2] y) { y = BatchNormalization <training_mode = 0> (x, s, b, m, v) }")
+                   " => (float[1,2] y)"
+                   " { y = BatchNormalization <training_mode = 0> (x, s, b, m, v) }")
     assert library_passes._may_remove(model)
     library_passes.remove_unused_nodes(model)
     assert "training_mode" not in next(iter(model.graph)).attributes
