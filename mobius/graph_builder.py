@@ -1,22 +1,25 @@
 """The onnxscript GraphBuilder every mobius graph and function body is built with.
 
-onnxscript 0.7.2's builder does two things on every op call that cost most of
-a tiny model's build (cProfile of the cuda int4 builds of every family):
+onnxscript 0.7.2's builder does three things on every op call that cost most
+of a tiny model's build (cProfile of the cuda int4 builds of every family):
 
+* it looks up the op's schema in ONNX's registry, a failed (raising) lookup
+  for every custom-domain op (~5% of the cuda fusion suite's CPU);
 * it turns the op's ``onnx.defs.OpSchema`` into an ``ir.schemas.OpSignature``
   to split positional arguments into inputs and attributes (26%);
 * it runs ONNX shape inference on the new node by serializing it and its
   input types to protobuf (another ~25%).
 
-Both are pure functions of what they read: a signature of (domain, op type,
+All are pure functions of what they read (nothing registers schemas during a
+build): a schema of (op type, domain, opset); a signature of (domain, op type,
 since_version); an inferred output type and shape of the op, its attributes
 and its inputs' types, shapes and small constant values (what onnxscript
-hands to ONNX's inference). So this builder memoizes both, and a layer that
+hands to ONNX's inference). So this builder memoizes them, and a layer that
 repeats the previous layer's ops (every decoder) infers nothing twice.
 
-A third cost (~8% of the cuda fusion suite under cProfile): onnx_ir infers the type
-of a list attribute (``perm=[0, 2, 1]``) only after isinstance checks against
-its runtime-checkable graph / tensor / type Protocols, which walk every
+A fourth cost (~8% of the cuda fusion suite under cProfile): onnx_ir infers
+the type of a list attribute (``perm=[0, 2, 1]``) only after isinstance checks
+against its runtime-checkable graph / tensor / type Protocols, which walk every
 Protocol member (a tensor attribute pays the graph one). This builder types
 plain lists, tuples and tensors itself.
 
@@ -32,6 +35,7 @@ import onnx
 import onnx_ir as ir
 from onnxscript._internal import builder as onnxscript_builder, param_manipulation
 
+_SCHEMAS: dict[tuple[str, str, int | None], onnx.defs.OpSchema | None] = {}
 _SIGNATURES: dict[tuple[str, str, int], ir.schemas.OpSignature] = {}
 #: inference key -> per output: (dtype, dims), or None where nothing was inferred
 _INFERRED: dict[tuple, tuple] = {}
@@ -53,8 +57,14 @@ def _signature(schema: onnx.defs.OpSchema) -> ir.schemas.OpSignature:
 
 
 class GraphBuilder(onnxscript_builder.GraphBuilder):
-    """onnxscript's GraphBuilder with signatures and inference memoized and list /
-    tensor attributes typed up front."""
+    """onnxscript's GraphBuilder with schemas, signatures and inference memoized and
+    list / tensor attributes typed up front."""
+
+    def _get_schema(self, op_type, domain, version):
+        key = (op_type, domain, version)
+        if key not in _SCHEMAS:
+            _SCHEMAS[key] = super()._get_schema(op_type, domain, version)
+        return _SCHEMAS[key]
 
     def _partition_inputs_attributes(self, schema, args, kwargs):
         if schema is None:

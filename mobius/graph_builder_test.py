@@ -62,6 +62,16 @@ def test_memo_key_tells_constant_inputs_apart():
     assert list(a.shape.dims) == [3, 4] and list(b.shape.dims) == [4, 3]
 
 
+def test_schema_memo_is_onnxs_lookup_per_opset():
+    graph = ir.Graph([], [], nodes=[], opset_imports={"": 23}, name="g")
+    builder = graph_builder.GraphBuilder(graph)
+    add = builder._get_schema("Add", "", 23)
+    assert add is builder._get_schema("Add", "", 23)
+    assert (add.name, add.since_version) == ("Add", 14)  # the newest Add up to opset 23
+    assert builder._get_schema("Add", "", 7).since_version == 7
+    assert builder._get_schema("Probe", "test", 1) is None  # no schema: attributes by keyword
+
+
 def test_positional_attributes_still_split():
     x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2, 3]))
     graph = ir.Graph([x], [], nodes=[], opset_imports={"": 23}, name="g")
