@@ -1,19 +1,29 @@
 """The onnxscript GraphBuilder every mobius graph and function body is built with.
 
-onnxscript 0.7.2's builder does two things on every op call that cost most of
-a tiny model's build (cProfile of the cuda int4 builds of every family):
+onnxscript 0.7.2's builder does three things on every op call that cost most
+of a tiny model's build (cProfile of the cuda int4 builds of every family):
 
+* it looks up the op's schema in ONNX's registry, a failed (raising) lookup
+  for every custom-domain op (~5% of the cuda fusion suite's CPU);
 * it turns the op's ``onnx.defs.OpSchema`` into an ``ir.schemas.OpSignature``
   to split positional arguments into inputs and attributes (26%);
 * it runs ONNX shape inference on the new node by serializing it and its
   input types to protobuf (another ~25%).
 
-Both are pure functions of what they read: a signature of (domain, op type,
+All are pure functions of what they read (nothing registers schemas during a
+build): a schema of (op type, domain, opset); a signature of (domain, op type,
 since_version); an inferred output type and shape of the op, its attributes
 and its inputs' types, shapes and small constant values (what onnxscript
-hands to ONNX's inference). So this builder memoizes both, and a layer that
-repeats the previous layer's ops (every decoder) infers nothing twice. The
-graphs it builds are unchanged (the EP goldens pin them; serialized graphs,
+hands to ONNX's inference). So this builder memoizes them, and a layer that
+repeats the previous layer's ops (every decoder) infers nothing twice.
+
+A fourth cost (~8% of the cuda fusion suite under cProfile): onnx_ir infers
+the type of a list attribute (``perm=[0, 2, 1]``) only after isinstance checks
+against its runtime-checkable graph / tensor / type Protocols, which walk every
+Protocol member (a tensor attribute pays the graph one). This builder types
+plain lists, tuples and tensors itself.
+
+The graphs it builds are unchanged (the EP goldens pin them; serialized graphs,
 value_info included, were compared byte for byte).
 """
 
@@ -25,6 +35,7 @@ import onnx
 import onnx_ir as ir
 from onnxscript._internal import builder as onnxscript_builder, param_manipulation
 
+_SCHEMAS: dict[tuple[str, str, int | None], onnx.defs.OpSchema | None] = {}
 _SIGNATURES: dict[tuple[str, str, int], ir.schemas.OpSignature] = {}
 #: inference key -> per output: (dtype, dims), or None where nothing was inferred
 _INFERRED: dict[tuple, tuple] = {}
@@ -33,6 +44,9 @@ _INFERENCE_ERROR = "pkg.onnxscript.shape_inference_error"
 _CONSTANT_INPUT_LIMIT = 20
 _PLAIN_ATTRIBUTES = (ir.AttributeType.INT, ir.AttributeType.FLOAT, ir.AttributeType.STRING)
 _LIST_ATTRIBUTES = (ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS)
+#: element type -> attribute type of a list of it, in the order onnx_ir tries them
+_SEQUENCE_TYPES = ((int, ir.AttributeType.INTS), (float, ir.AttributeType.FLOATS),
+                   (str, ir.AttributeType.STRINGS))
 
 
 def _signature(schema: onnx.defs.OpSchema) -> ir.schemas.OpSignature:
@@ -43,13 +57,23 @@ def _signature(schema: onnx.defs.OpSchema) -> ir.schemas.OpSignature:
 
 
 class GraphBuilder(onnxscript_builder.GraphBuilder):
-    """onnxscript's GraphBuilder with the schema -> signature step memoized."""
+    """onnxscript's GraphBuilder with schemas, signatures and inference memoized and
+    list / tensor attributes typed up front."""
+
+    def _get_schema(self, op_type, domain, version):
+        key = (op_type, domain, version)
+        if key not in _SCHEMAS:
+            _SCHEMAS[key] = super()._get_schema(op_type, domain, version)
+        return _SCHEMAS[key]
 
     def _partition_inputs_attributes(self, schema, args, kwargs):
         if schema is None:
             return args, kwargs
         return param_manipulation.separate_input_attributes_from_arguments(
             _signature(schema), list(args), kwargs, fill_defaults=False, allow_extra_args=False)
+
+    def _cast_attributes(self, schema, attributes):
+        return {name: _typed(name, value) for name, value in (attributes or {}).items()}
 
     def _infer_shapes(self, node: ir.Node) -> None:
         key = _inference_key(node)
@@ -62,6 +86,23 @@ class GraphBuilder(onnxscript_builder.GraphBuilder):
             inferred = _inferred(node)
             if inferred is not None:
                 _INFERRED[key] = inferred
+
+
+def _typed(name: str, value):
+    """``value`` as the ``ir.Attr`` onnx_ir would make of it, where it is an
+    ``ir.Tensor`` or a non-empty list or tuple of ints, floats or strings (no
+    graph Protocol can match these exact types).
+
+    Anything else passes through to onnx_ir unchanged: scalars are already typed
+    on its fast path, an empty list gets its warning and INTS, a mixed one its error.
+    """
+    if type(value) is ir.Tensor:
+        return ir.convenience.convert_attribute(name, value, ir.AttributeType.TENSOR)
+    if type(value) in (list, tuple) and value:
+        for element, attr_type in _SEQUENCE_TYPES:
+            if all(isinstance(x, element) for x in value):
+                return ir.convenience.convert_attribute(name, value, attr_type)
+    return value
 
 
 def _dims(shape: ir.Shape | None) -> tuple | None:

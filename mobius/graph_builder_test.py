@@ -2,6 +2,7 @@
 
 import numpy as np
 import onnx_ir as ir
+import pytest
 from onnxscript._internal import builder as onnxscript_builder
 
 from mobius import graph_builder
@@ -61,6 +62,16 @@ def test_memo_key_tells_constant_inputs_apart():
     assert list(a.shape.dims) == [3, 4] and list(b.shape.dims) == [4, 3]
 
 
+def test_schema_memo_is_onnxs_lookup_per_opset():
+    graph = ir.Graph([], [], nodes=[], opset_imports={"": 23}, name="g")
+    builder = graph_builder.GraphBuilder(graph)
+    add = builder._get_schema("Add", "", 23)
+    assert add is builder._get_schema("Add", "", 23)
+    assert (add.name, add.since_version) == ("Add", 14)  # the newest Add up to opset 23
+    assert builder._get_schema("Add", "", 7).since_version == 7
+    assert builder._get_schema("Probe", "test", 1) is None  # no schema: attributes by keyword
+
+
 def test_positional_attributes_still_split():
     x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2, 3]))
     graph = ir.Graph([x], [], nodes=[], opset_imports={"": 23}, name="g")
@@ -77,3 +88,50 @@ def test_build_function_declares_absent_inputs():
     assert [v.name for v in function.inputs] == ["a", "input_1"]
     assert [n.op_type for n in function] == ["Constant", "Add"]
     assert not function.graph.initializers
+
+
+def _attribute_graph(builder_class, **attributes):
+    """One custom-domain node (no schema: every keyword is an attribute) per attribute."""
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2]))
+    graph = ir.Graph([x], [], nodes=[], opset_imports={"": 23, "test": 1}, name="g")
+    op = builder_class(graph).opset("test", 1)
+    for name, value in attributes.items():
+        op.Probe(x, **{name: value})
+    return graph
+
+
+def _attributes(graph):
+    return [(a.name, a.type, a.value, type(a.value)) for n in graph for a in n.attributes.values()]
+
+
+def test_list_attributes_are_typed_as_onnx_ir_types_them():
+    attributes = dict(ints=[0, 2, 1], int_tuple=(3, -1), bools=[True, 2], floats=[0.5, 1e-6],
+                      float_tuple=(2.0,), strings=["a", "bc"], string_tuple=("x",), empty=[],
+                      int=3, float=0.5, string="s",
+                      tensor=ir.tensor(np.arange(3, dtype=np.int64)))
+    ours = _attributes(_attribute_graph(graph_builder.GraphBuilder, **attributes))
+    theirs = _attributes(_attribute_graph(onnxscript_builder.GraphBuilder, **attributes))
+    assert ours == theirs  # names, types, values and value types
+    kind = ir.AttributeType
+    assert [a[1] for a in ours] == [kind.INTS] * 3 + [kind.FLOATS] * 2 + [kind.STRINGS] * 2 + [
+        kind.INTS, kind.INT, kind.FLOAT, kind.STRING, kind.TENSOR]
+
+
+def test_empty_list_attribute_left_to_onnx_ir(caplog):
+    """Its type is ambiguous: onnx_ir warns and picks INTS, as without this builder."""
+    graph = _attribute_graph(graph_builder.GraphBuilder, empty=[])
+    assert _attributes(graph) == [("empty", ir.AttributeType.INTS, (), tuple)]
+    assert "empty sequence" in caplog.text
+
+
+def test_typed_attribute_serializes_as_onnx_irs():
+    kwargs = dict(perm=[0, 2, 1], scales=(0.5, 2.0), names=["q", "k"])
+    ours = _attribute_graph(graph_builder.GraphBuilder, **kwargs)
+    theirs = _attribute_graph(onnxscript_builder.GraphBuilder, **kwargs)
+    assert (ir.serde.serialize_graph(ours).SerializeToString()
+            == ir.serde.serialize_graph(theirs).SerializeToString())
+
+
+def test_mixed_list_attribute_still_rejected():
+    with pytest.raises(TypeError, match="Unsupported attribute type"):
+        _attribute_graph(graph_builder.GraphBuilder, mixed=[1, 2.0])
