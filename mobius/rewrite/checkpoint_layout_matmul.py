@@ -35,6 +35,7 @@ from mobius.rewrite.fusion_util import derived_name, take_over
 from mobius.rewrite.pack_qkv import CONCAT_OF
 from mobius.rewrite.rule import NodeRule, RuleContext
 from mobius.weights.checkpoint_tensor import CheckpointTensor
+from mobius.weights.mapped_write import write_tensor
 
 MS_DOMAIN = "com.microsoft"
 
@@ -110,7 +111,4 @@ class StackedRows(ir.LazyTensor):
 
     def tofile(self, file) -> None:
         for part in self.parts:
-            if hasattr(part, "tofile"):
-                part.tofile(file)
-            else:
-                file.write(part.tobytes())
+            write_tensor(part, file)

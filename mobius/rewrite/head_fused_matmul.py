@@ -37,6 +37,7 @@ import onnx_ir as ir
 from mobius.ep.contrib_ops import FUSED_MATMUL
 from mobius.rewrite.fusion_util import constant, derived_name, emit, take_over
 from mobius.rewrite.rule import NodeRule, RuleContext, attr, producer, sole_consumer
+from mobius.weights.mapped_write import write_tensor
 
 MS_DOMAIN = "com.microsoft"
 
@@ -122,7 +123,4 @@ class _Reshaped(ir.LazyTensor):
         self.tensor = tensor
 
     def tofile(self, file) -> None:
-        if hasattr(self.tensor, "tofile"):
-            self.tensor.tofile(file)
-        else:
-            file.write(self.tensor.tobytes())
+        write_tensor(self.tensor, file)

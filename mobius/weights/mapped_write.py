@@ -68,6 +68,15 @@ def fill_into(tensor: ir.TensorProtocol, out: np.ndarray) -> None:
         out[...] = tensor.numpy()
 
 
+def write_tensor(tensor: ir.TensorProtocol, file) -> None:
+    """Writes ``tensor``'s bytes at ``file``'s position through its own ``tofile`` where it
+    has one (a file-to-file copy, a mapped fill), so a wrapper keeps that way of writing."""
+    if hasattr(tensor, "tofile"):
+        tensor.tofile(file)
+    else:
+        file.write(tensor.tobytes())
+
+
 def write_mapped(file, nbytes: int, fill: Callable[[np.ndarray], None]) -> bool:
     """Writes ``nbytes`` at ``file``'s position: ``fill(buffer)`` fills a writable
     uint8 array mapped onto that slice of the file; then ``file`` is positioned
