@@ -165,12 +165,11 @@ def _checkpoint_tensor(checkpoint, info, param: Weight, transform) -> Checkpoint
     source = info if rows is None else _row_range(info, *rows)
     shape = param.shape if transform is param.transform else source.shape
     as_stored = checkpoint.is_stored_as_read(info.name)
-    reading = _rows_then(rows, transform)
     tensor = CheckpointTensor(
-        _loader(checkpoint, info.name, param.dtype, param.name, reading), param.dtype,
+        _loader(checkpoint, info.name, rows, param.dtype, param.name, transform), param.dtype,
         ir.Shape(shape), name=param.name, source=source,
         transformed=transform is not None or not as_stored,
-        fill=_filler(checkpoint, info.name, param.dtype, rows, transform))
+        fill=_filler(checkpoint, info.name, rows, param.dtype, transform))
     tensor.meta[CHECKPOINT_NAME] = info.name
     return tensor
 
@@ -198,11 +197,19 @@ def _checkpoint_layout(checkpoint, info, param: Weight):
     return lambda: _checkpoint_tensor(checkpoint, info, param, None)
 
 
-def _loader(checkpoint: SafetensorsCheckpoint, source: str, dtype: ir.DataType, name: str,
+def _read(checkpoint: SafetensorsCheckpoint, source: str, rows: tuple[int, int] | None):
+    """The checkpoint tensor ``source`` (its rows [start, stop) if given), checked finite."""
+    array = checkpoint.read(source)
+    if rows is not None:
+        array = array[rows[0]:rows[1]]
+    warn_if_not_finite(source, array)
+    return array
+
+
+def _loader(checkpoint: SafetensorsCheckpoint, source: str, rows, dtype: ir.DataType, name: str,
             transform):
     def load() -> ir.Tensor:
-        array = checkpoint.read(source)
-        warn_if_not_finite(source, array)
+        array = _read(checkpoint, source, rows)
         if transform is not None:
             array = transform(array)
         return ir.Tensor(convert_array(array, dtype), name=name)
@@ -210,16 +217,13 @@ def _loader(checkpoint: SafetensorsCheckpoint, source: str, dtype: ir.DataType, 
     return load
 
 
-def _filler(checkpoint: SafetensorsCheckpoint, source: str, dtype: ir.DataType, rows,
+def _filler(checkpoint: SafetensorsCheckpoint, source: str, rows, dtype: ir.DataType,
             transform):
     """What ``_loader`` loads, written into ``out`` (e.g. the mapped data file): a
     transpose or a dtype conversion straight into it, any other transform through
     one temporary array."""
     def fill(out) -> None:
-        array = checkpoint.read(source)
-        warn_if_not_finite(source, array)
-        if rows is not None:
-            array = array[rows[0]:rows[1]]
+        array = _read(checkpoint, source, rows)
         if transform is None:
             convert_into(array, out)
         elif transform is transpose:
