@@ -6,9 +6,10 @@
 The output is the directory <package>/<name>/ (config.json, model.safetensors,
 tokenizer files), written by //mobius/tiny:generate as a build action, so Bazel
 caches it like any other output. The action runs in a persistent worker (JSON
-protocol, see .bazelrc): one action per checkpoint, one Python start per worker. A test consumes it through `data` (or
-mobius_py_test's `tiny = [...]`); the test runner points $MOBIUS_TINY_DIR at
-//testing/tiny, where make_tiny_checkpoint(name) finds it.
+protocol, see .bazelrc): one action per checkpoint, one Python start per worker.
+A test consumes it through `data` (or mobius_py_test's `tiny = [...]`); the test
+runner points $MOBIUS_TINY_DIR at //testing/tiny, where make_tiny_checkpoint(name)
+finds it.
 """
 
 # Every preset in mobius/tiny/presets.py -> the mobius/models/<module>.py that declares its
