@@ -20,7 +20,12 @@ from mobius.errors import OutputError
 from mobius.package.output_swap import (InterruptedAfterSave, OutputExistsError, is_disk_full,
                                         locked, make_staging, mark_ready, place, recover)
 from mobius.package.overlap import check_no_overlap
+from mobius.package.preallocate import Preallocation
 from mobius.package.writeback import EarlyWriteback
+
+
+#: initializers of at most this many bytes stay inside the .onnx file
+_INLINE_BYTES = 256
 
 
 @dataclasses.dataclass
@@ -167,17 +172,31 @@ def _save_model(model: ir.Model, path: str, progress: bool, data_name: str | Non
 
         bar = tqdm(unit="tensor", desc=f"loading + writing weights of {os.path.basename(path)}")
     data_name = data_name or os.path.basename(path) + ".data"
-    writeback = EarlyWriteback(os.path.join(os.path.dirname(path), data_name))
+    data_path = os.path.join(os.path.dirname(path), data_name)
+    writeback = EarlyWriteback(data_path)
+    reserved = Preallocation(data_path, _external_bytes(model))
 
     def on_tensor(tensor, info):  # called before tensor info.index is written at info.offset
+        if info.index == 0:
+            reserved.started()
         writeback.written(info.offset)
         if bar is not None:
             bar.total = info.total
             bar.update()
 
     try:
-        ir.save(model, path, external_data=data_name, callback=on_tensor, max_workers=1)
+        ir.save(model, path, external_data=data_name, size_threshold_bytes=_INLINE_BYTES,
+                callback=on_tensor, max_workers=1)
     finally:
+        reserved.close()
         writeback.close()
         if bar is not None:
             bar.close()
+
+
+def _external_bytes(model: ir.Model) -> int:
+    """The size of the data file ``ir.save`` writes: every initializer above the inline
+    size, packed one after another (onnx-ir aligns nothing unless asked)."""
+    return sum(v.const_value.nbytes for graph in model.graphs()
+               for v in graph.initializers.values()
+               if v.const_value is not None and v.const_value.nbytes > _INLINE_BYTES)

@@ -62,7 +62,7 @@ class EarlyWriteback:
         if self._fn is None:
             return
         if self._fd is None:
-            self._fd = _open_being_written(self._path)
+            self._fd = open_being_written(self._path)
         if self._fd < 0 or offset - self._started < self._stretch:
             return
         if self._thread is None:
@@ -91,14 +91,14 @@ class EarlyWriteback:
             pass
 
 
-def _open_being_written(path: str) -> int:
-    """A read-only descriptor of the file being written to ``path``, or -1."""
+def open_being_written(path: str, flags: int = os.O_RDONLY) -> int:
+    """A descriptor (``flags``) of the file being written to ``path``, or -1."""
     folder, name = os.path.split(path)
     pattern = os.path.join(glob.escape(folder), f".{glob.escape(name)}.*", glob.escape(name))
     staged = glob.glob(pattern)
     for candidate in [*sorted(staged, key=_mtime, reverse=True), path]:
         try:
-            return os.open(candidate, os.O_RDONLY)
+            return os.open(candidate, flags)
         except OSError:
             continue
     return -1
