@@ -5,6 +5,7 @@ import pytest
 
 from mobius.errors import WeightsError
 from mobius.quantize.quantized_weight import QuantizedWeight
+from mobius.quantize import rtn
 from mobius.quantize.rtn import quantize_rtn
 
 
@@ -51,3 +52,35 @@ def test_bad_shapes_are_named():
         QuantizedWeight(np.zeros((4, 64), np.uint8), np.ones((4, 3), np.float32), None, 4, 32)
     with pytest.raises(WeightsError, match="bits 3"):
         QuantizedWeight(np.zeros((4, 64), np.uint8), np.ones((4, 2), np.float32), None, 3, 32)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_chunks_on_threads_give_the_serial_result(monkeypatch, symmetric):
+    """Small chunks (many per weight, a ragged last one) quantized on threads write
+    exactly what one thread writes, and stay within half a step."""
+    monkeypatch.setattr(rtn, "_CHUNK_ELEMENTS", 3 * 32 * 96)  # 3 blocks of 32 rows per chunk
+    rng = np.random.default_rng(7)
+    weight = rng.standard_normal((96, 32 * 20 + 5)).astype(np.float32)  # [N, K]: 21 blocks
+    results = {}
+    for threads in (1, 3):
+        monkeypatch.setattr(rtn, "THREADS", threads)
+        results[threads] = quantize_rtn(weight, 4, 32, symmetric)
+    serial, threaded = results[1], results[3]
+    np.testing.assert_array_equal(threaded.codes, serial.codes)
+    np.testing.assert_array_equal(threaded.scales, serial.scales)
+    if not symmetric:
+        np.testing.assert_array_equal(threaded.zero_points, serial.zero_points)
+    error = np.abs(threaded.dequantize() - weight) / _reference_step(threaded)
+    assert error.max() <= 0.5 + 1e-4
+
+
+def test_a_chunk_error_reaches_the_caller(monkeypatch):
+    monkeypatch.setattr(rtn, "_CHUNK_ELEMENTS", 32 * 8)
+    monkeypatch.setattr(rtn, "THREADS", 2)
+
+    def broken(blocks, bits):
+        raise FloatingPointError("chunk failed")
+
+    monkeypatch.setattr(rtn, "_symmetric", broken)
+    with pytest.raises(FloatingPointError, match="chunk failed"):
+        quantize_rtn(np.ones((8, 128), np.float32), 4, 32, True)
