@@ -23,7 +23,7 @@ from mobius.contrib.gather_block_quantized import (GatherBlockQuantizedSpec,
                                                    make_gather_block_quantized_node)
 from mobius.quantize import packing
 from mobius.quantize.emit import MATMUL_NBITS, Shared, lazy_initializer, replace_node
-from mobius.quantize.rtn import quantize_rtn
+from mobius.quantize.rtn import quantize_rtn_rows
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def emit_quantized_gather(model: ir.Model, gather: ir.Node, bits: int, block_siz
         logger.info("%s kept float: block size %d does not divide %d", table.name, block_size, cols)
         return False
     source, dtype = table.const_value, table.const_value.dtype
-    shared = Shared(lambda: quantize_rtn(source.numpy(), bits, block_size, symmetric),
+    shared = Shared(lambda: quantize_rtn_rows(source, bits, block_size, symmetric),
                     2 if symmetric else 3)
     stem = (table.name or "embedding").removesuffix(".weight")
     scale_type = np.dtype(dtype.numpy())

@@ -29,7 +29,7 @@ from mobius.contrib.gather_block_quantized import (GatherBlockQuantizedSpec,
 from mobius.contrib.matmul_nbits import MatMulNBitsSpec, make_matmul_nbits_node
 from mobius.quantize import packing
 from mobius.quantize.emit import Shared, lazy_initializer, replace_node
-from mobius.quantize.rtn import quantize_rtn
+from mobius.quantize.rtn import quantize_rtn_rows
 from mobius.rewrite.library_passes import NO_FOLD
 
 
@@ -40,7 +40,7 @@ def emit_tied_quantized(model: ir.Model, gather: ir.Node, head: ir.Node, bits: i
     rows, cols = table.shape
     blocks = cols // block_size
     source, dtype = table.const_value, table.const_value.dtype
-    shared = Shared(lambda: quantize_rtn(source.numpy(), bits, block_size, True), 2)
+    shared = Shared(lambda: quantize_rtn_rows(source, bits, block_size, True), 2)
     stem = (table.name or "embedding").removesuffix(".weight")
     scale_type = np.dtype(dtype.numpy())
     data = lazy_initializer(model.graph, f"{stem}_Q", shared.part(packing.matmul_nbits_b,

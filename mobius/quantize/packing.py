@@ -34,8 +34,12 @@ def pad_k(codes: np.ndarray, qw: QuantizedWeight) -> np.ndarray:
 
 
 def pack_nibbles(values: np.ndarray) -> np.ndarray:
-    """uint8 [..., 2m] (each < 16) -> uint8 [..., m], element 2i in the low nibble."""
-    return (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
+    """uint8 [..., 2m] (each < 16) -> uint8 [..., m], element 2i in the low nibble.
+
+    One result-sized array and no temporaries (an LM head's codes are 0.5 GB)."""
+    packed = np.left_shift(values[..., 1::2], 4, dtype=np.uint8)
+    packed |= values[..., 0::2]
+    return packed
 
 
 def matmul_nbits_b(qw: QuantizedWeight) -> np.ndarray:

@@ -27,6 +27,7 @@ import numpy as np
 from mobius.quantize.quantized_weight import QuantizedWeight
 
 _CHUNK_ELEMENTS = 1 << 21  # floats per chunk (8 MB)
+_BAND_ELEMENTS = 1 << 24  # floats per band of rows read at a time (64 MB)
 _MAGIC = np.float32(1.5 * 2**23)
 #: threads quantizing one weight's chunks (each holds ~3 chunks of temporaries)
 THREADS = min(4, os.cpu_count() or 1)
@@ -36,6 +37,32 @@ def quantize_rtn(weight: np.ndarray, bits: int, block_size: int,
                  symmetric: bool) -> QuantizedWeight:
     """weight: float [N, K] (the checkpoint's Linear layout)."""
     return quantize_rtn_kn(np.asarray(weight).T, bits, block_size, symmetric)
+
+
+def quantize_rtn_rows(weight, bits: int, block_size: int, symmetric: bool) -> QuantizedWeight:
+    """weight: a float [N, K] tensor; read ``_BAND_ELEMENTS`` values of rows at a time
+    where it can give its rows alone (``read_rows``: a checkpoint tensor as stored).
+
+    An LM head or embedding table is the largest tensor of a model (2 GB for
+    Llama-3.1-8B's head in float32); held whole beside its codes it set the
+    build's peak memory. Band by band, only one band of floats is held.
+    """
+    read_rows = getattr(weight, "read_rows", None)
+    if read_rows is None:
+        return quantize_rtn(weight.numpy(), bits, block_size, symmetric)
+    rows, cols = weight.shape
+    blocks = -(-cols // block_size)
+    codes = np.empty((rows, cols), dtype=np.uint8)
+    scales = np.empty((rows, blocks), dtype=np.float32)
+    zeros = None if symmetric else np.empty((rows, blocks), dtype=np.uint8)
+    band = max(1, _BAND_ELEMENTS // max(1, cols))
+    for start in range(0, rows, band):
+        stop = min(rows, start + band)
+        part = quantize_rtn(read_rows(start, stop), bits, block_size, symmetric)
+        codes[start:stop], scales[start:stop] = part.codes, part.scales
+        if zeros is not None:
+            zeros[start:stop] = part.zero_points
+    return QuantizedWeight(codes, scales, zeros, bits, block_size)
 
 
 def quantize_rtn_kn(weight: np.ndarray, bits: int, block_size: int,

@@ -84,3 +84,31 @@ def test_a_chunk_error_reaches_the_caller(monkeypatch):
     monkeypatch.setattr(rtn, "_symmetric", broken)
     with pytest.raises(FloatingPointError, match="chunk failed"):
         quantize_rtn(np.ones((8, 128), np.float32), 4, 32, True)
+
+
+class _Bands:
+    """A [N, K] tensor that only gives bands of rows (its whole load is an error)."""
+
+    def __init__(self, array):
+        self.array, self.shape, self.bands = array, array.shape, []
+
+    def read_rows(self, start, stop):
+        self.bands.append((start, stop))
+        return self.array[start:stop]
+
+    def numpy(self):
+        raise AssertionError("the whole tensor was loaded")
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_a_tensor_read_in_bands_of_rows_quantizes_like_the_whole(monkeypatch, symmetric):
+    monkeypatch.setattr(rtn, "_BAND_ELEMENTS", 10 * 200)  # 10 rows of K = 200 per band
+    weight = np.random.default_rng(9).standard_normal((37, 200)).astype(np.float32)
+    source = _Bands(weight)
+    banded = rtn.quantize_rtn_rows(source, 4, 32, symmetric)
+    whole = quantize_rtn(weight, 4, 32, symmetric)
+    assert source.bands == [(0, 10), (10, 20), (20, 30), (30, 37)]
+    np.testing.assert_array_equal(banded.codes, whole.codes)
+    np.testing.assert_array_equal(banded.scales, whole.scales)
+    if not symmetric:
+        np.testing.assert_array_equal(banded.zero_points, whole.zero_points)

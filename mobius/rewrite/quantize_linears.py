@@ -30,7 +30,7 @@ from mobius.quantize.emit_gather import emit_quantized_gather
 from mobius.quantize.emit_moe import emit_qmoe
 from mobius.quantize.emit_tied import emit_tied_quantized
 from mobius.quantize.prequantized import emit_prequantized, plan_for, sources_of
-from mobius.quantize.rtn import quantize_rtn_kn
+from mobius.quantize.rtn import quantize_rtn_kn, quantize_rtn_rows
 from mobius.rewrite.rule import Rule, RuleContext, attr, initializer_array
 
 TOKEN_IDS = "input_ids"  # the graph contract's token input (DESIGN.md)
@@ -206,10 +206,12 @@ def _is_float_matrix(value: ir.Value | None) -> bool:
 
 
 def _rtn(source: ir.TensorProtocol, layout: Layout, transposed: bool = False):
-    """RTN when the saver asks; ``transposed``: ``source`` is [N, K] (the LM head's Gemm)."""
+    """RTN when the saver asks; ``transposed``: ``source`` is [N, K] (the LM head's Gemm),
+    read a band of rows at a time where it can be."""
     def produce():
-        weight = source.numpy().T if transposed else source.numpy()
-        return quantize_rtn_kn(weight, layout.bits, layout.block_size, layout.symmetric)
+        if transposed:
+            return quantize_rtn_rows(source, layout.bits, layout.block_size, layout.symmetric)
+        return quantize_rtn_kn(source.numpy(), layout.bits, layout.block_size, layout.symmetric)
 
     return produce
 

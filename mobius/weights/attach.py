@@ -171,7 +171,20 @@ def _checkpoint_tensor(checkpoint, info, param: Weight, transform) -> Checkpoint
         transformed=transform is not None or not as_stored,
         fill=_filler(checkpoint, info.name, rows, param.dtype, transform))
     tensor.meta[CHECKPOINT_NAME] = info.name
+    if transform is None:
+        tensor.read_rows = _rows_reader(checkpoint, info.name, rows, param.dtype)
     return tensor
+
+
+def _rows_reader(checkpoint, source: str, rows: tuple[int, int] | None, dtype: ir.DataType):
+    """``read_rows(start, stop)``: rows [start, stop) of the parameter (of its own rows of
+    ``source`` if given), checked finite and converted like the whole tensor."""
+    first = 0 if rows is None else rows[0]
+
+    def read_rows(start: int, stop: int):
+        return convert_array(_read(checkpoint, source, (first + start, first + stop)), dtype)
+
+    return read_rows
 
 
 def _row_range(info: TensorInfo, start: int, stop: int) -> TensorInfo:

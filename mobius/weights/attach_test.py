@@ -100,3 +100,29 @@ def test_sources_combine_the_first_spelling_present(tmp_path, spelling):
 def test_sources_check_names_and_shapes(tmp_path, arrays, message):
     with pytest.raises(WeightsError, match=message):
         attach_weights(_Holder(), _write(tmp_path, arrays))
+
+
+class _Rows(nn.Module):
+    """Rows [2, 6) of a bf16 checkpoint tensor as float32, and a transposed parameter."""
+
+    def __init__(self):
+        super().__init__()
+        with build_context(None, ir.DataType.FLOAT):
+            self.part = Weight([4, 3], checkpoint_shape=[8, 3], checkpoint_rows=(2, 6))
+            self.flipped = Weight([3, 8], checkpoint_shape=[8, 3], transform=np.transpose)
+
+
+def test_a_tensor_as_stored_reads_any_band_of_its_rows_alone(tmp_path):
+    import ml_dtypes
+
+    stored = np.random.default_rng(5).standard_normal((8, 3)).astype(ml_dtypes.bfloat16)
+    module = _Rows()
+    attach_weights(module, _write(tmp_path, {"part": stored, "flipped": stored}))
+    part = module.part.const_value
+    whole = part.numpy()
+    np.testing.assert_array_equal(whole, stored[2:6].astype(np.float32))
+    for start, stop in ((0, 4), (1, 3), (3, 4)):
+        band = part.read_rows(start, stop)
+        assert band.dtype == np.float32
+        np.testing.assert_array_equal(band, whole[start:stop])
+    assert module.flipped.const_value.read_rows is None  # transposed: its rows are not stored

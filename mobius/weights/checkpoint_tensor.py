@@ -38,6 +38,11 @@ class CheckpointTensor(FillableTensor):
     #: for a transposed checkpoint tensor: a function making the same values in the
     #: checkpoint's layout (another CheckpointTensor, untransposed; see weights/attach.py)
     checkpoint_layout: Callable[[], "CheckpointTensor"] | None = None
+    #: for a tensor that is the checkpoint's rows as stored (perhaps converted):
+    #: ``read_rows(start, stop)`` gives its rows [start, stop) alone, mapped only
+    #: while the result lives, so a large one is processed a band at a time
+    #: (quantize/rtn.py's ``quantize_rtn_rows``; see weights/attach.py)
+    read_rows: Callable[[int, int], np.ndarray] | None = None
 
     def __init__(self, load: Callable[[], ir.TensorProtocol], dtype: ir.DataType,
                  shape: ir.Shape, *, name: str, source: TensorInfo, transformed: bool,
