@@ -11,7 +11,6 @@ import dataclasses
 import json
 import os
 import shutil
-import tempfile
 from typing import Any
 
 import onnx_ir as ir

@@ -178,11 +178,17 @@ def _checkpoint_tensor(checkpoint, info, param: Weight, transform) -> Checkpoint
 
 def _rows_reader(checkpoint, source: str, rows: tuple[int, int] | None, dtype: ir.DataType):
     """``read_rows(start, stop)``: rows [start, stop) of the parameter (of its own rows of
-    ``source`` if given), checked finite and converted like the whole tensor."""
+    ``source`` if given), converted like the whole tensor and checked finite (one
+    warning per tensor, however many bands hold NaN or Inf)."""
     first = 0 if rows is None else rows[0]
+    warned = False
 
     def read_rows(start: int, stop: int):
-        return convert_array(_read(checkpoint, source, (first + start, first + stop)), dtype)
+        nonlocal warned
+        array = checkpoint.read(source)[first + start:first + stop]
+        if not warned:
+            warned = warn_if_not_finite(source, array)
+        return convert_array(array, dtype)
 
     return read_rows
 

@@ -126,3 +126,14 @@ def test_a_tensor_as_stored_reads_any_band_of_its_rows_alone(tmp_path):
         assert band.dtype == np.float32
         np.testing.assert_array_equal(band, whole[start:stop])
     assert module.flipped.const_value.read_rows is None  # transposed: its rows are not stored
+
+
+def test_nan_in_several_bands_warns_once(tmp_path, caplog):
+    stored = np.ones((8, 3), np.float32)
+    stored[2, 0] = stored[5, 1] = np.nan
+    module = _Rows()
+    attach_weights(module, _write(tmp_path, {"part": stored, "flipped": stored}))
+    with caplog.at_level("WARNING", logger="mobius.weights.dtypes"):
+        for start in range(4):
+            module.part.const_value.read_rows(start, start + 1)
+    assert caplog.text.count("'part' holds NaN or Inf") == 1

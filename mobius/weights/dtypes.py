@@ -85,13 +85,14 @@ def check_source_dtype(name: str, source: np.dtype, target: ir.DataType) -> None
                            f"a float weight")
 
 
-def warn_if_not_finite(name: str, array: np.ndarray) -> None:
+def warn_if_not_finite(name: str, array: np.ndarray) -> bool:
     """Warns about NaN/Inf weights (they make every logit NaN); the tensor is still used.
+    Returns whether it warned.
 
     Checked in chunks of 1M values, so the check itself allocates little.
     """
     if not (array.dtype.kind == "f" or array.dtype == ml_dtypes.bfloat16):
-        return
+        return False
     flat = array.reshape(-1)
     for start in range(0, flat.size, 1 << 20):
         chunk = flat[start:start + (1 << 20)]
@@ -101,4 +102,5 @@ def warn_if_not_finite(name: str, array: np.ndarray) -> None:
             bad = not np.isfinite(chunk).all()
         if bad:
             logger.warning("warning: checkpoint tensor %r holds NaN or Inf values", name)
-            return
+            return True
+    return False
