@@ -31,6 +31,9 @@ QUANTIZED_OPS = ("com.microsoft::MatMulNBits", "DequantizeLinear")
 #: Gemm(transB=1) [N, K], and what HeadFusedMatMul makes of it on CPU
 _LINEAR_OPS = ("MatMul", "Gemm", "com.microsoft::FusedMatMul")
 _PLUMBING = ("Reshape", "Shape", "Concat", "Constant", "Squeeze", "Expand")
+#: a quantized op -> the float op it replaced
+_REPLACED = {"com.microsoft::QMoE": "com.microsoft::MoE",
+             "com.microsoft::GatherBlockQuantized": "Gather"}
 #: what the Shape lowering makes of each dim on EPs without Shape (ShapeElimination);
 #: the quantized head needs no Shape at all, so these counts move with it
 _LOWERED_SHAPE = ("Slice", "Cast", "Equal", "ReduceSum")
@@ -48,7 +51,8 @@ def _linears(model: ir.Model) -> list[ir.Node]:
 
 def _structure(histogram: Counter, shape_lowered: bool) -> Counter:
     """Everything but the Linears and shape plumbing; a QMoE counts as the MoE it
-    replaced. The LM head's plumbing differs by form: the float head on CPU is a
+    replaced, and a GatherBlockQuantized the token Gather (a tied table shares the
+    head's quantized copy by default: mobius/quantize/emit_tied.py). The LM head's plumbing differs by form: the float head on CPU is a
     FusedMatMul on [..., H] (no Reshape / Shape / Concat) and a tied float matrix
     is read as [1, V, H] (Gather axis 1 + Squeeze), while the quantized head reads
     [..., H] without the Gemm's Reshapes (``shape_lowered``: their Shape was lowered
@@ -57,7 +61,7 @@ def _structure(histogram: Counter, shape_lowered: bool) -> Counter:
     out = Counter()
     for op, n in histogram.items():
         if op not in (*_LINEAR_OPS, *plumbing, *QUANTIZED_OPS):
-            out[op.replace("::QMoE", "::MoE")] += n
+            out[_REPLACED.get(op, op)] += n
     return out
 
 

@@ -92,9 +92,11 @@ def _quant_arguments(build: argparse.ArgumentParser) -> None:
                       help="keep the lm_head float")
     table = group.add_mutually_exclusive_group()
     table.add_argument("--quant-embedding", dest="quant_embedding", action="store_true",
-                       default=None, help="quantize the embedding table (GatherBlockQuantized)")
+                       default=None, help="quantize the embedding table (GatherBlockQuantized; "
+                       "default: a table tied to the LM head shares the head's quantized copy "
+                       "where the EP can, others stay float)")
     table.add_argument("--no-quant-embedding", dest="quant_embedding", action="store_false",
-                       help="keep the embedding table float")
+                       help="keep the embedding table float, tied or not")
     group.add_argument("--quant-override", default="",
                        help="keep chosen weights at another kind, e.g. "
                             "'layers.0.*=float,lm_head=int8' (first match wins)")

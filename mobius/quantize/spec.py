@@ -32,6 +32,8 @@ class QuantSpec:
         form: EpCapabilities.quant_form.
         lm_head: quantize the lm_head too.
         embedding: quantize the embedding table too (GatherBlockQuantized).
+        tied_embedding: quantize a tied embedding matrix once, shared with the
+            LM head (where the EP can; see EpCapabilities.quant_tied_embedding).
         overrides: (pattern, "float" | "int8" | "int4") pairs; the first whose
             pattern matches a dotted suffix of a weight's name (".weight"
             stripped) decides its kind.
@@ -44,6 +46,7 @@ class QuantSpec:
     form: str
     lm_head: bool = True
     embedding: bool = False
+    tied_embedding: bool = False
     overrides: tuple[tuple[str, str], ...] = ()
 
     def bits_for(self, name: str) -> int | None:
@@ -104,7 +107,9 @@ def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | 
         raise MobiusError(f"accuracy level must be in 0..4, got {level}")
     return QuantSpec(QUANT_TYPES[quant], block, sym, level, caps.quant_form,
                      caps.quant_lm_head if lm_head is None else lm_head,
-                     caps.quant_embedding if embedding is None else embedding, tuple(overrides))
+                     caps.quant_embedding if embedding is None else embedding,
+                     caps.quant_tied_embedding if embedding is None else embedding,
+                     tuple(overrides))
 
 
 def _eps_taking(bits: int) -> str:

@@ -23,6 +23,10 @@ def test_defaults_come_from_the_ep():
     assert resolve_quant(get_ep("cuda"), "int4").accuracy_level == 0
     assert resolve_quant(get_ep("cpu"), None) is None
     assert not cpu.embedding and cpu.lm_head
+    # a tied table shares the head's quantized copy where the EP has both kernels
+    assert cpu.tied_embedding and resolve_quant(get_ep("webgpu"), "int4").tied_embedding
+    assert not resolve_quant(get_ep("dml"), "int4").tied_embedding
+    assert not resolve_quant(get_ep("cpu"), "int4", embedding=False).tied_embedding
 
 
 def test_explicit_options_override_defaults():

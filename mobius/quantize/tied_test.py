@@ -68,6 +68,20 @@ def _lookup_and_head(package) -> tuple[ir.Node | None, ir.Node]:
     return lookup, head
 
 
+@pytest.mark.parametrize("quant_embedding,shared", [(None, True), (False, False)])
+def test_a_tied_table_is_shared_by_default_and_float_when_asked(folder, tmp_path,
+                                                               quant_embedding, shared):
+    """Without --quant-embedding an int4 package of a tied model holds no float table
+    (as onnxruntime-genai's builder does); --no-quant-embedding keeps it float."""
+    package = mobius.build(folder, execution_provider=CPU, quant="int4",
+                           quant_embedding=quant_embedding)
+    lookup, head = _lookup_and_head(package)
+    assert (lookup is not None and lookup.inputs[0] is head.inputs[1]) == shared
+    arrays = _initializers(package.save(str(tmp_path / "pkg")))
+    float_tables = [n for n, a in arrays.items() if a.dtype.kind == "f" and a.size == VOCAB * HIDDEN]
+    assert float_tables == ([] if shared else ["model.embed_tokens.weight"])
+
+
 def test_one_quantized_copy_read_by_both_ops(folder, tmp_path):
     package = _build(folder)
     lookup, head = _lookup_and_head(package)

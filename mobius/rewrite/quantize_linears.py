@@ -125,7 +125,7 @@ class QuantizeLinears(Rule):
         quantized copy both read, where the EP has GatherBlockQuantized and
         MatMulNBits kernels, the build is symmetric and both get the same bits."""
         spec, caps = ctx.quant, ctx.caps
-        if (not spec.embedding or not spec.symmetric or spec.form != MATMUL_NBITS
+        if (not spec.tied_embedding or not spec.symmetric or spec.form != MATMUL_NBITS
                 or not caps.has_kernel(contrib_ops.GATHER_BLOCK_QUANTIZED)
                 or not caps.has_kernel(contrib_ops.MATMUL_NBITS)):
             return False
