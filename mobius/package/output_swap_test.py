@@ -23,6 +23,7 @@ import pytest
 from mobius.errors import OutputError
 from mobius.package.model_package import ModelPackage
 from mobius.package.output_swap import OutputExistsError, make_staging, mark_ready, place
+from testing.small_disk import run_on_small_disk
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -255,16 +256,11 @@ def test_the_output_never_overlaps_the_input(tmp_path):
 
 def test_full_disk_says_no_space_left(tmp_path):
     """A 8 KiB tmpfs (mounted in a private user + mount namespace) cannot hold the package."""
-    if subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode != 0:
-        pytest.skip("this machine cannot make a user + mount namespace for a small tmpfs")
     disk = tmp_path / "disk"
-    disk.mkdir()
-    script = (f"mount -t tmpfs -o size=8k tmpfs {disk} && "
-              f"{sys.executable} -c \"$0\" {disk}/out 1 0 '' ; echo left: $(ls -A {disk})")
-    result = subprocess.run(["unshare", "-rm", "sh", "-c", script, _CHILD.format(root=_ROOT)],
-                            capture_output=True, text=True, timeout=120)
-    assert f"OutputError: no space left on the device holding {disk}" in result.stderr
-    assert result.stdout.strip() == "left:"  # the staging folder was removed
+    stdout, stderr = run_on_small_disk(str(disk), "8k", _CHILD.format(root=_ROOT),
+                                       f"{disk}/out", "1", "0", "")
+    assert f"OutputError: no space left on the device holding {disk}" in stderr
+    assert stdout.strip() == "rc=1 left:"  # the staging folder was removed
 
 
 @pytest.mark.parametrize("overwrite", [False, True])

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import glob
 import os
-import subprocess
-import sys
 
 import numpy as np
 import onnx_ir as ir
-import pytest
 
 from mobius.package.model_package import ModelPackage
 from mobius.package.preallocate import Preallocation
+from testing.small_disk import run_on_small_disk
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _BLOCK = 4096
@@ -83,14 +81,9 @@ _package(weights, lambda i: print("loaded", i, flush=True)).save(sys.argv[1])
 
 def test_a_disk_too_small_fails_before_any_tensor_is_read(tmp_path):
     """A 256 KiB tmpfs (private user + mount namespace) cannot hold the 600 KB data file."""
-    if subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode != 0:
-        pytest.skip("this machine cannot make a user + mount namespace for a small tmpfs")
     disk = tmp_path / "disk"
-    disk.mkdir()
-    script = (f"mount -t tmpfs -o size=256k tmpfs {disk} && "
-              f"{sys.executable} -c \"$0\" {disk}/out; echo left: $(ls -A {disk})")
-    result = subprocess.run(["unshare", "-rm", "sh", "-c", script, _CHILD.format(root=_ROOT)],
-                            capture_output=True, text=True, timeout=120)
-    assert "OutputError: no space left on the device" in result.stderr, result.stderr
-    assert "loaded" not in result.stdout  # failed at the reservation, not after writing
-    assert result.stdout.strip().endswith("left:")  # the staging folder was removed
+    stdout, stderr = run_on_small_disk(str(disk), "256k", _CHILD.format(root=_ROOT),
+                                       f"{disk}/out")
+    assert "OutputError: no space left on the device" in stderr, stderr
+    assert "loaded" not in stdout  # failed at the reservation, not after writing
+    assert stdout.strip() == "rc=1 left:"  # the staging folder was removed

@@ -5,8 +5,6 @@ failure, and a full disk is an error (not SIGBUS)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import onnx
@@ -22,6 +20,7 @@ from mobius.weights import mapped_write
 from mobius.weights.attach import attach_weights
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 from mobius.weights.safetensors_writer import write_safetensors
+from testing.small_disk import run_on_small_disk
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 F32, F16 = ir.DataType.FLOAT, ir.DataType.FLOAT16
@@ -150,17 +149,11 @@ def test_a_failure_mid_write_leaves_no_package(tmp_path, spy):
 def test_a_full_disk_is_an_error_not_a_crash(tmp_path):
     """A 32 KiB tmpfs (private user + mount namespace) cannot hold the 44 KiB tensor:
     populating its mapping fails, so it is written with write(), which raises ENOSPC."""
-    if subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode != 0:
-        pytest.skip("this machine cannot make a user + mount namespace for a small tmpfs")
     folder = _checkpoint(tmp_path / "ckpt")
     disk = tmp_path / "disk"
-    disk.mkdir()
     child = (f"import sys; sys.path.insert(0, {_ROOT!r}); "
              f"from mobius.weights.mapped_write_test import save_package; "
              f"save_package({folder!r}, {str(disk / 'out')!r})")
-    script = (f"mount -t tmpfs -o size=32k tmpfs {disk} && {sys.executable} -c \"$0\"; "
-              f"echo rc=$? left: $(ls -A {disk})")
-    result = subprocess.run(["unshare", "-rm", "sh", "-c", script, child],
-                            capture_output=True, text=True, timeout=120)
-    assert f"OutputError: no space left on the device holding {disk}" in result.stderr
-    assert result.stdout.strip() == "rc=1 left:"  # an error (not SIGBUS, 135), nothing left
+    stdout, stderr = run_on_small_disk(str(disk), "32k", child)
+    assert f"OutputError: no space left on the device holding {disk}" in stderr
+    assert stdout.strip() == "rc=1 left:"  # an error (not SIGBUS, 135), nothing left
