@@ -89,8 +89,7 @@ def quantize_rtn_kn(weight: np.ndarray, bits: int, block_size: int,
     firsts = range(0, blocks, step)
     if THREADS > 1 and len(firsts) > 1:
         with ThreadPoolExecutor(min(THREADS, len(firsts)), "mobius-rtn") as pool:
-            for done in pool.map(quantize_chunk, firsts):  # re-raises a chunk's error
-                del done
+            list(pool.map(quantize_chunk, firsts))  # re-raises a chunk's error
     else:
         for first in firsts:
             quantize_chunk(first)
