@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
 import numpy as np
@@ -22,7 +24,10 @@ def transpose(array: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     every element of a large matrix; the column tiles keep a tile's output rows
     in cache (float32 Llama-3.2-1B projections: 1.8-2.3 GB/s, vs 1.4-1.7 GB/s
     for whole-width bands of 8 rows). ``out`` (C-contiguous, the result's shape
-    and dtype): write there, e.g. straight into a mapped data file.
+    and dtype; a different float dtype converts as it copies): write there,
+    e.g. straight into a mapped data file. A large matrix is split into runs
+    of rows copied on ``TRANSPOSE_THREADS`` threads (numpy releases the GIL in
+    each tile's copy; [8192, 2048] f32 -> f16: 57-68 ms on one, 35-52 ms on two).
     """
     if out is None:
         out = np.empty(array.shape[::-1], dtype=array.dtype)
@@ -31,13 +36,32 @@ def transpose(array: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         return out
     # Slice a plain ndarray: slicing an np.memmap runs Python code per slice.
     array = np.asarray(array)
-    rows, cols = array.shape
-    block = 16
-    for start in range(0, rows, block):
-        band = array[start : start + block]
-        for col in range(0, cols, 1024):
-            out[col : col + 1024, start : start + block] = band[:, col : col + 1024].T
+    rows = array.shape[0]
+    threads = min(TRANSPOSE_THREADS, -(-array.size // _THREAD_ELEMENTS))
+    if threads <= 1:
+        _transpose_rows(array, out, 0, rows)
+        return out
+    per = -(-rows // (threads * _TILE_ROWS)) * _TILE_ROWS  # whole tiles per thread
+    with ThreadPoolExecutor(threads, "mobius-transpose") as pool:
+        list(pool.map(lambda first: _transpose_rows(array, out, first, min(rows, first + per)),
+                      range(0, rows, per)))
     return out
+
+
+#: tile of the blocked transpose: source rows x source columns
+_TILE_ROWS, _TILE_COLS = 16, 1024
+#: threads for one large transpose, and the elements each must have at least
+TRANSPOSE_THREADS = min(4, os.cpu_count() or 1)
+_THREAD_ELEMENTS = 1 << 20
+
+
+def _transpose_rows(array: np.ndarray, out: np.ndarray, first: int, stop: int) -> None:
+    """out[:, first:stop] = array[first:stop].T, tile by tile."""
+    for start in range(first, stop, _TILE_ROWS):
+        band = array[start : min(stop, start + _TILE_ROWS)]
+        for col in range(0, array.shape[1], _TILE_COLS):
+            out[col : col + _TILE_COLS, start : start + band.shape[0]] = (
+                band[:, col : col + _TILE_COLS].T)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,6 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from mobius.components import weight
 from mobius.components.weight import transpose
 
 
@@ -42,3 +43,14 @@ def test_transpose_into_a_strided_view():
     transpose(array, out=wide[:, 5:45])
     np.testing.assert_array_equal(wide[:, 5:45], array.T)
     assert not wide[:, :5].any() and not wide[:, 45:].any()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_transpose_on_threads_equals_numpy(monkeypatch, dtype):
+    """Runs of whole tiles on 3 threads (a ragged last run), converting f32 as it copies."""
+    monkeypatch.setattr(weight, "TRANSPOSE_THREADS", 3)
+    monkeypatch.setattr(weight, "_THREAD_ELEMENTS", 64)
+    array = np.random.default_rng(2).standard_normal((83, 2100)).astype(np.float32)
+    out = np.full((2100, 83), -1, dtype)
+    transpose(array, out=out)
+    np.testing.assert_array_equal(out, array.T.astype(dtype))
