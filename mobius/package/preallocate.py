@@ -21,20 +21,15 @@ import ctypes
 import errno
 import os
 
-from mobius.package.writeback import open_being_written
+from mobius.package.writeback import libc_function, open_being_written
 
 #: <linux/falloc.h>: allocate, but leave the file size as it is
 FALLOC_FL_KEEP_SIZE = 1
 
 
 def _fallocate():
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).fallocate
-    except (AttributeError, OSError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    fn.restype = ctypes.c_int
-    return fn
+    return libc_function("fallocate",
+                         [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64])
 
 
 class Preallocation:

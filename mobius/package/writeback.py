@@ -26,14 +26,21 @@ STRETCH = 32 << 20
 SYNC_FILE_RANGE_WRITE = 2
 
 
-def _sync_file_range():
+def libc_function(name: str, argtypes: list):
+    """The C library's ``name`` taking ``argtypes`` and returning an int (errno kept for
+    ``ctypes.get_errno``), or None where this platform has no such function."""
     try:
-        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+        fn = getattr(ctypes.CDLL(None, use_errno=True), name)
     except (AttributeError, OSError):
         return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    fn.argtypes = argtypes
     fn.restype = ctypes.c_int
     return fn
+
+
+def _sync_file_range():
+    return libc_function("sync_file_range",
+                         [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint])
 
 
 class EarlyWriteback:
