@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
 import numpy as np
@@ -12,6 +10,7 @@ import onnx_ir as ir
 from onnxscript import nn
 
 from mobius.context import get_build_dtype
+from mobius.threads import MAX_THREADS, run_on_threads
 
 Transform = Callable[[np.ndarray], np.ndarray]
 
@@ -37,21 +36,17 @@ def transpose(array: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     # Slice a plain ndarray: slicing an np.memmap runs Python code per slice.
     array = np.asarray(array)
     rows = array.shape[0]
-    threads = min(TRANSPOSE_THREADS, -(-array.size // _THREAD_ELEMENTS))
-    if threads <= 1:
-        _transpose_rows(array, out, 0, rows)
-        return out
-    per = -(-rows // (threads * _TILE_ROWS)) * _TILE_ROWS  # whole tiles per thread
-    with ThreadPoolExecutor(threads, "mobius-transpose") as pool:
-        list(pool.map(lambda first: _transpose_rows(array, out, first, min(rows, first + per)),
-                      range(0, rows, per)))
+    threads = max(1, min(TRANSPOSE_THREADS, -(-array.size // _THREAD_ELEMENTS)))
+    per = max(1, -(-rows // (threads * _TILE_ROWS))) * _TILE_ROWS  # whole tiles per thread
+    run_on_threads(lambda first: _transpose_rows(array, out, first, min(rows, first + per)),
+                   range(0, rows, per), threads)
     return out
 
 
 #: tile of the blocked transpose: source rows x source columns
 _TILE_ROWS, _TILE_COLS = 16, 1024
 #: threads for one large transpose, and the elements each must have at least
-TRANSPOSE_THREADS = min(4, os.cpu_count() or 1)
+TRANSPOSE_THREADS = MAX_THREADS
 _THREAD_ELEMENTS = 1 << 20
 
 

@@ -19,18 +19,16 @@ than half a step at the top.
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
 from mobius.quantize.quantized_weight import QuantizedWeight
+from mobius.threads import MAX_THREADS, run_on_threads
 
 _CHUNK_ELEMENTS = 1 << 21  # floats per chunk (8 MB)
 _BAND_ELEMENTS = 1 << 24  # floats per band of rows read at a time (64 MB)
 _MAGIC = np.float32(1.5 * 2**23)
 #: threads quantizing one weight's chunks (each holds ~3 chunks of temporaries)
-THREADS = min(4, os.cpu_count() or 1)
+THREADS = MAX_THREADS
 
 
 def quantize_rtn(weight: np.ndarray, bits: int, block_size: int,
@@ -86,13 +84,7 @@ def quantize_rtn_kn(weight: np.ndarray, bits: int, block_size: int,
             scales[:, first:last], zeros[:, first:last] = chunk_scales.T, chunk_zeros.T
         codes[:, first * block_size : top] = chunk.reshape(-1, rows)[: top - first * block_size].T
 
-    firsts = range(0, blocks, step)
-    if THREADS > 1 and len(firsts) > 1:
-        with ThreadPoolExecutor(min(THREADS, len(firsts)), "mobius-rtn") as pool:
-            list(pool.map(quantize_chunk, firsts))  # re-raises a chunk's error
-    else:
-        for first in firsts:
-            quantize_chunk(first)
+    run_on_threads(quantize_chunk, range(0, blocks, step), THREADS)
     return QuantizedWeight(codes, scales, zeros, bits, block_size)
 
 
