@@ -24,7 +24,7 @@ from mobius.package.tokenizer_files import find_tokenizer_files
 from mobius.package.transformers_js import (GENAI, TRANSFORMERS_JS, check_layout,
                                             client_capabilities)
 from mobius.quantize.prequantized import prequantized_spec
-from mobius.quantize.spec import QuantSpec, resolve_quant
+from mobius.quantize.spec import QuantSpec, check_overrides_match, resolve_quant
 from mobius.roles import DECODER
 from mobius.source import resolve_checkpoint
 from mobius.tasks.concrete_dims import apply_concrete_dims
@@ -107,6 +107,7 @@ def build(
     check_layout(layout, task=family.task.name)
     check_prefill_logits(prefill_logits, logits_to_keep, family.task)
     config = family.make_config(raw, generation)  # config errors before any weight is opened
+    config.check_token_ids(family.task.token_ids)
     checkpoint = open_checkpoint(folder, raw)
     if quant_spec is None and isinstance(checkpoint, PrequantizedCheckpoint):
         quant_spec = prequantized_spec(caps, checkpoint.format, quant_accuracy_level)
@@ -118,6 +119,7 @@ def build(
     checkpoint, adapters = _open_adapters(checkpoint, adapter, adapter_mode, layout, caps)
     with build_context(caps, build_dtype):
         module = family.module(config)
+    check_overrides_match(quant_spec, (name for name, _ in module.named_parameters()))
     attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,
                    family.ignored_tensors(config))
     package = build_from_module(module, config, task=family.task, execution_provider=caps,

@@ -8,7 +8,9 @@ an impossible request fails with the alternatives named and nothing written.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import fnmatch
+from collections.abc import Iterable
 
 from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import ep_registry
@@ -51,13 +53,38 @@ class QuantSpec:
 
     def bits_for(self, name: str) -> int | None:
         """Bits for the weight called ``name`` (None: keep it float)."""
-        stem = name[: -len(".weight")] if name.endswith(".weight") else name
+        stem = _stem(name)
         for pattern, kind in self.overrides:
-            if fnmatch.fnmatchcase(stem, pattern) or fnmatch.fnmatchcase(stem, "*." + pattern):
+            if _matches(stem, pattern):
                 return None if kind == "float" else QUANT_TYPES[kind]
         if not self.lm_head and stem.split(".")[-1] == "lm_head":
             return None
         return self.bits
+
+
+def _stem(name: str) -> str:
+    return name[: -len(".weight")] if name.endswith(".weight") else name
+
+
+def _matches(stem: str, pattern: str) -> bool:
+    return fnmatch.fnmatchcase(stem, pattern) or fnmatch.fnmatchcase(stem, "*." + pattern)
+
+
+def check_overrides_match(spec: QuantSpec | None, weights: Iterable[str]) -> None:
+    """Refuses a --quant-override pattern that matches none of ``weights`` (the model's
+    weight names): a typo would otherwise leave the layer quantized without a word.
+    The error names the closest layer names."""
+    if spec is None or not spec.overrides:
+        return
+    stems = sorted({_stem(w) for w in weights})
+    for pattern, kind in spec.overrides:
+        if any(_matches(stem, pattern) for stem in stems):
+            continue
+        suffixes = {stem.split(".", i)[-1] for stem in stems for i in range(stem.count(".") + 1)}
+        suffixes = {s for s in suffixes if not s[0].isdigit()}
+        close = difflib.get_close_matches(pattern, sorted(suffixes), n=3, cutoff=0.0)
+        raise MobiusError(f"--quant-override {pattern}={kind}: the pattern matches no weight "
+                          f"of this model; closest layer names: {', '.join(close)}")
 
 
 def parse_overrides(text: str | None) -> tuple[tuple[str, str], ...]:
