@@ -167,7 +167,8 @@ def _run(args: argparse.Namespace) -> int:
     from mobius.package.model_package import ModelPackage
     from mobius.source import resolve_checkpoint
 
-    ModelPackage.check_output(output, overwrite=args.overwrite)  # fail before a long build
+    local = args.model if os.path.isdir(args.model) else None  # a hub id: checked below
+    ModelPackage.check_output(output, overwrite=args.overwrite, source=local)  # before a build
     check_prefill_logits(args.prefill_logits, args.logits_to_keep)
     check_request(args.ep, args.dtype, args.layout, args.quant,  # before any download
                   block_size=args.quant_block_size, symmetric=args.quant_symmetric,
