@@ -136,8 +136,8 @@ def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | 
                           f"block size {block}; use {sizes}")
     sym = caps.default_quant_symmetric if symmetric is None else symmetric
     if not sym and not caps.quant_zero_points:
-        raise MobiusError(f"EP {caps.name!r} takes no zero points; build symmetric "
-                          f"(drop --quant-asymmetric)")
+        raise MobiusError(f"--quant-asymmetric: EP {caps.name!r} takes no zero points; build "
+                          f"symmetric")
     level = caps.default_int4_accuracy_level if accuracy_level is None else accuracy_level
     if not 0 <= level <= 4:
         raise MobiusError(f"--quant-accuracy-level: accuracy level must be in 0..4, got {level}")
