@@ -98,7 +98,7 @@ def check_cast(name: str, source: np.ndarray, converted: np.ndarray) -> None:
     """Raises WeightsError when casting ``source`` to ``converted``'s dtype overflowed a
     finite value to Inf (a float64 1e300 in a float32 package, 70000 in float16): every
     logit it reaches would be Inf or NaN. There is no flag to keep such a package; a
-    dtype with the range (f32 or bf16) builds it.
+    dtype with the range (f32 or bf16) builds it, where one has it.
 
     Only a cast into a narrower range is checked, ``converted`` 1M values at a time
     (no copy); the source is read again only when the result holds NaN or Inf.
@@ -110,9 +110,11 @@ def check_cast(name: str, source: np.ndarray, converted: np.ndarray) -> None:
     if np.count_nonzero(~np.isfinite(converted)) > np.count_nonzero(~finite):
         largest = float(np.abs(wide[finite]).max())
         short = SHORT_NAMES.get(_ONNX.get(converted.dtype), converted.dtype.name)
+        fix = ("build with --dtype f32 or bf16, which hold it" if largest <= _max(np.float32)
+               else "no build dtype holds it: the checkpoint needs fixing")
         raise WeightsError(f"tensor {name!r} holds {largest:.4g}, beyond the range of "
                            f"{short} (max {_max(converted.dtype):.4g}): it would become Inf; "
-                           f"build with a dtype that holds it (--dtype f32 or bf16)")
+                           f"{fix}")
 
 
 def _all_finite(array: np.ndarray) -> bool:
