@@ -52,8 +52,10 @@ def llama(tmp_path_factory):
     return make_tiny_checkpoint("tiny-llama", str(tmp_path_factory.mktemp("ckpt") / "llama"))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(kwargs=st.fixed_dictionaries({}, optional={k: st.sampled_from(v) for k, v in VALUES.items()}))
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kwargs=st.fixed_dictionaries({}, optional={k: st.sampled_from(v)
+                                                  for k, v in VALUES.items()}))
 def test_every_argument_builds_or_is_named(llama, kwargs):
     try:
         package = mobius.build(llama, **kwargs)

@@ -59,9 +59,7 @@ def _parser() -> argparse.ArgumentParser:
                        "at run time")
     build.add_argument("--trace", action="store_true",
                        help="log what each optimization stage and rule did ([EP Trace] lines)")
-    build.add_argument("--overwrite", action="store_true",
-                       help="replace an existing mobius package (mobius_package.json) or an empty "
-                       "folder; a folder holding anything else is refused")
+    build.add_argument("--overwrite", action="store_true", help="replace a mobius package only")
     build.add_argument("--quiet", "-q", action="store_true", help="no progress bars or info lines")
     # SUPPRESS: without it the subcommand's default (False) would overwrite a
     # `mobius --debug build ...` given before the subcommand.

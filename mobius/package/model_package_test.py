@@ -110,7 +110,8 @@ def test_overwrite_replaces_and_cleans_up(checkpoint, saved, tmp_path):
     shutil.copytree(saved, out)
     (out / "stale.bin").write_bytes(b"old")  # a file only the old build wrote
     manifest = json.loads((out / MANIFEST).read_text())
-    (out / MANIFEST).write_text(json.dumps({**manifest, "files": manifest["files"] + ["stale.bin"]}))
+    manifest["files"].append("stale.bin")
+    (out / MANIFEST).write_text(json.dumps(manifest))
     mobius.build(checkpoint, dtype="f16").save(str(out), overwrite=True)
     assert "stale.bin" not in os.listdir(out)
     assert sorted(os.listdir(tmp_path)) == ["out"]

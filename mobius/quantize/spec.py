@@ -115,8 +115,8 @@ def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | 
         given = {"--quant-block-size": block_size is not None, "--quant-override": overrides,
                  "--quant-symmetric": symmetric is not None, "--quant-embedding": embedding}
         if any(given.values()):
-            raise MobiusError(f"quantization options ({', '.join(k for k, v in given.items() if v)}) "
-                              f"need --quant int4 or int8")
+            flags = ", ".join(flag for flag, set_ in given.items() if set_)
+            raise MobiusError(f"quantization options ({flags}) need --quant int4 or int8")
         return None
     if quant not in QUANT_TYPES:
         raise MobiusError(f"unknown --quant {quant!r}; expected one of {', '.join(QUANT_TYPES)}")

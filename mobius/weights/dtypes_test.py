@@ -111,7 +111,8 @@ def test_nan_and_inf_of_the_source_are_kept_not_refused():
     out = convert_array(source, F16, "w")
     assert np.isnan(out[0]) and np.isposinf(out[1]) and np.isneginf(out[2]) and out[3] == 1
     # bf16 has float32's range: no overflow.
-    assert np.isfinite(convert_array(np.array([1e30], np.float32), BF16, "w").astype(np.float32)).all()
+    wide = convert_array(np.array([1e30], np.float32), BF16, "w")
+    assert np.isfinite(wide.astype(np.float32)).all()
 
 
 def test_an_overflow_beside_a_nan_of_the_source_is_still_refused():
