@@ -60,6 +60,7 @@ def build(
     quant_lm_head: bool | None = None,
     quant_embedding: bool | None = None,
     quant_override: str | tuple = (),
+    quant_method: str | None = None,
     layout: str = GENAI,
     logits_to_keep: bool | None = None,
     prefill_logits: str | None = None,
@@ -99,7 +100,7 @@ def build(
     caps, build_dtype, quant_spec = check_request(
         execution_provider, dtype, layout, quant, block_size=quant_block_size,
         symmetric=quant_symmetric, accuracy_level=quant_accuracy_level, lm_head=quant_lm_head,
-        embedding=quant_embedding, overrides=quant_override)
+        embedding=quant_embedding, overrides=quant_override, method=quant_method)
     folder = resolve_checkpoint(os.fspath(model))
     raw, generation = load_config(folder)
     family = family_for(raw)
@@ -121,7 +122,7 @@ def build(
     checkpoint, adapters = _open_adapters(checkpoint, adapter, adapter_mode, layout, caps)
     with build_context(caps, build_dtype):
         module = family.module(config)
-    check_overrides_match(quant_spec, (name for name, _ in module.named_parameters()))
+    check_overrides_match(quant_spec, _override_targets(module, config))
     attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,
                    family.ignored_tensors(config))
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
@@ -170,6 +171,15 @@ def _open_adapters(checkpoint, adapter: str | Sequence[str] | None, mode: str, l
     named = [item.split("=", 1) if "=" in item and not os.path.exists(item) else (None, item)
              for item in paths]
     return checkpoint, [LoraAdapter(path, checkpoint, name) for name, path in named]
+
+
+def _override_targets(module, config) -> list[str]:
+    """Weight names a --quant-override may name: the parameters, and ``lm_head`` where the
+    head reads the tied embedding (the quantize pass names that head lm_head)."""
+    names = [name for name, _ in module.named_parameters()]
+    if getattr(config, "tie_word_embeddings", False):
+        names.append("lm_head.weight")
+    return names
 
 
 def _carry_adapters(package: ModelPackage, adapters: list[LoraAdapter]) -> None:
