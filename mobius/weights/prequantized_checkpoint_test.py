@@ -145,7 +145,7 @@ CASES = {
         ["has packed tensors (e.g. 'model.layers.0.", "no quantization_config"]),
     "bitsandbytes": (
         "gptq", lambda t: None, lambda q: q.update(quant_method="bitsandbytes"),
-        ["quant_method 'bitsandbytes' is not supported", "gptq and awq"]),
+        ["quant_method 'bitsandbytes' is not supported", "gptq, awq, fp8, mxfp4"]),
 }
 
 
