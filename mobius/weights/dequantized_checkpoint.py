@@ -49,8 +49,8 @@ class DequantizedCheckpoint:
         return name in self._tensors or (name in self._inner and name not in self._hidden)
 
     def names(self) -> list[str]:
-        return [*self._tensors,
-                *(n for n in self._inner.names() if n not in self._hidden)]
+        return [*self._tensors, *(n for n in self._inner.names()
+                                  if n not in self._hidden and n not in self._tensors)]
 
     def info(self, name: str) -> TensorInfo:
         tensor = self._tensors.get(name)
