@@ -90,10 +90,12 @@ def test_dequantized_values_are_exact(case, tmp_path):
     assert not checkpoint.is_stored_as_read(W) and checkpoint.is_stored_as_read("model.norm.weight")
 
 
-def test_e8m0_scales_are_powers_of_two(tmp_path):
+@pytest.mark.parametrize("stored", [np.uint8, ml_dtypes.float8_e8m0fnu])  # U8, F8_E8M0
+def test_e8m0_scales_are_powers_of_two(tmp_path, stored):
     codes = _codes((40, 20))
     exponents = np.random.default_rng(2).integers(110, 135, (3, 2)).astype(np.uint8)
-    checkpoint = open_checkpoint(_folder(tmp_path, {W: codes, W + "_scale_inv": exponents}),
+    checkpoint = open_checkpoint(_folder(tmp_path, {W: codes,
+                                                    W + "_scale_inv": exponents.view(stored)}),
                                  _config(scale_fmt="ue8m0"))
     expected = _expected(codes, np.exp2(exponents.astype(np.float64) - 127), (16, 16))
     np.testing.assert_array_equal(checkpoint.read(W), expected)
