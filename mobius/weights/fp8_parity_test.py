@@ -129,3 +129,21 @@ def test_fp8_without_quantization_config_is_one_line_and_writes_nothing(checkpoi
                    "has dtype F8_E4M3 (FP8) and config.json has no quantization_config; FP8 "
                    "weights need their block scales (quant_method fp8)"], err
     assert os.listdir(tmp_path) == ["in"]
+
+
+def test_mxfp4_experts_are_dequantized_one_expert_at_a_time(checkpoints, tmp_path, monkeypatch):
+    """Fusing the experts into one MoE reads each expert of a stack once, never the whole
+    stack once per expert (E times the dequantization work, E stacks resident)."""
+    from mobius.weights.dequantized_checkpoint import DequantizedCheckpoint
+
+    reads = []
+    read, read_rows = DequantizedCheckpoint.read, DequantizedCheckpoint.read_rows
+    monkeypatch.setattr(DequantizedCheckpoint, "read", lambda self, name: reads.append(
+        (name, None)) or read(self, name))
+    monkeypatch.setattr(DequantizedCheckpoint, "read_rows", lambda self, name, start, stop:
+                        reads.append((name, (start, stop))) or read_rows(self, name, start, stop))
+    build(checkpoints("mxfp4"), execution_provider="cpu").save(str(tmp_path / "onnx"))
+    experts = [(n, rows) for n, rows in reads if n.endswith(("gate_up_proj", "down_proj"))]
+    assert sorted(experts) == sorted(
+        (f"model.layers.{layer}.mlp.experts.{proj}", (e, e + 1))
+        for layer in range(2) for proj in ("gate_up_proj", "down_proj") for e in range(5))
