@@ -4,7 +4,8 @@ Written independently of mobius' readers, with numpy and ml_dtypes: a tiny
 transformers checkpoint's float weights are quantized by this module's own
 code and saved as real safetensors files next to a config.json carrying the
 ``quantization_config``; the exact float weights the codes stand for are saved
-too, as a plain float checkpoint (the reference).
+too, as a plain float checkpoint (the reference). ``check_f32_parity`` and
+``check_same_package`` are the checks the parity tests run on them.
 
 FP8 (transformers' fine-grained FP8): ``X.weight`` F8_E4M3 [N, K] and
 ``X.weight_scale_inv`` [ceil(N / bn), ceil(K / bk)], weight = code * scale of
@@ -129,3 +130,44 @@ def _write(folder, reference, quantization_config, preset, seed, convert, overri
         elif not file.endswith(".safetensors"):
             shutil.copy(os.path.join(reference, file), os.path.join(folder, file))
     return folder
+
+
+def check_f32_parity(folder: str, reference_model, ep: str = "cpu") -> float:
+    """Builds ``folder`` in f32 and checks prefill + 2 decode steps against
+    ``reference_model`` within 1e-5 of the logit scale; returns the largest difference."""
+    from mobius.builder import build
+    from testing.model_runs import BuiltPackage, f32_parity
+
+    package = build(folder, execution_provider=ep, prefill_logits="all")
+    path = package.save(os.path.join(folder + "-onnx", ep), overwrite=True)
+    run = f32_parity(BuiltPackage(path, package.config, "f32"), reference_model, pad=0, steps=2)
+    scale = max(float(np.abs(step).max()) for step in run.hf_steps)
+    assert run.max_abs_diff <= 1e-5 * scale, (run.max_abs_diff, scale)
+    return run.max_abs_diff
+
+
+def check_same_package(folder: str, float_folder: str, out: str, **options) -> list[str]:
+    """Builds both folders with ``options``: the same initializers and the same logits,
+    bit for bit (a quantized checkpoint is read as exactly the float one it encodes).
+    Returns the quantized package's op types."""
+    import onnx
+
+    from mobius.builder import build
+    from testing.model_runs import NUMPY_DTYPES, onnx_greedy, ort_session
+    from testing.parity import make_batch
+
+    packages = [build(source, prefill_logits="all", **options) for source in (folder, float_folder)]
+    paths = [p.save(os.path.join(out, label)) for p, label in zip(packages, ("quantized", "float"))]
+    models = [onnx.load(f"{p}/model.onnx") for p in paths]
+    weights = [{t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
+               for m in models]
+    assert weights[0].keys() == weights[1].keys()
+    for key, value in weights[0].items():
+        np.testing.assert_array_equal(value, weights[1][key], err_msg=key)
+    prompt = make_batch(packages[0].config.vocab_size, pad=0)
+    runs = [onnx_greedy(ort_session(f"{p}/model.onnx"), package.config, *prompt, 2,
+                        NUMPY_DTYPES[options.get("dtype", "f32")])
+            for p, package in zip(paths, packages)]
+    for a, b in zip(*(logits for logits, _ in runs)):
+        np.testing.assert_array_equal(a, b)
+    return [n.op_type for n in models[0].graph.node]
