@@ -174,3 +174,13 @@ def test_rows_are_read_without_the_whole_tensor(tmp_path):
     assert whole.shape == shape
     assert band_peak < output / 8, band_peak
     assert whole_peak < 1.2 * output, (whole_peak, output)
+
+
+def test_static_activation_scales_are_not_read_and_say_so(tmp_path, caplog):
+    """The package computes with float activations (transformers' dequantized model too)."""
+    codes, scales = _codes((16, 16)), _scales((1, 1))
+    folder = _folder(tmp_path, {W: codes, W + "_scale_inv": scales,
+                                W.replace(".weight", ".activation_scale"): np.ones((), np.float32)})
+    checkpoint = open_checkpoint(folder, _config(activation_scheme="static"))
+    assert checkpoint.names() == [W]
+    assert "1 static activation scales" in caplog.text and "float activations" in caplog.text
