@@ -186,7 +186,9 @@ def _rows_reader(checkpoint, source: str, rows: tuple[int, int] | None, dtype: i
 
     def read_rows(start: int, stop: int):
         nonlocal warned
-        array = checkpoint.read(source)[first + start:first + stop]
+        rows_of = getattr(checkpoint, "read_rows", None)  # computed tensors: only these rows
+        array = (checkpoint.read(source)[first + start:first + stop] if rows_of is None
+                 else rows_of(source, first + start, first + stop))
         if not warned:
             warned = warn_if_not_finite(source, array)
         return convert_array(array, dtype, source)
