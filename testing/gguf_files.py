@@ -1,0 +1,121 @@
+"""Tiny GGUF files written as llama.cpp's converter writes them, from tiny HF checkpoints.
+
+llama.cpp's ``convert_hf_to_gguf.py`` (facts, not its code): metadata under
+``{arch}.*`` and ``tokenizer.ggml.*``; tensors renamed (``blk.{i}.attn_q``);
+Llama q/k rows permuted so each head's rotary halves interleave; a byte-level
+BPE vocabulary padded to the embedding's rows with ``[PAD{i}]`` tokens of type
+UNUSED; norms and biases kept F32, 2-D weights in the file's type (gguf's own
+``quantize``). The result is read by mobius and, as the reference, by
+transformers' GGUF loader.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import gguf
+import numpy as np
+from safetensors.numpy import load_file
+
+_ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+_BLOCK = {
+    "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+    "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+_TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+CHAT_TEMPLATE = "{% for m in messages %}<s>{{ m['content'] }}</s>{% endfor %}"
+
+
+def gguf_name(name: str) -> str:
+    module, kind = name.rsplit(".", 1)
+    if module.startswith("model.layers."):
+        _, _, layer, rest = module.split(".", 3)
+        return f"blk.{layer}.{_BLOCK[rest]}.{kind}"
+    return f"{_TOP[module]}.{kind}"
+
+
+def llama_cpp_permute(w: np.ndarray, heads: int) -> np.ndarray:
+    """llama.cpp's q/k row order: each head's two rotary halves interleaved row by row."""
+    return (w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def write_gguf(folder: str, path: str, qtype: str = "F32", types: dict | None = None) -> str:
+    """``folder``'s model as GGUF at ``path``: 2-D weights in ``qtype`` (``types``: GGUF
+    tensor name -> another type, e.g. one unknown to mobius), the rest F32."""
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    arch = _ARCH[config["model_type"]]
+    writer = gguf.GGUFWriter(path, arch)
+    _hyper_parameters(writer, config)
+    _tokenizer(writer, folder, config)
+    for name, array in load_file(os.path.join(folder, "model.safetensors")).items():
+        name_out = gguf_name(name)
+        if arch == "llama" and (".q_proj." in name or ".k_proj." in name):
+            heads = config["num_attention_heads" if ".q_proj." in name
+                           else "num_key_value_heads"]
+            array = llama_cpp_permute(array, heads)
+        kind = (types or {}).get(name_out, qtype if array.ndim == 2 else "F32")
+        _add(writer, name_out, array.astype(np.float32), kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def _add(writer, name: str, array: np.ndarray, kind: str) -> None:
+    qtype = gguf.GGMLQuantizationType[kind]
+    if kind == "F32":
+        writer.add_tensor(name, array)
+    elif kind == "F16":
+        writer.add_tensor(name, array.astype(np.float16))
+    else:
+        writer.add_tensor(name, gguf.quants.quantize(array, qtype), raw_dtype=qtype)
+
+
+def _hyper_parameters(writer, config: dict) -> None:
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    writer.add_context_length(config["max_position_embeddings"])
+    writer.add_embedding_length(config["hidden_size"])
+    writer.add_feed_forward_length(config["intermediate_size"])
+    writer.add_block_count(config["num_hidden_layers"])
+    writer.add_head_count(config["num_attention_heads"])
+    writer.add_head_count_kv(config["num_key_value_heads"])
+    writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    writer.add_rope_freq_base(config.get("rope_theta")
+                              or config["rope_parameters"]["rope_theta"])
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_vocab_size(config["vocab_size"])
+
+
+def _tokenizer(writer, folder: str, config: dict) -> None:
+    with open(os.path.join(folder, "tokenizer.json")) as f:
+        tokenizer = json.load(f)
+    by_id = {i: t for t, i in tokenizer["model"]["vocab"].items()}
+    special = {t["id"] for t in tokenizer["added_tokens"] if t["special"]}
+    tokens, types = [], []
+    for i in range(config["vocab_size"]):
+        if i in by_id:
+            tokens.append(by_id[i])
+            types.append(gguf.TokenType.CONTROL if i in special else gguf.TokenType.NORMAL)
+        else:
+            tokens.append(f"[PAD{i}]")
+            types.append(gguf.TokenType.UNUSED)
+    merges = [" ".join(m) if isinstance(m, list) else m for m in tokenizer["model"]["merges"]]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    writer.add_token_merges(merges)
+    writer.add_bos_token_id(config["bos_token_id"])
+    writer.add_eos_token_id(config["eos_token_id"])
+    writer.add_pad_token_id(config["pad_token_id"])
+    writer.add_add_bos_token(False)
+    writer.add_chat_template(CHAT_TEMPLATE)
