@@ -74,8 +74,31 @@ def _add(writer, name: str, array: np.ndarray, kind: str) -> None:
         writer.add_tensor(name, array)
     elif kind == "F16":
         writer.add_tensor(name, array.astype(np.float16))
+    elif kind in _RANDOM_BLOCKS or kind not in _QUANTIZABLE:
+        writer.add_tensor(name, random_blocks(array.shape, kind), raw_dtype=qtype)
     else:
         writer.add_tensor(name, gguf.quants.quantize(array, qtype), raw_dtype=qtype)
+
+
+_QUANTIZABLE = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
+#: types gguf cannot quantize in Python: byte offset of each block's f16 scale ``d``
+_RANDOM_BLOCKS = {"Q6_K": 208}
+
+
+def random_blocks(shape: tuple[int, ...], kind: str, seed: int = 0) -> np.ndarray:
+    """Random bytes of a ``kind`` tensor of ``shape``: every code and sub-scale random,
+    each block's f16 scale set to a small finite value (a Q6_K file as llama.cpp's
+    quantizer could write it). Any other type's bytes are noise (only to be refused)."""
+    qtype = gguf.GGMLQuantizationType[kind]
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 256, (shape[0], shape[1] // block, size), dtype=np.uint8)
+    if kind in _RANDOM_BLOCKS:
+        offset = _RANDOM_BLOCKS[kind]
+        scales = (2e-5 * (1 + rng.random(data.shape[:2]))).astype(np.float16)
+        data[..., offset:offset + 2] = scales[..., None].view(np.uint8).reshape(
+            *data.shape[:2], 2)
+    return data.reshape(shape[0], -1)
 
 
 def _hyper_parameters(writer, config: dict) -> None:
