@@ -27,9 +27,11 @@ from testing.hf_checkpoints import make_hf_checkpoint
 from testing.model_runs import BuiltPackage, f32_parity
 
 #: tiny checkpoints: every dimension a multiple of 32 (one Q4_0 / Q8_0 block) where
-#: blocks run, 256 for the k-quant case; qwen2 has q/k/v biases, llama q/k permuted
+#: blocks run, 256 for the k-quant case; qwen2 has q/k/v biases, llama q/k permuted,
+#: phi3 fused qkv_proj / gate_up_proj
 PRESETS = {"llama": ("tiny-llama", dict(intermediate_size=96)),
            "qwen2": ("tiny-qwen2", dict(intermediate_size=96)),
+           "phi3": ("tiny-phi3", dict(intermediate_size=96)),
            "llama-256": ("tiny-llama", dict(hidden_size=256, intermediate_size=256,
                                             num_hidden_layers=1))}
 
@@ -85,7 +87,7 @@ def _parity(path: str, tmp_path, **options):
 
 @pytest.mark.parametrize("preset, qtype, types", [
     ("llama", "F32", None), ("llama", "F16", None), ("llama", "Q4_0", None),
-    ("qwen2", "F32", None), ("qwen2", "Q8_0", None),
+    ("qwen2", "F32", None), ("qwen2", "Q8_0", None), ("phi3", "F32", None),
     ("llama-256", "F32", {"blk.0.ffn_down.weight": "Q6_K"}),
 ])
 def test_float_build_matches_transformers_gguf_loading(gguf_file, tmp_path, preset, qtype, types):
@@ -95,6 +97,7 @@ def test_float_build_matches_transformers_gguf_loading(gguf_file, tmp_path, pres
 
 @pytest.mark.parametrize("preset, qtype, quant", [
     ("llama", "Q4_0", "int4"), ("llama", "Q8_0", "int8"), ("qwen2", "Q4_0", "int4"),
+    ("phi3", "Q4_0", "int4"),
 ])
 def test_q4_0_and_q8_0_are_carried_into_matmulnbits(gguf_file, tmp_path, caplog, preset, qtype,
                                                     quant):
@@ -107,7 +110,7 @@ def test_q4_0_and_q8_0_are_carried_into_matmulnbits(gguf_file, tmp_path, caplog,
     model = onnx.load(f"{out}/model.onnx")
     inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     nodes = [n for n in model.graph.node if n.op_type == "MatMulNBits"]
-    assert len(nodes) == 2 * 5  # per layer: packed qkv, o, gate, up, down
+    assert len(nodes) == 2 * 5  # per layer: qkv (packed or fused), o, gate, up, down
     for node in nodes:
         got = _dequantized(node, inits)
         np.testing.assert_array_equal(got, _expected(reference, node.input[1]))
@@ -129,12 +132,19 @@ def _dequantized(node, inits) -> np.ndarray:
 
 
 def _expected(reference, initializer: str) -> np.ndarray:
-    """transformers' dequantized weight(s) behind a MatMulNBits initializer."""
-    module = initializer.rsplit("_", 1)[0]  # model.layers.0.self_attn.qkv_proj
-    parts = [module.replace("qkv_proj", p) for p in ("q_proj", "k_proj", "v_proj")]
-    state = reference.state_dict()
-    names = parts if "qkv_proj" in module else [module]
-    return np.concatenate([state[f"{p}.weight"].numpy() for p in names])
+    """transformers' dequantized weight(s) behind a MatMulNBits initializer: one
+    Linear, the q/k/v the EP packed, or a half of Phi-3's fused gate_up_proj."""
+    module = initializer.rsplit("_", 1)[0]  # e.g. model.layers.0.self_attn.qkv_proj
+    state = {k: v.numpy() for k, v in reference.state_dict().items()}
+    if f"{module}.weight" in state:
+        return state[f"{module}.weight"]
+    if module.endswith("qkv_proj"):
+        return np.concatenate([state[f"{module.replace('qkv_proj', p)}.weight"]
+                               for p in ("q_proj", "k_proj", "v_proj")])
+    stem, part = module.rsplit(".", 1)
+    fused = state[f"{stem}.gate_up_proj.weight"]
+    half = fused.shape[0] // 2
+    return fused[:half] if part == "gate_proj" else fused[half:]
 
 
 def test_unknown_type_is_refused_by_name(gguf_file):

@@ -18,6 +18,7 @@ ARCHITECTURES = {
     "llama": ("llama", "LlamaForCausalLM"),
     "qwen2": ("qwen2", "Qwen2ForCausalLM"),
     "qwen3": ("qwen3", "Qwen3ForCausalLM"),
+    "phi3": ("phi3", "Phi3ForCausalLM"),
 }
 #: (HF key, GGUF key under ``{arch}.``, required)
 _FIELDS = (
@@ -68,6 +69,9 @@ def gguf_config(reader) -> tuple[str, dict[str, Any], dict[str, Any]]:
         raw["mlp_bias"] = "blk.0.ffn_up.bias" in tensors
     if model_type == "qwen2":
         raw["use_sliding_window"] = False
+    window = metadata(reader, f"{arch}.attention.sliding_window")
+    if model_type == "phi3" and window is not None:
+        raw["sliding_window"] = int(window)
     generation = {}
     for hf_key, key in _TOKENS:
         value = metadata(reader, f"tokenizer.ggml.{key}")

@@ -33,8 +33,19 @@ _LLAMA_BLOCK = {
 _QWEN3_BLOCK = {**_LLAMA_BLOCK, "attn_q_norm": "self_attn.q_norm",
                 "attn_k_norm": "self_attn.k_norm"}
 
+#: Phi-3 keeps q/k/v and gate/up fused, as its HF checkpoint does
+_PHI3_BLOCK = {
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_qkv": "self_attn.qkv_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_up": "mlp.gate_up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+
 #: GGUF architecture -> its block table
-BLOCK_NAMES = {"llama": _LLAMA_BLOCK, "qwen2": _LLAMA_BLOCK, "qwen3": _QWEN3_BLOCK}
+BLOCK_NAMES = {"llama": _LLAMA_BLOCK, "qwen2": _LLAMA_BLOCK, "qwen3": _QWEN3_BLOCK,
+               "phi3": _PHI3_BLOCK}
 
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 _TOP = re.compile(r"(\w+)\.(weight|bias)")
