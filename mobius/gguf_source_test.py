@@ -28,10 +28,12 @@ from testing.model_runs import BuiltPackage, f32_parity
 
 #: tiny checkpoints: every dimension a multiple of 32 (one Q4_0 / Q8_0 block) where
 #: blocks run, 256 for the k-quant case; qwen2 has q/k/v biases, llama q/k permuted,
-#: phi3 fused qkv_proj / gate_up_proj
+#: phi3 fused qkv_proj / gate_up_proj, qwen3 q/k norms
 PRESETS = {"llama": ("tiny-llama", dict(intermediate_size=96)),
            "qwen2": ("tiny-qwen2", dict(intermediate_size=96)),
            "phi3": ("tiny-phi3", dict(intermediate_size=96)),
+           # transformers' GGUF loader reads no head_dim for qwen3 (it keeps 128)
+           "qwen3": ("tiny-qwen3", dict(intermediate_size=96, head_dim=128)),
            "llama-256": ("tiny-llama", dict(hidden_size=256, intermediate_size=256,
                                             num_hidden_layers=1))}
 
@@ -88,6 +90,7 @@ def _parity(path: str, tmp_path, **options):
 @pytest.mark.parametrize("preset, qtype, types", [
     ("llama", "F32", None), ("llama", "F16", None), ("llama", "Q4_0", None),
     ("qwen2", "F32", None), ("qwen2", "Q8_0", None), ("phi3", "F32", None),
+    ("qwen3", "F32", None),
     ("llama-256", "F32", {"blk.0.ffn_down.weight": "Q6_K"}),
 ])
 def test_float_build_matches_transformers_gguf_loading(gguf_file, tmp_path, preset, qtype, types):
