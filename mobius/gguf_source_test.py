@@ -8,7 +8,8 @@ permutation itself).
   transformers' dequantized weight bit for bit (nothing requantized), and the
   logits agree within 1e-5 of their scale at accuracy level 1 (f32 activations);
 - unknown types refused by name; the CLI takes a .gguf file and a folder holding one;
-- the package's tokenizer encodes like the checkpoint's.
+- the package's tokenizer encodes like the checkpoint's and like transformers' GGUF
+  tokenizer, byte-level BPE and SentencePiece alike.
 """
 
 from __future__ import annotations
@@ -196,3 +197,31 @@ def test_package_tokenizer_encodes_as_the_checkpoint(gguf_file, tmp_path):
         config = json.load(f)
     assert config["eos_token"] == "</s>" and config["bos_token"] == "<s>"
     assert "{% for m in messages %}" in config["chat_template"]
+
+
+@pytest.mark.parametrize("sentencepiece", [False, True])
+def test_package_tokenizer_encodes_as_transformers_gguf_tokenizer(gguf_file, tmp_path,
+                                                                  sentencepiece):
+    """Byte-level BPE ("gpt2") and SentencePiece BPE ("llama": scores, byte fallback,
+    no merges stored) vocabularies, against transformers' GGUF tokenizer converter."""
+    import transformers
+    from tokenizers import Tokenizer
+
+    from mobius.builder import build
+    from testing.gguf_files import spm_tokenizer
+
+    path = gguf_file("llama", "F32")
+    if sentencepiece:
+        hf = os.path.join(os.path.dirname(os.path.dirname(path)), "llama-hf")
+        path = write_gguf(hf, str(tmp_path / "model.gguf"),
+                          sentencepiece=spm_tokenizer(str(tmp_path / "spm.json")))
+    out = build(path).save(str(tmp_path / "onnx"))
+    rebuilt = Tokenizer.from_file(f"{out}/tokenizer.json")
+    folder, name = os.path.split(path)
+    reference = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    for text in ("The quick brown fox jumps", " leading  spaces\n tab\tend é ü 中文 🙂",
+                 "ONNX</s> Runtime <s>runs models; 0123456789!"):
+        ids = rebuilt.encode(text).ids
+        assert ids == reference(text)["input_ids"], text
+        assert (rebuilt.decode(ids, skip_special_tokens=True)
+                == reference.decode(ids, skip_special_tokens=True))

@@ -44,15 +44,21 @@ def llama_cpp_permute(w: np.ndarray, heads: int) -> np.ndarray:
             .swapaxes(1, 2).reshape(w.shape))
 
 
-def write_gguf(folder: str, path: str, qtype: str = "F32", types: dict | None = None) -> str:
+def write_gguf(folder: str, path: str, qtype: str = "F32", types: dict | None = None,
+               sentencepiece: str | None = None) -> str:
     """``folder``'s model as GGUF at ``path``: 2-D weights in ``qtype`` (``types``: GGUF
-    tensor name -> another type, e.g. one unknown to mobius), the rest F32."""
+    tensor name -> another type, e.g. one unknown to mobius), the rest F32; the
+    folder's byte-level BPE vocabulary, or the SentencePiece-style tokenizer.json
+    ``sentencepiece`` (spm_tokenizer) as llama.cpp stores a SentencePiece model."""
     with open(os.path.join(folder, "config.json")) as f:
         config = json.load(f)
     arch = _ARCH[config["model_type"]]
     writer = gguf.GGUFWriter(path, arch)
     _hyper_parameters(writer, config)
-    _tokenizer(writer, folder, config)
+    if sentencepiece is None:
+        _tokenizer(writer, folder, config)
+    else:
+        _sentencepiece(writer, sentencepiece, config)
     for name, array in load_file(os.path.join(folder, "model.safetensors")).items():
         name_out = gguf_name(name)
         if arch == "llama" and (".q_proj." in name or ".k_proj." in name):
@@ -141,4 +147,47 @@ def _tokenizer(writer, folder: str, config: dict) -> None:
     writer.add_eos_token_id(config["eos_token_id"])
     writer.add_pad_token_id(config["pad_token_id"])
     writer.add_add_bos_token(False)
+    writer.add_chat_template(CHAT_TEMPLATE)
+
+
+def spm_tokenizer(path: str) -> str:
+    """Trains a tiny SentencePiece-style BPE (``▁`` for spaces, byte fallback, pieces
+    numbered in merge order) and saves it as tokenizer.json at ``path``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from mobius.tiny.tokenizer import _CORPUS
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+    specials = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256))]
+    trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=specials, show_progress=False)
+    tokenizer.train_from_iterator(_CORPUS * 20, trainer=trainer)
+    tokenizer.save(path)
+    return path
+
+
+def _sentencepiece(writer, path: str, config: dict) -> None:
+    """llama.cpp's SentencePiece vocabulary: tokens, scores (here minus the id, so a piece
+    made by an earlier merge scores higher) and types, padded with UNUSED tokens."""
+    with open(path) as f:
+        by_id = {i: t for t, i in json.load(f)["model"]["vocab"].items()}
+    tokens, scores, types = [], [], []
+    for i in range(config["vocab_size"]):
+        token = by_id.get(i, f"[PAD{i}]")
+        tokens.append(token)
+        scores.append(-float(i))
+        types.append(gguf.TokenType.UNKNOWN if token == "<unk>" else
+                     gguf.TokenType.CONTROL if token in ("<s>", "</s>") else
+                     gguf.TokenType.BYTE if token.startswith("<0x") else
+                     gguf.TokenType.UNUSED if i not in by_id else gguf.TokenType.NORMAL)
+    writer.add_tokenizer_model("llama")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types(types)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_unk_token_id(0)
+    writer.add_add_bos_token(True)
+    writer.add_add_space_prefix(True)
     writer.add_chat_template(CHAT_TEMPLATE)

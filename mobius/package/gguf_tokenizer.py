@@ -2,11 +2,13 @@
 
 llama.cpp stores a byte-level BPE tokenizer (``tokenizer.ggml.model`` "gpt2":
 GPT-2, Llama 3, Qwen2, SmolLM …) as its token list, merges and token types,
-and names its pre-tokenizer by ``tokenizer.ggml.pre``. Rebuilt here with the
-``tokenizers`` library (no transformers), so onnxruntime-genai and
-transformers load the package's tokenizer as the original folder's. A
-SentencePiece vocabulary ("llama") is not converted yet: the package then has
-no tokenizer, with a warning, as a checkpoint folder without one would.
+naming its pre-tokenizer by ``tokenizer.ggml.pre``; a SentencePiece BPE one
+("llama": Llama 2, Mistral 7B, Gemma) as tokens, scores and types (byte
+tokens ``<0xNN>``), with no merges: a merge joins two pieces whose
+concatenation is a piece, ranked by that piece's score, as SentencePiece
+ranks them. Rebuilt here with the ``tokenizers`` library (no transformers),
+as Hugging Face's fast tokenizers spell them. Any other model: the package
+has no tokenizer, with a warning, as a checkpoint folder without one would.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import json
 import logging
 from typing import Any
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers,
+                        processors)
 
 from mobius.config.gguf_config import metadata
 
 logger = logging.getLogger(__name__)
 
-_CONTROL, _USER_DEFINED = 3, 4  # llama.cpp token types that are added tokens
+_UNKNOWN, _CONTROL, _USER_DEFINED, _BYTE = 2, 3, 4, 6  # llama.cpp token types
 #: GGUF pre-tokenizer names whose split is a Llama 3 / Qwen2 style regex
 _QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
           r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
@@ -33,11 +36,12 @@ def gguf_tokenizer_files(reader, context_length: int) -> dict[str, Any]:
     """{file name: JSON content} of the package's tokenizer ({} where not converted)."""
     kind = metadata(reader, "tokenizer.ggml.model")
     tokens = metadata(reader, "tokenizer.ggml.tokens")
-    if kind != "gpt2" or not tokens:
-        logger.warning("GGUF tokenizer model %r is not converted (mobius converts byte-level "
-                       "BPE, 'gpt2'); the package will have no tokenizer", kind)
+    if kind not in _MODELS or not tokens:
+        logger.warning("GGUF tokenizer model %r is not converted (mobius converts %s); the "
+                       "package will have no tokenizer", kind, " and ".join(_MODELS))
         return {}
-    tokenizer = _bpe(reader, tokens)
+    tokenizer = _MODELS[kind](reader, tokens)
+    _special_tokens(tokenizer, reader, tokens)
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": context_length,
               "add_bos_token": bool(metadata(reader, "tokenizer.ggml.add_bos_token")),
               "add_eos_token": bool(metadata(reader, "tokenizer.ggml.add_eos_token"))}
@@ -52,16 +56,57 @@ def gguf_tokenizer_files(reader, context_length: int) -> dict[str, Any]:
     return {"tokenizer.json": json.loads(tokenizer.to_str()), "tokenizer_config.json": config}
 
 
-def _bpe(reader, tokens: list[str]) -> Tokenizer:
-    merges = [tuple(m.split(" ", 1)) for m in metadata(reader, "tokenizer.ggml.merges") or ()]
+def _vocab(tokens: list[str]) -> dict[str, int]:
     vocab: dict[str, int] = {}
     for index, token in enumerate(tokens):
         vocab.setdefault(token, index)
+    return vocab
+
+
+def _bpe(reader, tokens: list[str]) -> Tokenizer:
+    merges = [tuple(m.split(" ", 1)) for m in metadata(reader, "tokenizer.ggml.merges") or ()]
     pre = metadata(reader, "tokenizer.ggml.pre") or "gpt2"
-    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=pre in _SPLITS
-                                     and pre != "qwen2"))
+    tokenizer = Tokenizer(models.BPE(vocab=_vocab(tokens), merges=merges,
+                                     ignore_merges=pre in _SPLITS and pre != "qwen2"))
     tokenizer.pre_tokenizer = _pre_tokenizer(pre)
     tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tokenizer
+
+
+def _sentencepiece(reader, tokens: list[str]) -> Tokenizer:
+    """SentencePiece BPE: "▁" for spaces (one prepended to text not starting with one,
+    unless add_space_prefix is false), merges ranked by score, unknown bytes as
+    ``<0xNN>`` tokens."""
+    types = metadata(reader, "tokenizer.ggml.token_type") or [1] * len(tokens)
+    scores = metadata(reader, "tokenizer.ggml.scores") or [0.0] * len(tokens)
+    unk = next((t for t, kind in zip(tokens, types) if kind == _UNKNOWN), None)
+    tokenizer = Tokenizer(models.BPE(vocab=_vocab(tokens), merges=_merges(tokens, types, scores),
+                                     unk_token=unk, fuse_unk=True, byte_fallback=True))
+    prefix = metadata(reader, "tokenizer.ggml.add_space_prefix") is not False
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(
+        "\u2581", prepend_scheme="first" if prefix else "never", split=False)
+    steps = [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+    tokenizer.decoder = decoders.Sequence(steps + [decoders.Strip(" ", 1, 0)] if prefix
+                                          else steps)
+    return tokenizer
+
+
+def _merges(tokens: list[str], types: list[int], scores: list[float]) -> list[tuple[str, str]]:
+    """Every (left, right) whose concatenation is a normal piece, best-scored piece first."""
+    ids = {t: i for i, t in enumerate(tokens) if types[i] in (1, _USER_DEFINED)}
+    found = []
+    for piece, index in ids.items():
+        for cut in range(1, len(piece)):
+            left, right = piece[:cut], piece[cut:]
+            if left in ids and right in ids:
+                found.append((-scores[index], index, ids[left], ids[right], left, right))
+    found.sort()
+    return [(left, right) for *_, left, right in found]
+
+
+def _special_tokens(tokenizer: Tokenizer, reader, tokens: list[str]) -> None:
+    """Control and user-defined tokens as added tokens; the bos llama.cpp prepends."""
     types = metadata(reader, "tokenizer.ggml.token_type") or []
     tokenizer.add_tokens([AddedToken(tokens[i], special=kind == _CONTROL, normalized=False)
                           for i, kind in enumerate(types) if kind in (_CONTROL, _USER_DEFINED)])
@@ -70,9 +115,9 @@ def _bpe(reader, tokens: list[str]) -> Tokenizer:
         tokenizer.post_processor = processors.TemplateProcessing(
             single=f"{tokens[bos]} $A", pair=f"{tokens[bos]} $A {tokens[bos]} $B",
             special_tokens=[(tokens[bos], int(bos))])
-    else:
-        tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    return tokenizer
+
+
+_MODELS = {"gpt2": _bpe, "llama": _sentencepiece}
 
 
 def _pre_tokenizer(pre: str):
