@@ -28,6 +28,9 @@ _BLOCK = {
 }
 _TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 CHAT_TEMPLATE = "{% for m in messages %}<s>{{ m['content'] }}</s>{% endfor %}"
+_CORPUS = ["The quick brown fox jumps over the lazy dog.",
+           "ONNX Runtime runs models on many execution providers.",
+           "Hello world, 0123456789; GGUF files hold llama.cpp's tensors!"]
 
 
 def gguf_name(name: str) -> str:
@@ -154,8 +157,6 @@ def spm_tokenizer(path: str) -> str:
     """Trains a tiny SentencePiece-style BPE (``▁`` for spaces, byte fallback, pieces
     numbered in merge order) and saves it as tokenizer.json at ``path``."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
-    from mobius.tiny.tokenizer import _CORPUS
 
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
