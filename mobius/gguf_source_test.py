@@ -3,7 +3,9 @@
 loading of the same file (it dequantizes with gguf and undoes llama.cpp's q/k
 permutation itself).
 
-- float builds (F32 / F16 / Q8_0 / Q4_0 / Q6_K dequantized): logits within 1e-4;
+- float builds (F32 / F16 / Q8_0 / Q4_0 / Q6_K dequantized): logits within 1e-4
+  (Gemma 1, which transformers does not read from GGUF: against the checkpoint
+  the file was written from);
 - Q8_0 / Q4_0 built as int8 / int4: every MatMulNBits weight, dequantized, equals
   transformers' dequantized weight bit for bit (nothing requantized), and the
   logits agree within 1e-5 of their scale at accuracy level 1 (f32 activations);
@@ -24,19 +26,30 @@ import pytest
 from onnx import numpy_helper
 
 from testing.gguf_files import write_gguf
-from testing.hf_checkpoints import make_hf_checkpoint
+from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint
 from testing.model_runs import BuiltPackage, f32_parity
 
 #: tiny checkpoints: every dimension a multiple of 32 (one Q4_0 / Q8_0 block) where
 #: blocks run, 256 for the k-quant case; qwen2 has q/k/v biases, llama q/k permuted,
-#: phi3 fused qkv_proj / gate_up_proj, qwen3 q/k norms
+#: phi3 fused qkv_proj / gate_up_proj, qwen3 q/k norms, gemma norms stored plus one
+#: and sliding windows shorter than the prompt
 PRESETS = {"llama": ("tiny-llama", dict(intermediate_size=96)),
            "qwen2": ("tiny-qwen2", dict(intermediate_size=96)),
            "phi3": ("tiny-phi3", dict(intermediate_size=96)),
            # transformers' GGUF loader reads no head_dim for qwen3 (it keeps 128)
            "qwen3": ("tiny-qwen3", dict(intermediate_size=96, head_dim=128)),
            "llama-256": ("tiny-llama", dict(hidden_size=256, intermediate_size=256,
-                                            num_hidden_layers=1))}
+                                            num_hidden_layers=1)),
+           # transformers' GGUF loader keeps query_pre_attn_scalar 256: llama.cpp scales
+           # by head_dim, so head_dim 256; gemma3: 6 layers, the 6th global (llama.cpp's)
+           "gemma2": ("tiny-gemma2", dict(intermediate_size=96, head_dim=256,
+                                          query_pre_attn_scalar=256)),
+           "gemma3": ("tiny-gemma3", dict(intermediate_size=96, head_dim=256,
+                                          query_pre_attn_scalar=256, sliding_window=4,
+                                          num_hidden_layers=6, layer_types=None)),
+           "gemma": ("tiny-gemma", dict(intermediate_size=96))}
+#: transformers reads no GGUF of these: the reference is the checkpoint it was written from
+NO_TRANSFORMERS_GGUF = ("gemma",)
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +90,16 @@ def _session(path: str):
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
-def _parity(path: str, tmp_path, **options):
+def _parity(path: str, tmp_path, preset: str, **options):
     from mobius.builder import build
 
     package = build(path, execution_provider="cpu", prefill_logits="all", **options)
     out = package.save(str(tmp_path / "onnx"))
-    reference = _reference(path)
+    if preset in NO_TRANSFORMERS_GGUF:
+        reference = load_hf_model(os.path.join(os.path.dirname(os.path.dirname(path)),
+                                               f"{preset}-hf"))
+    else:
+        reference = _reference(path)
     run = f32_parity(BuiltPackage(out, package.config, "f32"), reference,
                      session=_session(f"{out}/model.onnx"), pad=0, steps=2)
     return out, reference, run
@@ -91,22 +108,23 @@ def _parity(path: str, tmp_path, **options):
 @pytest.mark.parametrize("preset, qtype, types", [
     ("llama", "F32", None), ("llama", "F16", None), ("llama", "Q4_0", None),
     ("qwen2", "F32", None), ("qwen2", "Q8_0", None), ("phi3", "F32", None),
-    ("qwen3", "F32", None),
+    ("qwen3", "F32", None), ("gemma2", "Q4_0", None), ("gemma3", "Q8_0", None),
+    ("gemma", "F32", None),
     ("llama-256", "F32", {"blk.0.ffn_down.weight": "Q6_K"}),
 ])
 def test_float_build_matches_transformers_gguf_loading(gguf_file, tmp_path, preset, qtype, types):
-    _, _, run = _parity(gguf_file(preset, qtype, types), tmp_path)
+    _, _, run = _parity(gguf_file(preset, qtype, types), tmp_path, preset)
     assert run.max_abs_diff <= 1e-4, run.max_abs_diff
 
 
 @pytest.mark.parametrize("preset, qtype, quant", [
     ("llama", "Q4_0", "int4"), ("llama", "Q8_0", "int8"), ("qwen2", "Q4_0", "int4"),
-    ("phi3", "Q4_0", "int4"),
+    ("phi3", "Q4_0", "int4"), ("gemma2", "Q4_0", "int4"), ("gemma3", "Q8_0", "int8"),
 ])
 def test_q4_0_and_q8_0_are_carried_into_matmulnbits(gguf_file, tmp_path, caplog, preset, qtype,
                                                     quant):
     with caplog.at_level(logging.WARNING, "mobius.quantize.prequantized"):
-        out, reference, run = _parity(gguf_file(preset, qtype), tmp_path, quant=quant,
+        out, reference, run = _parity(gguf_file(preset, qtype), tmp_path, preset, quant=quant,
                                       quant_accuracy_level=1, quant_lm_head=False)
     assert not caplog.records, [r.message for r in caplog.records]  # nothing requantized
     scale = max(float(np.abs(step).max()) for step in run.hf_steps)
@@ -114,7 +132,9 @@ def test_q4_0_and_q8_0_are_carried_into_matmulnbits(gguf_file, tmp_path, caplog,
     model = onnx.load(f"{out}/model.onnx")
     inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     nodes = [n for n in model.graph.node if n.op_type == "MatMulNBits"]
-    assert len(nodes) == 2 * 5  # per layer: qkv (packed or fused), o, gate, up, down
+    layers = PRESETS[preset][1].get("num_hidden_layers", 2)
+    linears = sum(3 if "qkv_proj" in n.input[1] else 1 for n in nodes)  # packed q/k/v: 3
+    assert linears == layers * 7  # q, k, v, o, gate, up, down: every one carried
     for node in nodes:
         got = _dequantized(node, inits)
         np.testing.assert_array_equal(got, _expected(reference, node.input[1]))

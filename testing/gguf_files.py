@@ -2,7 +2,8 @@
 
 llama.cpp's ``convert_hf_to_gguf.py`` (facts, not its code): metadata under
 ``{arch}.*`` and ``tokenizer.ggml.*``; tensors renamed (``blk.{i}.attn_q``);
-Llama q/k rows permuted so each head's rotary halves interleave; a byte-level
+Llama q/k rows permuted so each head's rotary halves interleave; Gemma's
+RMSNorm scales stored plus one; a byte-level
 BPE vocabulary padded to the embedding's rows with ``[PAD{i}]`` tokens of type
 UNUSED; norms and biases kept F32, 2-D weights in the file's type (gguf's own
 ``quantize``). The result is read by mobius and, as the reference, by
@@ -18,7 +19,9 @@ import gguf
 import numpy as np
 from safetensors.numpy import load_file
 
-_ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3"}
+_ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3", "gemma": "gemma",
+         "gemma2": "gemma2", "gemma3_text": "gemma3"}
+_GEMMAS = ("gemma", "gemma2", "gemma3")
 _BLOCK = {
     "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
     "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
@@ -26,6 +29,10 @@ _BLOCK = {
     "self_attn.k_norm": "attn_k_norm", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down", "self_attn.qkv_proj": "attn_qkv", "mlp.gate_up_proj": "ffn_up",
 }
+#: Gemma 2 / 3 norms around attention and the MLP
+_GEMMA2_BLOCK = {**_BLOCK, "post_attention_layernorm": "post_attention_norm",
+                 "pre_feedforward_layernorm": "ffn_norm",
+                 "post_feedforward_layernorm": "post_ffw_norm"}
 _TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 CHAT_TEMPLATE = "{% for m in messages %}<s>{{ m['content'] }}</s>{% endfor %}"
 _CORPUS = ["The quick brown fox jumps over the lazy dog.",
@@ -33,11 +40,12 @@ _CORPUS = ["The quick brown fox jumps over the lazy dog.",
            "Hello world, 0123456789; GGUF files hold llama.cpp's tensors!"]
 
 
-def gguf_name(name: str) -> str:
+def gguf_name(name: str, arch: str = "llama") -> str:
     module, kind = name.rsplit(".", 1)
     if module.startswith("model.layers."):
         _, _, layer, rest = module.split(".", 3)
-        return f"blk.{layer}.{_BLOCK[rest]}.{kind}"
+        block = _GEMMA2_BLOCK if arch in ("gemma2", "gemma3") else _BLOCK
+        return f"blk.{layer}.{block[rest]}.{kind}"
     return f"{_TOP[module]}.{kind}"
 
 
@@ -63,7 +71,9 @@ def write_gguf(folder: str, path: str, qtype: str = "F32", types: dict | None = 
     else:
         _sentencepiece(writer, sentencepiece, config)
     for name, array in load_file(os.path.join(folder, "model.safetensors")).items():
-        name_out = gguf_name(name)
+        name_out = gguf_name(name, arch)
+        if arch in _GEMMAS and name.endswith("norm.weight"):
+            array = array + 1  # llama.cpp stores Gemma's 1 + w
         if arch == "llama" and (".q_proj." in name or ".k_proj." in name):
             heads = config["num_attention_heads" if ".q_proj." in name
                            else "num_key_value_heads"]
@@ -119,12 +129,18 @@ def _hyper_parameters(writer, config: dict) -> None:
     writer.add_head_count(config["num_attention_heads"])
     writer.add_head_count_kv(config["num_key_value_heads"])
     writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
-    writer.add_rope_freq_base(config.get("rope_theta")
-                              or config["rope_parameters"]["rope_theta"])
+    rope = config.get("rope_parameters") or {}
+    writer.add_rope_freq_base(config.get("rope_theta") or rope.get("rope_theta")
+                              or rope["full_attention"]["rope_theta"])
     writer.add_rope_dimension_count(head_dim)
     writer.add_key_length(head_dim)
     writer.add_value_length(head_dim)
     writer.add_vocab_size(config["vocab_size"])
+    if config.get("sliding_window"):
+        writer.add_sliding_window(config["sliding_window"])
+    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if config.get(key) is not None:
+            getattr(writer, f"add_{key}")(config[key])
 
 
 def _tokenizer(writer, folder: str, config: dict) -> None:

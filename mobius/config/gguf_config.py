@@ -19,7 +19,16 @@ ARCHITECTURES = {
     "qwen2": ("qwen2", "Qwen2ForCausalLM"),
     "qwen3": ("qwen3", "Qwen3ForCausalLM"),
     "phi3": ("phi3", "Phi3ForCausalLM"),
+    "gemma": ("gemma", "GemmaForCausalLM"),
+    "gemma2": ("gemma2", "Gemma2ForCausalLM"),
+    "gemma3": ("gemma3_text", "Gemma3ForCausalLM"),
 }
+_GEMMAS = ("gemma", "gemma2", "gemma3")
+#: llama.cpp scales Gemma queries by 1/sqrt(head_dim), except the 27B models (known by
+#: their layer count), whose scale is 1/sqrt(hidden / heads): query_pre_attn_scalar
+_QUERY_SCALE_BY_HIDDEN = {("gemma2", 46), ("gemma3", 62)}
+#: llama.cpp's Gemma 3: the local layers' RoPE base, every 6th layer global
+_GEMMA3_LOCAL_THETA, _GEMMA3_PATTERN = 10000.0, 6
 #: (HF key, GGUF key under ``{arch}.``, required)
 _FIELDS = (
     ("max_position_embeddings", "context_length", True),
@@ -52,7 +61,8 @@ def gguf_config(reader) -> tuple[str, dict[str, Any], dict[str, Any]]:
     tensors = {t.name: t for t in reader.tensors}
     if "token_embd.weight" not in tensors:
         raise ConfigError("GGUF file has no token_embd.weight tensor")
-    raw: dict[str, Any] = {"architectures": [cls], "model_type": model_type, "hidden_act": "silu",
+    act = "gelu_pytorch_tanh" if arch in _GEMMAS else "silu"
+    raw: dict[str, Any] = {"architectures": [cls], "model_type": model_type, "hidden_act": act,
                            "vocab_size": int(tensors["token_embd.weight"].shape[-1]),
                            "tie_word_embeddings": "output.weight" not in tensors}
     for hf_key, key, required in _FIELDS:
@@ -72,6 +82,8 @@ def gguf_config(reader) -> tuple[str, dict[str, Any], dict[str, Any]]:
     window = metadata(reader, f"{arch}.attention.sliding_window")
     if model_type == "phi3" and window is not None:
         raw["sliding_window"] = int(window)
+    if arch in _GEMMAS:
+        raw.update(_gemma(reader, arch, raw))
     generation = {}
     for hf_key, key in _TOKENS:
         value = metadata(reader, f"tokenizer.ggml.{key}")
@@ -95,3 +107,32 @@ def _check_rope(reader, arch: str, raw: dict[str, Any]) -> None:
         raise ConfigError(f"GGUF {arch}.rope.scaling.type {scaling!r} is not read; mobius "
                           f"reads linear RoPE scaling from GGUF")
     raw["rope_scaling"] = {"rope_type": "linear", "factor": float(factor)}
+
+
+def _gemma(reader, arch: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """Gemma's switches, from GGUF keys and the facts llama.cpp hard-codes: the query
+    scale, softcapping (Gemma 2), sliding-window layers and Gemma 3's two RoPE bases."""
+    head_dim = raw.get("head_dim") or raw["hidden_size"] // raw["num_attention_heads"]
+    scale_by_hidden = (arch, raw["num_hidden_layers"]) in _QUERY_SCALE_BY_HIDDEN
+    out: dict[str, Any] = {"hidden_activation": raw["hidden_act"], "head_dim": head_dim,
+                           "query_pre_attn_scalar": raw["hidden_size"] // raw[
+                               "num_attention_heads"] if scale_by_hidden else head_dim}
+    if arch == "gemma":
+        return out
+    out["sliding_window"] = metadata(reader, f"{arch}.attention.sliding_window")
+    if out["sliding_window"] is None:
+        raise ConfigError(f"GGUF file has no {arch}.attention.sliding_window")
+    layers = range(raw["num_hidden_layers"])
+    if arch == "gemma2":
+        for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+            out[key] = metadata(reader, f"{arch}.{key}")
+        out["layer_types"] = ["sliding_attention" if i % 2 == 0 else "full_attention"
+                              for i in layers]
+        return out
+    full = {"rope_type": "default", "rope_theta": raw.pop("rope_theta", 10000.0)}
+    full.update(raw.pop("rope_scaling", None) or {})  # linear scaling: global layers only
+    out["rope_parameters"] = {"full_attention": full, "sliding_attention": {
+        "rope_type": "default", "rope_theta": _GEMMA3_LOCAL_THETA}}
+    out["layer_types"] = ["full_attention" if (i + 1) % _GEMMA3_PATTERN == 0
+                          else "sliding_attention" for i in layers]
+    return out

@@ -2,7 +2,7 @@
 
 Tensors are named back to the HF names the families read (gguf_names.py);
 llama.cpp's row permutation of Llama q/k projections (its RoPE layout) is
-undone. F32 / F16 / BF16 tensors are read as stored (copied file to file
+undone, and the one it adds to Gemma's RMSNorm scales is taken off. F32 / F16 / BF16 tensors are read as stored (copied file to file
 where nothing changes them); quantized ones are dequantized by gguf's own
 ``dequantize`` when read, a band of rows at a time where a reader asks.
 A Q4_0 / Q8_0 Linear whose bits the build asked for is also offered as its
@@ -38,12 +38,14 @@ _BLOCK = 32  # elements per Q4_0 / Q8_0 block
 #: architectures whose q/k rows llama.cpp permutes, and the config key of each one's heads
 _PERMUTED = {"llama": {"self_attn.q_proj": "num_attention_heads",
                        "self_attn.k_proj": "num_key_value_heads"}}
+#: architectures whose RMSNorm scales llama.cpp stores plus one (Gemma computes x * (1 + w))
+_NORM_PLUS_ONE = ("gemma", "gemma2", "gemma3")
 
 
 @dataclasses.dataclass(frozen=True)
 class GgufTensor:
-    """One tensor of the file: HF-order shape, byte range, and the heads its rows
-    are permuted in (None: stored in HF row order)."""
+    """One tensor of the file: HF-order shape, byte range, the heads its rows are
+    permuted in (None: stored in HF row order) and whether it is stored plus one."""
 
     gguf_name: str
     qtype: str
@@ -51,6 +53,7 @@ class GgufTensor:
     begin: int
     end: int
     heads: int | None
+    plus_one: bool = False
 
 
 class GgufCheckpoint:
@@ -72,9 +75,10 @@ class GgufCheckpoint:
                     f"supported: {', '.join([*FLOATS, *DEQUANTIZED])}")
             name = hf_name(arch, t.name)
             begin = int(t.data_offset)
-            self._tensors[name] = GgufTensor(t.name, qtype, tuple(int(d) for d in t.shape[::-1]),
-                                             begin, begin + int(t.n_bytes),
-                                             _heads(arch, name, raw))
+            self._tensors[name] = GgufTensor(
+                t.name, qtype, tuple(int(d) for d in t.shape[::-1]), begin,
+                begin + int(t.n_bytes), _heads(arch, name, raw),
+                arch in _NORM_PLUS_ONE and t.name.endswith("norm.weight"))
         self._packed = {name: self._linear(name) for name, t in self._tensors.items()
                         if t.qtype in CARRIED_BITS and t.gguf_name.startswith("blk.")
                         and len(t.shape) == 2 and bits_for
@@ -105,7 +109,7 @@ class GgufCheckpoint:
     def is_stored_as_read(self, name: str) -> bool:
         """A float tensor in HF row order is read as its bytes; others are computed."""
         t = self.tensor(name)
-        return t.qtype in FLOATS and t.heads is None
+        return t.qtype in FLOATS and t.heads is None and not t.plus_one
 
     def read(self, name: str) -> np.ndarray:
         """The tensor in HF layout: as stored (float), else dequantized to float32."""
@@ -122,9 +126,9 @@ class GgufCheckpoint:
 
     def _rows(self, t: GgufTensor, start: int, stop: int) -> np.ndarray:
         raw = self._raw(t)[start:stop]
-        if t.qtype in FLOATS:
-            return raw
-        return gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[t.qtype])
+        if t.qtype not in FLOATS:
+            raw = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[t.qtype])
+        return raw.astype(np.float32) - 1 if t.plus_one else raw
 
     def _raw(self, t: GgufTensor) -> np.ndarray:
         """The stored rows: float [rows, ...], or the quantized bytes [rows, bytes per row]."""

@@ -43,9 +43,17 @@ _PHI3_BLOCK = {
     "ffn_down": "mlp.down_proj",
 }
 
+#: Gemma 2 / 3: a norm before and after attention and the MLP
+_GEMMA2_BLOCK = {**_LLAMA_BLOCK, "post_attention_norm": "post_attention_layernorm",
+                 "ffn_norm": "pre_feedforward_layernorm",
+                 "post_ffw_norm": "post_feedforward_layernorm"}
+_GEMMA3_BLOCK = {**_GEMMA2_BLOCK, "attn_q_norm": "self_attn.q_norm",
+                 "attn_k_norm": "self_attn.k_norm"}
+
 #: GGUF architecture -> its block table
 BLOCK_NAMES = {"llama": _LLAMA_BLOCK, "qwen2": _LLAMA_BLOCK, "qwen3": _QWEN3_BLOCK,
-               "phi3": _PHI3_BLOCK}
+               "phi3": _PHI3_BLOCK, "gemma": _LLAMA_BLOCK, "gemma2": _GEMMA2_BLOCK,
+               "gemma3": _GEMMA3_BLOCK}
 
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 _TOP = re.compile(r"(\w+)\.(weight|bias)")
