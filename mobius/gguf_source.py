@@ -10,6 +10,7 @@ tokenizer_config.json (package/gguf_tokenizer.py).
 from __future__ import annotations
 
 import os
+import struct
 from typing import Any
 
 from mobius.checkpoint_files import contained_file
@@ -44,7 +45,7 @@ class GgufSource:
         self.path = os.path.abspath(path)
         try:
             self.reader = gguf.GGUFReader(self.path)
-        except (ValueError, OSError, KeyError) as e:
+        except (ValueError, OSError, KeyError, IndexError, OverflowError, struct.error) as e:
             raise WeightsError(f"{os.path.basename(path)} is not a readable GGUF file "
                                f"({e})") from e
         self.arch, self.raw, self.generation = gguf_config(self.reader)

@@ -245,3 +245,13 @@ def test_package_tokenizer_encodes_as_transformers_gguf_tokenizer(gguf_file, tmp
         assert ids == reference(text)["input_ids"], text
         assert (rebuilt.decode(ids, skip_special_tokens=True)
                 == reference.decode(ids, skip_special_tokens=True))
+
+
+def test_truncated_file_is_refused_before_any_graph(gguf_file, tmp_path):
+    from mobius.builder import build
+    from mobius.errors import WeightsError
+
+    data = open(gguf_file("qwen2", "Q8_0"), "rb").read()
+    (tmp_path / "cut.gguf").write_bytes(data[:-100])
+    with pytest.raises(WeightsError, match="cut.gguf is not a readable GGUF file"):
+        build(str(tmp_path / "cut.gguf"))
