@@ -41,6 +41,8 @@ _FIELDS = (
     ("rope_theta", "rope.freq_base", False),
     ("head_dim", "attention.key_length", False),
 )
+_COUNTS = ("max_position_embeddings", "hidden_size", "intermediate_size", "num_hidden_layers",
+           "num_attention_heads", "num_key_value_heads", "head_dim")
 _TOKENS = (("bos_token_id", "bos_token_id"), ("eos_token_id", "eos_token_id"),
            ("pad_token_id", "padding_token_id"))
 
@@ -71,6 +73,9 @@ def gguf_config(reader) -> tuple[str, dict[str, Any], dict[str, Any]]:
             raise ConfigError(f"GGUF file has no {arch}.{key} (the {hf_key})")
         if isinstance(value, list):
             raise ConfigError(f"GGUF {arch}.{key} varies per layer; mobius reads one value")
+        if hf_key in _COUNTS and value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise ConfigError(f"GGUF {arch}.{key} must be a positive integer, got {value!r}")
         if value is not None:
             raw[hf_key] = value
     _check_rope(reader, arch, raw)
