@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import onnx_ir as ir
 from onnxscript import nn
 
+from mobius.build_args import check_build_args
 from mobius.config.architecture import ArchitectureConfig, load_config
 from mobius.context import build_context
 from mobius.ep.capabilities import EpCapabilities
@@ -25,7 +26,7 @@ from mobius.package.tokenizer_files import find_tokenizer_files
 from mobius.package.transformers_js import (GENAI, TRANSFORMERS_JS, check_layout,
                                             client_capabilities)
 from mobius.quantize.prequantized import prequantized_spec
-from mobius.quantize.spec import QuantSpec, resolve_quant
+from mobius.quantize.spec import QuantSpec, check_overrides_match, resolve_quant
 from mobius.roles import DECODER
 from mobius.source import resolve_checkpoint
 from mobius.tasks.concrete_dims import apply_concrete_dims
@@ -47,7 +48,7 @@ MERGED, SEPARATE = "merged", "separate"
 ADAPTER_MODES = (MERGED, SEPARATE)
 
 def build(
-    model: str,
+    model: str | os.PathLike,
     *,
     execution_provider: str | EpCapabilities = "default",
     dtype: str | ir.DataType = "f32",
@@ -64,7 +65,7 @@ def build(
     logits_to_keep: bool | None = None,
     prefill_logits: str | None = None,
     context_length: int | None = None,
-    adapter: str | Sequence[str] | None = None,
+    adapter: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
     adapter_mode: str = MERGED,
     sliding_window_cache: bool = False,
 ) -> ModelPackage:
@@ -95,12 +96,13 @@ def build(
     where genai and the EP can (mobius/package/sliding_window.py; opt-in: such
     a package runs batch 1 in onnxruntime-genai only).
     """
+    check_build_args(dict(locals()))  # every argument, by name, before anything else
     check_prefill_logits(prefill_logits, logits_to_keep)
     caps, build_dtype, quant_spec = check_request(
         execution_provider, dtype, layout, quant, block_size=quant_block_size,
         symmetric=quant_symmetric, accuracy_level=quant_accuracy_level, lm_head=quant_lm_head,
         embedding=quant_embedding, overrides=quant_override)
-    folder = resolve_checkpoint(model)
+    folder = resolve_checkpoint(os.fspath(model))
     gguf = open_gguf(folder)
     raw, generation = (gguf.raw, gguf.generation) if gguf else load_config(folder)
     family = family_for(raw)
@@ -110,6 +112,7 @@ def build(
     check_layout(layout, task=family.task.name)
     check_prefill_logits(prefill_logits, logits_to_keep, family.task)
     config = family.make_config(raw, generation)  # config errors before any weight is opened
+    config.check_token_ids(family.task.token_ids)
     checkpoint = gguf.checkpoint(quant_spec) if gguf else open_checkpoint(folder, raw)
     if quant_spec is None and isinstance(checkpoint, PrequantizedCheckpoint):
         quant_spec = prequantized_spec(caps, checkpoint.format, quant_accuracy_level)
@@ -121,6 +124,7 @@ def build(
     checkpoint, adapters = _open_adapters(checkpoint, adapter, adapter_mode, layout, caps)
     with build_context(caps, build_dtype):
         module = family.module(config)
+    check_overrides_match(quant_spec, (name for name, _ in module.named_parameters()))
     attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,
                    family.ignored_tensors(config))
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
@@ -149,7 +153,8 @@ def _open_adapters(checkpoint, adapter: str | Sequence[str] | None, mode: str, l
                    caps: EpCapabilities):
     """(checkpoint, separate adapters): the merged-adapter view of the checkpoint,
     or the base checkpoint and the adapters its package will carry as files."""
-    paths = [adapter] if isinstance(adapter, str) else list(adapter or ())
+    paths = [os.fspath(a) for a in ([adapter] if isinstance(adapter, (str, os.PathLike))
+                                    else adapter or ())]
     if mode not in ADAPTER_MODES:
         raise MobiusError(f"adapter mode {mode!r}: use {' or '.join(ADAPTER_MODES)}")
     if not paths:
@@ -213,8 +218,8 @@ def check_prefill_logits(prefill_logits: str | None, logits_to_keep: bool | None
         raise MobiusError(f"--prefill-logits last: only a causal LM's logits can be "
                           f"limited, not a {task.name} package's")
     if prefill_logits not in (None, *PREFILL_LOGITS):
-        raise MobiusError(f"unknown prefill logits {prefill_logits!r}; expected "
-                          f"{' or '.join(PREFILL_LOGITS)}")
+        raise MobiusError(f"--prefill-logits: unknown prefill logits {prefill_logits!r}; "
+                          f"expected {' or '.join(PREFILL_LOGITS)}")
     if prefill_logits == LAST and logits_to_keep:
         raise MobiusError("--prefill-logits last and --logits-to-keep both choose the logits "
                           "rows: use one (num_logits_to_keep=1 gives the last row)")

@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
                        "at run time")
     build.add_argument("--trace", action="store_true",
                        help="log what each optimization stage and rule did ([EP Trace] lines)")
-    build.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
+    build.add_argument("--overwrite", action="store_true", help="replace a mobius package only")
     build.add_argument("--quiet", "-q", action="store_true", help="no progress bars or info lines")
     # SUPPRESS: without it the subcommand's default (False) would overwrite a
     # `mobius --debug build ...` given before the subcommand.
@@ -167,7 +167,8 @@ def _run(args: argparse.Namespace) -> int:
     from mobius.package.model_package import ModelPackage
     from mobius.source import resolve_checkpoint
 
-    ModelPackage.check_output(output, overwrite=args.overwrite)  # fail before a long build
+    local = args.model if os.path.isdir(args.model) else None  # a hub id: checked below
+    ModelPackage.check_output(output, overwrite=args.overwrite, source=local)  # before a build
     check_prefill_logits(args.prefill_logits, args.logits_to_keep)
     check_request(args.ep, args.dtype, args.layout, args.quant,  # before any download
                   block_size=args.quant_block_size, symmetric=args.quant_symmetric,

@@ -194,6 +194,9 @@ def test_overwrite_replaces_an_existing_package(checkpoints, capsys, tmp_path):
     code, _, _ = _cli(capsys, "build", "-q", "--model", checkpoints["base"], str(out))
     assert code == 0
     (out / "stale.txt").write_text("from an older build")
+    manifest = json.loads((out / "mobius_package.json").read_text())
+    manifest["files"].append("stale.txt")  # as if the older build had written it
+    (out / "mobius_package.json").write_text(json.dumps(manifest))
     first = _snapshot(out)
     code, stdout, _ = _cli(capsys, "build", "--model", checkpoints["base"], "--dtype", "f16",
                            "--overwrite", str(out))
@@ -202,6 +205,7 @@ def test_overwrite_replaces_an_existing_package(checkpoints, capsys, tmp_path):
     second = _snapshot(out)
     assert "stale.txt" not in second  # replaced, not merged
     assert set(second) == set(first) - {"stale.txt"}
+    assert second["mobius_package.json"] != first["mobius_package.json"]
     assert second["model.onnx.data"] != first["model.onnx.data"]  # f16 now
     assert sorted(os.listdir(tmp_path)) == ["out"]  # no staging / backup folders left
 

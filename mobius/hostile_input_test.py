@@ -90,6 +90,11 @@ CONFIG_CASES = {
     "theta_nan": ({"rope_theta": float("nan")}, "'rope_theta' is nan"),
     "theta_inf": ({"rope_theta": float("inf")}, "'rope_theta' is inf"),
     "eps_string": ({"rms_norm_eps": "1e-5"}, "'rms_norm_eps' must be a number"),
+    "eps_negative": ({"rms_norm_eps": -1}, "'rms_norm_eps' must be a positive finite number"),
+    "eps_zero": ({"rms_norm_eps": 0.0}, "'rms_norm_eps' must be a positive finite number"),
+    "layer_norm_eps_negative": ({"rms_norm_eps": None, "layer_norm_eps": -1e-5},
+                                "'layer_norm_eps' must be a positive finite number"),
+    "pad_out_of_vocab": ({"pad_token_id": 5000}, "'pad_token_id' must be a token id"),
     "bias_string": ({"attention_bias": "no"}, "'attention_bias' must be true or false"),
     "eos_out_of_vocab": ({"eos_token_id": 10**6}, "'eos_token_id' must be a token id"),
     "layers_beyond_checkpoint": ({"num_hidden_layers": 3}, "cover 2 layers"),
@@ -146,6 +151,65 @@ def test_non_finite_weights_warn_and_build(value, ckpt, tmp_path, caplog):
     write_safetensors(str(ckpt / "model.safetensors"), tensors)
     assert main(["build", "-q", "--model", str(ckpt), str(tmp_path / "out")]) == 0
     assert f"tensor '{WEIGHT}' holds NaN or Inf values" in caplog.text
+
+
+@pytest.mark.parametrize("value, source, dtype", [(1e300, np.float64, "f32"),
+                                                  (7e4, np.float32, "f16")])
+def test_a_weight_that_overflows_the_package_dtype_is_refused(value, source, dtype, ckpt,
+                                                                tmp_path, capsys):
+    tensors = _tensors(ckpt)
+    tensors[WEIGHT] = tensors[WEIGHT].astype(source)
+    tensors[WEIGHT][1, 2] = value
+    write_safetensors(str(ckpt / "model.safetensors"), tensors)
+    _fails_cleanly(capsys, ckpt, tmp_path, f"tensor '{WEIGHT}' holds {value:.4g}",
+                   f"beyond the range of {dtype}", extra=("--dtype", dtype))
+
+
+def test_a_quant_override_that_matches_nothing_is_refused(ckpt, tmp_path, capsys):
+    _fails_cleanly(capsys, ckpt, tmp_path, "--quant-override layers.0.mlp.up_prj=float",
+                   "matches no weight", "closest layer names: layers.0.mlp.up_proj",
+                   extra=("--quant", "int4", "--quant-override", "layers.0.mlp.up_prj=float"))
+
+
+def test_an_unused_token_id_outside_the_vocabulary_warns_and_builds(tmp_path, caplog):
+    bert = make_tiny_checkpoint("tiny-bert", str(tmp_path / "bert"))
+    _edit_json(os.path.join(bert, "config.json"), bos_token_id=10**6)
+    assert main(["build", "-q", "--model", bert, str(tmp_path / "out")]) == 0
+    assert "'bos_token_id' is 1000000, outside the vocabulary" in caplog.text
+
+
+def _project(folder):
+    (folder / "src").mkdir(parents=True)
+    (folder / "src" / "important.py").write_text("print('keep')")
+    (folder / "notes.txt").write_text("mine")
+
+
+@pytest.mark.parametrize("spelling", ["path", "dot"])
+def test_overwrite_never_deletes_a_users_folder(spelling, ckpt, tmp_path, capsys, monkeypatch):
+    """Refused before any weight is read: the checkpoint's weights here are garbage."""
+    (ckpt / "model.safetensors").write_bytes(b"garbage")
+    proj = tmp_path / "proj"
+    _project(proj)
+    before = _snapshot(proj)
+    if spelling == "dot":
+        monkeypatch.chdir(proj)
+    code = main(["build", "-q", "--model", str(ckpt), "--overwrite",
+                 "." if spelling == "dot" else str(proj)])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and lines == [
+        f"mobius: error: output folder {proj} holds 2 file(s) or folder(s) that no mobius build "
+        f"wrote (notes.txt, src/); refusing to replace it"], lines
+    assert _snapshot(proj) == before and sorted(os.listdir(tmp_path)) == ["ckpt", "proj"]
+
+
+def test_overwrite_keeps_a_file_the_user_added_to_a_package(ckpt, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["build", "-q", "--model", str(ckpt), str(out)]) == 0
+    (out / "my_eval.py").write_text("keep")
+    code = main(["build", "-q", "--model", str(ckpt), "--overwrite", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1 and "is a mobius package, but holds 1 file(s)" in err and "(my_eval.py)" in err
+    assert (out / "my_eval.py").read_text() == "keep"
 
 
 # ---------------------------------------------------------------------------

@@ -31,7 +31,8 @@ def transpose(array: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     if out is None:
         out = np.empty(array.shape[::-1], dtype=array.dtype)
     if array.ndim != 2:
-        out[...] = array.T
+        with np.errstate(over="ignore"):  # the caller checks a cast's Inf (weights/dtypes.py)
+            out[...] = array.T
         return out
     # Slice a plain ndarray: slicing an np.memmap runs Python code per slice.
     array = np.asarray(array)
@@ -51,12 +52,14 @@ _THREAD_ELEMENTS = 1 << 20
 
 
 def _transpose_rows(array: np.ndarray, out: np.ndarray, first: int, stop: int) -> None:
-    """out[:, first:stop] = array[first:stop].T, tile by tile."""
-    for start in range(first, stop, _TILE_ROWS):
-        band = array[start : min(stop, start + _TILE_ROWS)]
-        for col in range(0, array.shape[1], _TILE_COLS):
-            out[col : col + _TILE_COLS, start : start + band.shape[0]] = (
-                band[:, col : col + _TILE_COLS].T)
+    """out[:, first:stop] = array[first:stop].T, tile by tile (a cast that overflows to
+    Inf is silent here: the caller checks the result, weights/dtypes.check_cast)."""
+    with np.errstate(over="ignore"):
+        for start in range(first, stop, _TILE_ROWS):
+            band = array[start : min(stop, start + _TILE_ROWS)]
+            for col in range(0, array.shape[1], _TILE_COLS):
+                out[col : col + _TILE_COLS, start : start + band.shape[0]] = (
+                    band[:, col : col + _TILE_COLS].T)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,9 @@ are supplied by the model family when it calls :meth:`ArchitectureConfig.from_di
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+from collections.abc import Collection
 from typing import Any, Mapping
 
 from mobius.checkpoint_files import contained_file
@@ -19,6 +21,8 @@ from mobius.config.fields import (boolean, check_values, finite_float, positive_
 from mobius.config.rope import RopeConfig
 from mobius.errors import ConfigError
 from mobius.json_input import read_json_file
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +89,9 @@ class ArchitectureConfig:
     pad_token_id: int | None = None
     checkpoint_dtype: str | None = None
     generation: GenerationDefaults = GenerationDefaults()
+    #: (key, file, id) of each special token id outside [0, vocab_size)
+    ids_outside_vocab: tuple[tuple[str, str, int], ...] = dataclasses.field(
+        default=(), compare=False, repr=False)
     raw: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -137,7 +144,8 @@ class ArchitectureConfig:
             rope=RopeConfig.from_hf(raw, dims["head_dim"]),
             hidden_act="silu" if act is None else act,
             rms_norm_eps=finite_float(
-                "rms_norm_eps", raw.get("rms_norm_eps", raw.get("layer_norm_eps", 1e-6))),
+                "rms_norm_eps", raw.get("rms_norm_eps", raw.get("layer_norm_eps", 1e-6)),
+                positive=True),
             tie_word_embeddings=boolean(raw, "tie_word_embeddings", False),
             qkv_bias=bias,
             o_bias=bias,
@@ -150,6 +158,17 @@ class ArchitectureConfig:
                 {**raw, **gen}, "generation_config.json" if gen else "config.json"),
             raw=raw,
         )
+
+    def check_token_ids(self, used: Collection[str]) -> None:
+        """Refuses a special token id outside the vocabulary that the package or its
+        runtime uses (``used``: Task.token_ids, e.g. the eos / pad genai_config.json
+        carries); warns about an unused one (transformers runs such a checkpoint)."""
+        for key, file, value in self.ids_outside_vocab:
+            if key in used:
+                raise ConfigError(f"{file}: {key!r} must be a token id in "
+                                  f"[0, {self.vocab_size}), got {value}")
+            logger.warning("warning: %s: %r is %d, outside the vocabulary [0, %d); nothing "
+                           "in this package uses it", file, key, value, self.vocab_size)
 
     def layer_sliding_window(self, layer: int) -> int | None:
         """The sliding window of one layer (None = full attention)."""
@@ -193,7 +212,8 @@ def _dimensions(raw: Mapping[str, Any]) -> dict[str, int]:
 
 
 def _token_ids(raw: Mapping[str, Any], gen: Mapping[str, Any], vocab: int) -> dict[str, Any]:
-    """bos/eos (ids inside the vocabulary) and pad; generation_config.json wins."""
+    """bos/eos/pad, and which of them lie outside the vocabulary; generation_config.json
+    wins."""
     def pick(key: str) -> tuple[Any, str]:
         if gen.get(key) is not None:
             return gen[key], "generation_config.json"
@@ -204,9 +224,14 @@ def _token_ids(raw: Mapping[str, Any], gen: Mapping[str, Any], vocab: int) -> di
         raise ConfigError(f"{pad_file}: 'pad_token_id' must be an integer, got {pad!r}")
     bos, bos_file = pick("bos_token_id")
     eos, eos_file = pick("eos_token_id")
-    return dict(bos_token_id=token_id("bos_token_id", bos, vocab, bos_file),
-                eos_token_id=token_ids("eos_token_id", eos, vocab, eos_file),
-                pad_token_id=pad)
+    ids = dict(bos_token_id=token_id("bos_token_id", bos, vocab, bos_file),
+               eos_token_id=token_ids("eos_token_id", eos, vocab, eos_file),
+               pad_token_id=pad)
+    files = {"bos_token_id": bos_file, "eos_token_id": eos_file, "pad_token_id": pad_file}
+    outside = [(key, files[key], v) for key, value in ids.items()
+               for v in (value if isinstance(value, tuple) else (value,))
+               if v is not None and not 0 <= v < vocab]
+    return dict(ids, ids_outside_vocab=tuple(outside))
 
 
 def _check_overrides(values: dict[str, Any]) -> None:
@@ -217,7 +242,7 @@ def _check_overrides(values: dict[str, Any]) -> None:
     for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"):
         if key in values:
             positive_int(key, values[key])
-    values["rms_norm_eps"] = finite_float("rms_norm_eps", values["rms_norm_eps"])
+    values["rms_norm_eps"] = finite_float("rms_norm_eps", values["rms_norm_eps"], positive=True)
 
 
 def read_json(path: str) -> dict[str, Any]:

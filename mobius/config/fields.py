@@ -27,6 +27,11 @@ STRING_KEYS = frozenset({
     "projector_hidden_act", "vision_feature_select_strategy", "rope_type", "type",
 })
 
+#: normalization epsilons: a number > 0 (a negative one can take the square root of a
+#: negative variance; zero divides by zero on a constant row)
+EPSILON_KEYS = frozenset({"rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps",
+                          "norm_epsilon"})
+
 #: float keys read as a number (the integer sizes go through positive_int, which says more)
 NUMBER_KEYS = frozenset({
     "rope_theta", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "factor",
@@ -35,7 +40,7 @@ NUMBER_KEYS = frozenset({
     "attn_logit_softcapping", "final_logit_softcapping", "rope_local_base_freq",
     "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "mscale",
     "mscale_all_dim", "attention_factor", "temperature", "top_p", "repetition_penalty",
-    "type_vocab_size",
+    "type_vocab_size", *EPSILON_KEYS,
 })
 
 #: upper bounds of the size fields (the largest released models stay far below)
@@ -81,6 +86,8 @@ def _check_type(file: str, key: str, where: str, value: Any) -> None:
         raise ConfigError(f"{file}: {where!r} must be a string, got {value!r}")
     if key in NUMBER_KEYS and (isinstance(value, bool) or not isinstance(value, (int, float))):
         raise ConfigError(f"{file}: {where!r} must be a number, got {value!r}")
+    if key in EPSILON_KEYS and value <= 0:
+        raise ConfigError(f"{file}: {where!r} must be a positive finite number, got {value!r}")
 
 
 def positive_int(key: str, value: Any, file: str = "config.json") -> int:
@@ -115,10 +122,11 @@ def finite_float(key: str, value: Any, *, positive: bool = False,
 
 
 def token_id(key: str, value: Any, vocab_size: int, file: str) -> int | None:
-    """A token id: null, or an integer inside the vocabulary."""
+    """A token id: null or an integer. Whether it must lie inside the vocabulary
+    depends on what uses it (ArchitectureConfig.check_token_ids)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
+    if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{file}: {key!r} must be a token id in [0, {vocab_size}), "
                           f"got {value!r}")
     return value

@@ -16,6 +16,7 @@ from typing import Any
 import onnx_ir as ir
 
 from mobius.errors import OutputError
+from mobius.package.manifest import check_replaceable, write_manifest
 from mobius.package.output_swap import (InterruptedAfterSave, OutputExistsError, is_disk_full,
                                         locked, make_staging, mark_ready, place, recover)
 from mobius.package.overlap import check_no_overlap
@@ -73,6 +74,9 @@ class ModelPackage:
                      source: str | None = None) -> str:
         """Refuses an output path that save() would refuse; returns it absolute.
 
+        ``overwrite`` replaces only an empty folder or a mobius package
+        (mobius/package/manifest.py), never a folder holding anything else.
+
         The CLI calls this before building, so a bad path fails in seconds,
         not after a long build. It also finishes or undoes what an earlier,
         killed save into the same path left behind.
@@ -93,13 +97,16 @@ class ModelPackage:
                 raise OutputError(f"output path {output_dir} exists and is not a folder")
             if os.listdir(output_dir) and not overwrite:
                 raise OutputExistsError(output_dir)
+            if overwrite:
+                check_replaceable(output_dir)
         return output_dir
 
     def save(self, output_dir: str, *, overwrite: bool = False, progress: bool = False) -> str:
         """Writes the package into ``output_dir`` atomically; returns its absolute path.
 
         Without ``overwrite`` an existing non-empty folder is never replaced,
-        even one that appears while the package is being written.
+        even one that appears while the package is being written; with it, only
+        an empty folder or a mobius package is (mobius/package/manifest.py).
         """
         output_dir = self.check_output(output_dir, overwrite=overwrite, source=self.source)
         parent = os.path.dirname(output_dir)
@@ -127,6 +134,11 @@ class ModelPackage:
         return output_dir
 
     def _write(self, folder: str, progress: bool) -> None:
+        """Writes every file of the package into ``folder``, its manifest last."""
+        self._write_files(folder, progress)
+        write_manifest(folder)
+
+    def _write_files(self, folder: str, progress: bool) -> None:
         if self.layout == "transformers.js":
             from mobius.package.transformers_js import write_transformers_js
 

@@ -15,6 +15,7 @@ import pytest
 
 import mobius
 from mobius.errors import OutputError
+from mobius.package.manifest import MANIFEST
 from mobius.tiny.checkpoint import make_tiny_checkpoint
 
 GENERATION = {"bos_token_id": 1, "eos_token_id": [2, 5], "pad_token_id": 0, "do_sample": True,
@@ -107,7 +108,10 @@ def test_failed_overwrite_keeps_the_previous_package(checkpoint, saved, tmp_path
 def test_overwrite_replaces_and_cleans_up(checkpoint, saved, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(saved, out)
-    (out / "stale.bin").write_bytes(b"old")
+    (out / "stale.bin").write_bytes(b"old")  # a file only the old build wrote
+    manifest = json.loads((out / MANIFEST).read_text())
+    manifest["files"].append("stale.bin")
+    (out / MANIFEST).write_text(json.dumps(manifest))
     mobius.build(checkpoint, dtype="f16").save(str(out), overwrite=True)
     assert "stale.bin" not in os.listdir(out)
     assert sorted(os.listdir(tmp_path)) == ["out"]

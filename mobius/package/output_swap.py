@@ -8,7 +8,9 @@ kernel if the process dies):
 - no overwrite: renameat2(RENAME_NOREPLACE), else a plain rename (which only
   replaces an empty folder): an output that appeared meanwhile is never lost;
 - overwrite: renameat2(RENAME_EXCHANGE) swaps old and new in one step; the
-  fallback renames the old package to ``.<out>.old-<pid>-<rand>`` first.
+  fallback renames the old package to ``.<out>.old-<pid>-<rand>`` first. Only
+  an empty folder or a mobius package is replaced (manifest.py), checked
+  again here, under the lock.
 
 At any kill, the output is the complete old or the complete new package, or
 (fallback only, between its two renames) missing with both kept hidden.
@@ -30,6 +32,7 @@ import tempfile
 
 from mobius.errors import OutputError
 from mobius.package.atomic_rename import Unsupported, rename_exchange, rename_noreplace
+from mobius.package.manifest import check_replaceable
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +83,7 @@ def place(ready: str, output_dir: str, overwrite: bool) -> None:
     with locked(os.path.dirname(output_dir)):
         recover(output_dir)
         if overwrite and os.path.isdir(output_dir) and not os.path.islink(output_dir):
+            check_replaceable(output_dir)  # again: files may have appeared while building
             step, leftover = _swap(ready, output_dir)
         else:
             step, leftover = _place_new(ready, output_dir), None

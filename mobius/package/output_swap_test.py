@@ -119,7 +119,8 @@ def _version(out) -> int | None:
     """The version of the complete package in ``out``; fails on an incomplete one."""
     if not os.path.exists(out):
         return None
-    assert sorted(os.listdir(out)) == ["model.onnx", "model.onnx.data", "version.json"]
+    assert sorted(os.listdir(out)) == ["mobius_package.json", "model.onnx", "model.onnx.data",
+                                       "version.json"]
     with open(os.path.join(out, "version.json")) as f:
         version = json.load(f)["version"]
     data = np.fromfile(os.path.join(out, "model.onnx.data"), np.float32)

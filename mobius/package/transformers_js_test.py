@@ -23,8 +23,9 @@ def test_folder_holds_what_transformers_js_reads(llama, tmp_path):
         str(tmp_path / "pkg"))
     files = sorted(os.path.relpath(os.path.join(d, f), out)
                    for d, _, names in os.walk(out) for f in names)
-    assert files == ["config.json", "generation_config.json", "onnx/model.onnx",
-                     "onnx/model.onnx_data", "tokenizer.json", "tokenizer_config.json"]
+    assert files == ["config.json", "generation_config.json", "mobius_package.json",
+                     "onnx/model.onnx", "onnx/model.onnx_data", "tokenizer.json",
+                     "tokenizer_config.json"]
     with open(os.path.join(out, "config.json")) as f:
         config = json.load(f)
     assert config["model_type"] == "llama"

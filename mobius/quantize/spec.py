@@ -8,7 +8,9 @@ an impossible request fails with the alternatives named and nothing written.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import fnmatch
+from collections.abc import Iterable
 
 from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import ep_registry
@@ -51,13 +53,38 @@ class QuantSpec:
 
     def bits_for(self, name: str) -> int | None:
         """Bits for the weight called ``name`` (None: keep it float)."""
-        stem = name[: -len(".weight")] if name.endswith(".weight") else name
+        stem = _stem(name)
         for pattern, kind in self.overrides:
-            if fnmatch.fnmatchcase(stem, pattern) or fnmatch.fnmatchcase(stem, "*." + pattern):
+            if _matches(stem, pattern):
                 return None if kind == "float" else QUANT_TYPES[kind]
         if not self.lm_head and stem.split(".")[-1] == "lm_head":
             return None
         return self.bits
+
+
+def _stem(name: str) -> str:
+    return name[: -len(".weight")] if name.endswith(".weight") else name
+
+
+def _matches(stem: str, pattern: str) -> bool:
+    return fnmatch.fnmatchcase(stem, pattern) or fnmatch.fnmatchcase(stem, "*." + pattern)
+
+
+def check_overrides_match(spec: QuantSpec | None, weights: Iterable[str]) -> None:
+    """Refuses a --quant-override pattern that matches none of ``weights`` (the model's
+    weight names): a typo would otherwise leave the layer quantized without a word.
+    The error names the closest layer names."""
+    if spec is None or not spec.overrides:
+        return
+    stems = sorted({_stem(w) for w in weights})
+    for pattern, kind in spec.overrides:
+        if any(_matches(stem, pattern) for stem in stems):
+            continue
+        suffixes = {stem.split(".", i)[-1] for stem in stems for i in range(stem.count(".") + 1)}
+        suffixes = {s for s in suffixes if not s[0].isdigit()}
+        close = difflib.get_close_matches(pattern, sorted(suffixes), n=3, cutoff=0.0)
+        raise MobiusError(f"--quant-override {pattern}={kind}: the pattern matches no weight "
+                          f"of this model; closest layer names: {', '.join(close)}")
 
 
 def parse_overrides(text: str | None) -> tuple[tuple[str, str], ...]:
@@ -67,11 +94,16 @@ def parse_overrides(text: str | None) -> tuple[tuple[str, str], ...]:
     out = []
     for item in text.split(","):
         pattern, sep, kind = item.strip().partition("=")
-        if not sep or not pattern or kind not in OVERRIDE_KINDS:
-            raise MobiusError(f"bad --quant-override entry {item.strip()!r}; expected "
-                              f"PATTERN=KIND with KIND one of {', '.join(OVERRIDE_KINDS)}")
-        out.append((pattern, kind))
+        out.append(_checked_override(pattern if sep else "", kind, item.strip()))
     return tuple(out)
+
+
+def _checked_override(pattern: str, kind: str, written: str) -> tuple[str, str]:
+    """(pattern, kind), checked; ``written``: the entry as the user wrote it."""
+    if not pattern or kind not in OVERRIDE_KINDS:
+        raise MobiusError(f"bad --quant-override entry {written!r}; expected "
+                          f"PATTERN=KIND with KIND one of {', '.join(OVERRIDE_KINDS)}")
+    return pattern, kind
 
 
 def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | None = None,
@@ -80,31 +112,35 @@ def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | 
                   overrides=()) -> QuantSpec | None:
     """The QuantSpec for ``--quant`` on ``caps`` (None for a float build)."""
     if quant is None:
-        if block_size is not None or symmetric is not None or overrides or embedding:
-            raise MobiusError("quantization options need --quant int4 or int8")
+        given = {"--quant-block-size": block_size is not None, "--quant-override": overrides,
+                 "--quant-symmetric": symmetric is not None, "--quant-embedding": embedding}
+        if any(given.values()):
+            flags = ", ".join(flag for flag, set_ in given.items() if set_)
+            raise MobiusError(f"quantization options ({flags}) need --quant int4 or int8")
         return None
     if quant not in QUANT_TYPES:
         raise MobiusError(f"unknown --quant {quant!r}; expected one of {', '.join(QUANT_TYPES)}")
-    if isinstance(overrides, str):
-        overrides = parse_overrides(overrides)
+    overrides = (parse_overrides(overrides) if isinstance(overrides, str)
+                 else tuple(_checked_override(p, k, f"{p}={k}") for p, k in overrides))
     kinds = {QUANT_TYPES[quant]} | {QUANT_TYPES[k] for _, k in overrides if k != "float"}
     for bits in sorted(kinds):
         if bits not in caps.quant_bits:
             takes = " or ".join(f"int{b}" for b in sorted(caps.quant_bits))
-            raise MobiusError(f"EP {caps.name!r} does not take int{bits} weights; use {takes}, "
-                              f"or --ep {_eps_taking(bits)}")
+            flag = "--quant" if bits == QUANT_TYPES[quant] else "--quant-override"
+            raise MobiusError(f"{flag}: EP {caps.name!r} does not take int{bits} weights; use "
+                              f"{takes}, or --ep {_eps_taking(bits)}")
     block = caps.default_quant_block_size if block_size is None else block_size
     if block not in caps.quant_block_sizes:
         sizes = ", ".join(str(b) for b in sorted(caps.quant_block_sizes))
-        raise MobiusError(f"EP {caps.name!r} does not take quantization block size {block}; "
-                          f"use {sizes}")
+        raise MobiusError(f"--quant-block-size: EP {caps.name!r} does not take quantization "
+                          f"block size {block}; use {sizes}")
     sym = caps.default_quant_symmetric if symmetric is None else symmetric
     if not sym and not caps.quant_zero_points:
-        raise MobiusError(f"EP {caps.name!r} takes no zero points; build symmetric "
-                          f"(drop --quant-asymmetric)")
+        raise MobiusError(f"--quant-asymmetric: EP {caps.name!r} takes no zero points; build "
+                          f"symmetric")
     level = caps.default_int4_accuracy_level if accuracy_level is None else accuracy_level
     if not 0 <= level <= 4:
-        raise MobiusError(f"accuracy level must be in 0..4, got {level}")
+        raise MobiusError(f"--quant-accuracy-level: accuracy level must be in 0..4, got {level}")
     return QuantSpec(QUANT_TYPES[quant], block, sym, level, caps.quant_form,
                      caps.quant_lm_head if lm_head is None else lm_head,
                      caps.quant_embedding if embedding is None else embedding,

@@ -81,5 +81,6 @@ def test_cli_rejects_and_writes_nothing(tmp_path, capsys, argv):
     out = tmp_path / "out"
     assert main(["build", "--model", folder, str(out), *argv]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"mobius: error: EP '{argv[1]}'"), err
+    assert len(err) == 1 and err[0].startswith("mobius: error: --quant"), err
+    assert f"EP '{argv[1]}'" in err[0]
     assert not os.path.exists(out)

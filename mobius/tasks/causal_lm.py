@@ -161,6 +161,7 @@ TASK = Task(
                         inputs=("input_ids", "attention_mask", "position_ids"),
                         outputs=("logits",)),
     package_configs=_genai_configs,
+    token_ids=("bos_token_id", "eos_token_id", "pad_token_id"),  # genai_config.json
     kv_cache_sized_by_context=True,
     takes_logits_to_keep=True,
 )

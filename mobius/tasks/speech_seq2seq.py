@@ -144,4 +144,5 @@ TASK = Task(
     reference=Reference(auto_class="AutoModelForSpeechSeq2Seq", runner="speech_seq2seq",
                         inputs=("input_features", "decoder_input_ids"), outputs=("logits",)),
     package_configs=_genai_configs,
+    token_ids=("bos_token_id", "eos_token_id", "pad_token_id"),  # genai_config.json
 )

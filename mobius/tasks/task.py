@@ -130,6 +130,9 @@ class Task:
     processor_files: Callable[[nn.Module, ArchitectureConfig], Mapping[str, Any]] | None = None
     #: config -> ONNX metadata_props of every model (a classifier's id2label)
     metadata: Callable[[ArchitectureConfig], Mapping[str, str]] | None = None
+    #: the special token ids the package or its runtime uses (genai_config.json, a
+    #: generation loop's metadata): refused outside the vocabulary, others warned about
+    token_ids: tuple[str, ...] = ()
     #: genai's KV cache is sized by the package's context length (--context-length)
     kv_cache_sized_by_context: bool = False
     #: the decoder may take num_logits_to_keep (mobius/tasks/logits_to_keep.py)

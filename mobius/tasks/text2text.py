@@ -136,6 +136,7 @@ TASK = Task(
     name="text2text-generation",
     summary="text encoder + decoder with self/cross KV cache (plain onnxruntime)",
     build=build_text2text,
+    token_ids=("eos_token_id", "pad_token_id"),  # the models' metadata
     roles={"encoder": ENCODER, "decoder": DECODER},
     io=text2text_io,
     named_dims=TEXT2TEXT_DIMS,

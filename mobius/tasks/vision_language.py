@@ -201,6 +201,7 @@ TASK = Task(
                         inputs=("input_ids", "attention_mask", "pixel_values"),
                         outputs=("logits",)),
     package_configs=_genai_configs,
+    token_ids=("bos_token_id", "eos_token_id", "pad_token_id"),  # genai_config.json
     read_extras=read_extras,
     kv_cache_sized_by_context=True,
 )

@@ -18,7 +18,7 @@ from onnxscript import nn
 from mobius.components.weight import Sources, Weight, transpose
 from mobius.errors import WeightsError
 from mobius.weights.checkpoint_tensor import CheckpointTensor
-from mobius.weights.dtypes import (check_source_dtype, convert_array, convert_into,
+from mobius.weights.dtypes import (check_cast, check_source_dtype, convert_array, convert_into,
                                    warn_if_not_finite)
 from mobius.weights.prequantized_checkpoint import (PREQUANTIZED, PrequantizedCheckpoint,
                                                    source_for)
@@ -128,7 +128,7 @@ def _attach_sources(param: Weight, names: list[str], checkpoint) -> list[str]:
         arrays = [checkpoint.read(source) for source in names]
         for source, array in zip(names, arrays):
             warn_if_not_finite(source, array)
-        return ir.Tensor(convert_array(param.sources.combine(*arrays), param.dtype),
+        return ir.Tensor(convert_array(param.sources.combine(*arrays), param.dtype, names[0]),
                          name=param.name)
 
     param.const_value = CheckpointTensor(load, param.dtype, ir.Shape(param.shape),
@@ -193,7 +193,7 @@ def _rows_reader(checkpoint, source: str, rows: tuple[int, int] | None, dtype: i
             array = checkpoint.read(source)[first + start:first + stop]
         if not warned:
             warned = warn_if_not_finite(source, array)
-        return convert_array(array, dtype)
+        return convert_array(array, dtype, source)
 
     return read_rows
 
@@ -236,7 +236,7 @@ def _loader(checkpoint: SafetensorsCheckpoint, source: str, rows, dtype: ir.Data
         array = _read(checkpoint, source, rows)
         if transform is not None:
             array = transform(array)
-        return ir.Tensor(convert_array(array, dtype), name=name)
+        return ir.Tensor(convert_array(array, dtype, source), name=name)
 
     return load
 
@@ -251,11 +251,13 @@ def _filler(checkpoint: SafetensorsCheckpoint, source: str, rows, dtype: ir.Data
     def fill(out) -> None:
         array = _read(checkpoint, source, rows)
         if transform is None:
-            convert_into(array, out)
+            convert_into(array, out, source)
         elif transform is transpose:
             casts = ml_dtypes.bfloat16 not in (array.dtype, out.dtype)
-            transpose(array if casts else convert_array(array, dtype), out=out)
+            transpose(array if casts else convert_array(array, dtype, source), out=out)
+            if casts:  # converted as it copied
+                check_cast(source, array, out)
         else:
-            convert_into(transform(array), out)
+            convert_into(transform(array), out, source)
 
     return fill

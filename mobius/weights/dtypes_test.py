@@ -7,7 +7,7 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-from mobius.errors import MobiusError
+from mobius.errors import MobiusError, WeightsError
 from mobius.weights.dtypes import (SHORT_NAMES, convert_array, convert_into, numpy_dtype,
                                    parse_dtype)
 
@@ -58,7 +58,7 @@ def _samples() -> np.ndarray:
 @pytest.mark.parametrize("target", [F32, F16, BF16])
 def test_convert_from_f32(target):
     source = _samples()
-    out = convert_array(source, target)
+    out = convert_array(source, target, "w")
     assert out.dtype == numpy_dtype(target)
     assert out.shape == source.shape
     # Round to nearest even, exactly as numpy/ml_dtypes cast.
@@ -70,7 +70,7 @@ def test_convert_bf16_rounds_to_nearest_even():
     # 1 + 2^-8 lies exactly halfway between two bf16 values (1 and 1 + 2^-7): ties go to even (1).
     # 1 + 3 * 2^-8 lies halfway between 1 + 2^-7 and 1 + 2^-6: ties go to even (1 + 2^-6).
     source = np.array([1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-8 + 2**-20], np.float32)
-    out = convert_array(source, BF16).astype(np.float32)
+    out = convert_array(source, BF16, "w").astype(np.float32)
     np.testing.assert_array_equal(out, [1.0, 1 + 2**-6, 1 + 2**-7])
 
 
@@ -78,7 +78,8 @@ def test_convert_bf16_rounds_to_nearest_even():
 @pytest.mark.parametrize("target", [F32, F16, BF16])
 def test_convert_between_half_types(source_dtype, target):
     source = _samples().astype(source_dtype)
-    out = convert_array(source, target)
+    source = source[source.astype(np.float32) != 65536]  # 65504 in bf16: beyond f16's range
+    out = convert_array(source, target, "w")
     assert out.dtype == numpy_dtype(target)
     expected = source.astype(np.float32).astype(numpy_dtype(target))
     np.testing.assert_array_equal(out.view(np.uint8), expected.view(np.uint8))
@@ -87,28 +88,48 @@ def test_convert_between_half_types(source_dtype, target):
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
 def test_half_to_f32_is_exact(dtype):
     source = _samples().astype(dtype)
-    back = convert_array(convert_array(source, F32), parse_dtype(
-        "f16" if dtype == np.float16 else "bf16"))
+    back = convert_array(convert_array(source, F32, "w"), parse_dtype(
+        "f16" if dtype == np.float16 else "bf16"), "w")
     np.testing.assert_array_equal(back.view(np.uint16), source.view(np.uint16))
 
 
-def test_f16_overflow_becomes_inf():
-    out = convert_array(np.array([1e6, -1e6], np.float32), F16)
-    assert np.isposinf(out[0]) and np.isneginf(out[1])
+@pytest.mark.parametrize("value, source, target", [
+    (1e6, np.float32, F16), (-7e4, np.float32, F16), (1e300, np.float64, F32),
+    (1e300, np.float64, BF16), (1e5, ml_dtypes.bfloat16, F16)])
+def test_a_cast_that_overflows_to_inf_names_the_tensor(value, source, target):
+    array = np.array([[0.5, value], [1.0, 2.0]], source)
+    with pytest.raises(WeightsError, match=r"tensor 'layers.0.w' holds .*beyond the range of "
+                       r"(f32|f16|bf16).*(--dtype f32 or bf16|the checkpoint needs fixing)"):
+        convert_array(array, target, "layers.0.w")
+    out = np.empty((2, 2), numpy_dtype(target))
+    with pytest.raises(WeightsError, match="'layers.0.w'"):
+        convert_into(array, out, "layers.0.w")
+
+
+def test_nan_and_inf_of_the_source_are_kept_not_refused():
+    source = np.array([np.nan, np.inf, -np.inf, 1.0], np.float64)
+    out = convert_array(source, F16, "w")
+    assert np.isnan(out[0]) and np.isposinf(out[1]) and np.isneginf(out[2]) and out[3] == 1
     # bf16 has float32's range: no overflow.
-    assert np.isfinite(convert_array(np.array([1e30], np.float32), BF16).astype(np.float32)).all()
+    wide = convert_array(np.array([1e30], np.float32), BF16, "w")
+    assert np.isfinite(wide.astype(np.float32)).all()
+
+
+def test_an_overflow_beside_a_nan_of_the_source_is_still_refused():
+    with pytest.raises(WeightsError, match="'w' holds 1e\\+06"):
+        convert_array(np.array([np.nan, 1e6], np.float32), F16, "w")
 
 
 def test_same_dtype_is_returned_unchanged():
     source = _samples()
-    assert convert_array(source, F32) is source
+    assert convert_array(source, F32, "w") is source
 
 
 def test_float64_source():
     source = np.array([0.1, 1e-8, 3.0], np.float64)
-    np.testing.assert_array_equal(convert_array(source, F32), source.astype(np.float32))
+    np.testing.assert_array_equal(convert_array(source, F32, "w"), source.astype(np.float32))
     np.testing.assert_array_equal(
-        convert_array(source, BF16).view(np.uint16),
+        convert_array(source, BF16, "w").view(np.uint16),
         source.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16),
     )
 
@@ -122,7 +143,7 @@ def test_no_torch_needed():
         "import sys, numpy as np\n"
         "sys.modules['torch'] = None  # any 'import torch' now raises ImportError\n"
         "from mobius.weights.dtypes import convert_array, parse_dtype\n"
-        "out = convert_array(np.ones(4, np.float32), parse_dtype('bf16'))\n"
+        "out = convert_array(np.ones(4, np.float32), parse_dtype('bf16'), 'w')\n"
         "assert str(out.dtype) == 'bfloat16'\n"
     )
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -137,16 +158,16 @@ def test_no_torch_needed():
 def test_convert_into_equals_convert_array_chunk_by_chunk(source, target):
     """Over 1M values (several chunks), into a C-contiguous array and a strided view."""
     array = np.random.default_rng(3).standard_normal((1030, 1100)).astype(source)
-    want = convert_array(array, target)
+    want = convert_array(array, target, "w")
     out = np.empty_like(want)
-    convert_into(array, out)
+    convert_into(array, out, "w")
     np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
     wide = np.zeros((1030, 1101), numpy_dtype(target))
-    convert_into(array, wide[:, 1:])
+    convert_into(array, wide[:, 1:], "w")
     np.testing.assert_array_equal(wide[:, 1:].astype(np.float32), want.astype(np.float32))
     assert not wide[:, 0].any()
 
 
 def test_convert_into_refuses_another_size():
     with pytest.raises(ValueError, match="cannot write 6 values into 5"):
-        convert_into(np.zeros(6, np.float32), np.zeros(5, np.float32))
+        convert_into(np.zeros(6, np.float32), np.zeros(5, np.float32), "w")

@@ -11,6 +11,7 @@ import ml_dtypes
 import numpy as np
 
 _DTYPE_NAMES = {
+    np.dtype(np.float64): "F64",
     np.dtype(np.float32): "F32",
     np.dtype(np.float16): "F16",
     np.dtype(ml_dtypes.bfloat16): "BF16",
