@@ -53,6 +53,7 @@ def test_smollm2_gguf_matches_transformers(tmp_path):
         decode = reference(step_ids).logits[:, -1:].numpy()
         generated = reference.generate(torch.tensor([plain]), do_sample=False,
                                        max_new_tokens=_NEW_TOKENS, min_new_tokens=_NEW_TOKENS)
+    assert np.isfinite(steps[0]).all() and np.isfinite(steps[1]).all()
     np.testing.assert_allclose(steps[0], prefill, atol=5e-4, rtol=0)
     np.testing.assert_allclose(steps[1].reshape(decode.shape), decode, atol=5e-4, rtol=0)
     assert genai_generate(out, [plain], _NEW_TOKENS, intra_op_num_threads=1) == [

@@ -3,7 +3,7 @@
 loading of the same file (it dequantizes with gguf and undoes llama.cpp's q/k
 permutation itself).
 
-- float builds (F32 / F16 / Q8_0 / Q4_0 / Q6_K dequantized): logits within 1e-4
+- float builds (F32 / F16 / BF16 / Q8_0 / Q4_0 / Q6_K dequantized): logits within 1e-4
   (Gemma 1, which transformers does not read from GGUF: against the checkpoint
   the file was written from);
 - Q8_0 / Q4_0 built as int8 / int4: every MatMulNBits weight, dequantized, equals
@@ -103,11 +103,19 @@ def _parity(path: str, tmp_path, preset: str, **options):
         reference = _reference(path)
     run = f32_parity(BuiltPackage(out, package.config, "f32"), reference,
                      session=_session(f"{out}/model.onnx"), pad=0, steps=2)
+    _check_finite(run)
     return out, reference, run
 
 
+def _check_finite(run) -> None:
+    """parity.compare_logits' max() skips NaN: a NaN model must fail here instead."""
+    for step in (*run.onnx_steps, *run.hf_steps):
+        assert np.isfinite(step).all()
+
+
 @pytest.mark.parametrize("preset, qtype, types", [
-    ("llama", "F32", None), ("llama", "F16", None), ("llama", "Q4_0", None),
+    ("llama", "F32", None), ("llama", "F16", None), ("llama", "BF16", None),
+    ("llama", "Q4_0", None),
     ("qwen2", "F32", None), ("qwen2", "Q8_0", None), ("phi3", "F32", None),
     ("qwen3", "F32", None), ("gemma2", "Q4_0", None), ("gemma3", "Q8_0", None),
     ("gemma", "F32", None),
@@ -155,6 +163,7 @@ def test_carried_q4_0_at_the_cpu_default_accuracy_level(gguf_file, tmp_path):
     session = ort.InferenceSession(f"{out}/model.onnx", providers=["CPUExecutionProvider"])
     run = f32_parity(BuiltPackage(out, package.config, "f32"), _reference(path),
                      session=session, pad=0, steps=2)
+    _check_finite(run)
     scale = max(float(np.abs(step).max()) for step in run.hf_steps)
     assert run.max_abs_diff <= 2e-2 * scale, (run.max_abs_diff, scale)
 

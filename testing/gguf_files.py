@@ -99,7 +99,7 @@ def _add(writer, name: str, array: np.ndarray, kind: str) -> None:
         writer.add_tensor(name, gguf.quants.quantize(array, qtype), raw_dtype=qtype)
 
 
-_QUANTIZABLE = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
+_QUANTIZABLE = ("BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
 #: types gguf cannot quantize in Python: byte offset of each block's f16 scale ``d``
 _RANDOM_BLOCKS = {"Q6_K": 208}
 
