@@ -2,16 +2,18 @@
 
 Tensors are named back to the HF names the families read (gguf_names.py);
 llama.cpp's row permutation of Llama q/k projections (its RoPE layout) is
-undone, and the one it adds to Gemma's RMSNorm scales is taken off. F32 / F16 / BF16 tensors are read as stored (copied file to file
-where nothing changes them); quantized ones are dequantized by gguf's own
-``dequantize`` when read, a band of rows at a time where a reader asks.
-A Q4_0 / Q8_0 Linear whose bits the build asked for is also offered as its
-integers (``packed`` / ``quantized``: PrequantizedCheckpoint's interface), so
-the quantization pass emits them into MatMulNBits without requantizing:
-Q4_0 is codes - 8 times an f16 scale per block of 32, Q8_0 int8 codes (+128
-as uint8, zero point 128) times an f16 scale. Any other type is refused by
-name when the file is opened, before any graph is built. The token embedding
-and LM head are read as floats; the quantization pass quantizes them itself.
+undone, and the one it adds to Gemma's RMSNorm scales is taken off. F32 /
+F16 / BF16 tensors are read as stored (copied file to file where nothing
+changes them); quantized ones are dequantized by gguf's own ``dequantize``
+when read, a band of rows at a time where a reader asks. A Q4_0 / Q8_0
+Linear of a decoder block whose bits the build asked for is also offered as
+its integers (``packed`` / ``quantized``: PrequantizedCheckpoint's
+interface), so the quantization pass emits them into MatMulNBits without
+requantizing: Q4_0 is (code - 8) times an f16 scale per block of 32, Q8_0
+int8 codes (+128 as uint8, zero point 128) times an f16 scale. The token
+embedding and LM head are read as floats (the quantization pass quantizes
+them itself). Any other type is refused by name when the file is opened,
+before any graph is built.
 """
 
 from __future__ import annotations
