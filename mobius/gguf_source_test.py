@@ -3,7 +3,8 @@
 loading of the same file (it dequantizes with gguf and undoes llama.cpp's q/k
 permutation itself).
 
-- float builds (F32 / F16 / BF16 / Q8_0 / Q4_0 / Q6_K dequantized): logits within 1e-4
+- float builds (F32 / F16 / BF16; Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K
+  dequantized): logits within 1e-4
   (Gemma 1, which transformers does not read from GGUF: against the checkpoint
   the file was written from);
 - Q8_0 / Q4_0 built as int8 / int4: every MatMulNBits weight, dequantized, equals
@@ -119,7 +120,9 @@ def _check_finite(run) -> None:
     ("qwen2", "F32", None), ("qwen2", "Q8_0", None), ("phi3", "F32", None),
     ("qwen3", "F32", None), ("gemma2", "Q4_0", None), ("gemma3", "Q8_0", None),
     ("gemma", "F32", None),
-    ("llama-256", "F32", {"blk.0.ffn_down.weight": "Q6_K"}),
+    ("llama-256", "F32", {"blk.0.ffn_down.weight": "Q6_K", "blk.0.ffn_up.weight": "Q4_K",
+                          "blk.0.ffn_gate.weight": "Q5_K", "blk.0.attn_q.weight": "Q5_0",
+                          "blk.0.attn_k.weight": "Q5_1", "blk.0.attn_v.weight": "Q4_1"}),
 ])
 def test_float_build_matches_transformers_gguf_loading(gguf_file, tmp_path, preset, qtype, types):
     _, _, run = _parity(gguf_file(preset, qtype, types), tmp_path, preset)

@@ -100,20 +100,20 @@ def _add(writer, name: str, array: np.ndarray, kind: str) -> None:
 
 
 _QUANTIZABLE = ("BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
-#: types gguf cannot quantize in Python: byte offset of each block's f16 scale ``d``
-_RANDOM_BLOCKS = {"Q6_K": 208}
+#: types gguf cannot quantize in Python: byte offsets of each block's f16 scales
+#: (Q6_K: d last; Q4_K / Q5_K: d and dmin first)
+_RANDOM_BLOCKS = {"Q6_K": (208,), "Q4_K": (0, 2), "Q5_K": (0, 2)}
 
 
 def random_blocks(shape: tuple[int, ...], kind: str, seed: int = 0) -> np.ndarray:
     """Random bytes of a ``kind`` tensor of ``shape``: every code and sub-scale random,
-    each block's f16 scale set to a small finite value (a Q6_K file as llama.cpp's
+    each block's f16 scales set to small finite values (a k-quant file as llama.cpp's
     quantizer could write it). Any other type's bytes are noise (only to be refused)."""
     qtype = gguf.GGMLQuantizationType[kind]
     block, size = gguf.GGML_QUANT_SIZES[qtype]
     rng = np.random.default_rng(seed)
     data = rng.integers(0, 256, (shape[0], shape[1] // block, size), dtype=np.uint8)
-    if kind in _RANDOM_BLOCKS:
-        offset = _RANDOM_BLOCKS[kind]
+    for offset in _RANDOM_BLOCKS.get(kind, ()):
         scales = (2e-5 * (1 + rng.random(data.shape[:2]))).astype(np.float16)
         data[..., offset:offset + 2] = scales[..., None].view(np.uint8).reshape(
             *data.shape[:2], 2)
