@@ -36,9 +36,11 @@ def sentences(count: int, min_words: int = 6, max_words: int = 40) -> list[str]:
 
 
 def token_windows(encode, count: int, length: int) -> list[list[int]]:
-    """``count`` consecutive windows of ``length`` token ids of the whole text, as
-    ``encode`` (a tokenizer's text -> ids) tokenizes it."""
+    """``count`` disjoint windows of ``length`` token ids, spread evenly from the start to
+    the end of the whole text (both files) as ``encode`` (a tokenizer's text -> ids)
+    tokenizes it: a few windows then sample every part of it, not only its opening."""
     ids = list(encode("\n\n".join(text(name) for name in FILES)))
     if len(ids) < count * length:
         raise ValueError(f"the text is {len(ids)} tokens, {count} x {length} asked for")
-    return [ids[i * length:(i + 1) * length] for i in range(count)]
+    step = (len(ids) - length) // max(count - 1, 1)
+    return [ids[i * step:i * step + length] for i in range(count)]
