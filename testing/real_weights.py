@@ -92,9 +92,14 @@ def smollm2_for_tests(scratch: str) -> str:
     error rather than a silent 30 s conversion in its sandbox."""
     prebuilt = os.environ.get(SMOLLM2_ENV)
     if prebuilt:
-        if not os.path.exists(os.path.join(prebuilt, ".complete")):
+        done = os.path.join(prebuilt, ".complete")
+        if not os.path.exists(done):
             raise RuntimeError(f"${SMOLLM2_ENV}={prebuilt} is not a complete SmolLM2 folder")
-        return prebuilt
+        # Runfiles link each file into the output tree and mobius refuses checkpoint files
+        # that link out of their folder: read the folder the links lead to (as
+        # mobius.tiny.checkpoint.real_folder does; not imported, so that the conversion
+        # action, which imports this module, does not rerun on every change to mobius).
+        return os.path.dirname(os.path.realpath(done))
     if os.environ.get("TEST_SRCDIR"):
         raise RuntimeError(f"under Bazel the target takes //testing:smollm2 as data and sets "
                            f"{SMOLLM2_ENV} to its $(rootpath) (see //testing:real_smollm2_test)")
