@@ -51,8 +51,11 @@ def reference(tmp_path_factory):
                                              tokenize=True)["input_ids"] for p in PROMPTS]
     model = genai_harness.load_hf_model(folder)
     tokens = genai_harness.hf_generate(model, prompts, NEW_TOKENS, suppress_eos=False)
-    return {"folder": folder, "model": model, "prompts": prompts, "tokens": tokens,
-            "tokenizer": tokenizer}
+    # One prefill per chat prompt, and one of a 256-token window of English text.
+    prefills = [[p] for p in prompts] + [real_text.token_windows(tokenizer.encode, 1, 256)]
+    logits = [real_runs.hf_prefill_logits(model, rows)[:, -1] for rows in prefills]
+    return {"folder": folder, "prompts": prompts, "tokens": tokens, "tokenizer": tokenizer,
+            "prefills": prefills, "logits": logits}
 
 
 @pytest.fixture(scope="module", params=["default", "cpu"])
@@ -79,11 +82,9 @@ def test_genai_greedy_tokens_equal_transformers(package, reference):
 
 def test_prefill_logits_equal_transformers(package, reference):
     session = real_runs.ort_session(f"{package}/model.onnx")
-    window = real_text.token_windows(reference["tokenizer"].encode, 1, 256)
     diffs = []
-    for rows in [[p] for p in reference["prompts"]] + [window]:
+    for rows, theirs in zip(reference["prefills"], reference["logits"]):
         ours = real_runs.ort_prefill_logits(session, rows)[:, -1]
-        theirs = real_runs.hf_prefill_logits(reference["model"], rows)[:, -1]
         assert np.array_equal(ours.argmax(-1), theirs.argmax(-1))
         diffs.append(float(np.abs(ours - theirs).max()))
     print(f"\nSmolLM2 f32 {package}: max |logit diff| per prefill {diffs}")
