@@ -28,6 +28,7 @@ VALUES = {
     "quant_accuracy_level": [None, 0, 4, 5, -1, 4.0, "4"],
     "quant_lm_head": [None, True, False, "yes"],
     "quant_embedding": [None, True, False, 0],
+    "quant_method": [None, "minmax", "mse", "gptq", 1],
     "quant_override": ["", "lm_head=int8", "layers.0.*=float", "no.such.layer=float", "a=b", "x",
                        {"a": "b"}, [("lm_head", "float")], [("a",)], [(1, 2)], 5, None],
     "layout": ["genai", "transformers.js", "onnx", 3, None],

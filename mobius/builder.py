@@ -15,6 +15,7 @@ from mobius.context import build_context
 from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import get_ep
 from mobius.errors import MobiusError
+from mobius.gguf_source import open_gguf
 from mobius.models.registry import family_for
 from mobius.optimize.pipeline import optimize_model
 from mobius.package.context_length import apply_context_length, resolve_context_length
@@ -60,6 +61,7 @@ def build(
     quant_lm_head: bool | None = None,
     quant_embedding: bool | None = None,
     quant_override: str | tuple = (),
+    quant_method: str | None = None,
     layout: str = GENAI,
     logits_to_keep: bool | None = None,
     prefill_logits: str | None = None,
@@ -68,7 +70,8 @@ def build(
     adapter_mode: str = MERGED,
     sliding_window_cache: bool = False,
 ) -> ModelPackage:
-    """Builds an ONNX package from a hub id, a local HF folder or a built-in tiny name.
+    """Builds an ONNX package from a hub id, a local HF folder, a GGUF file (or a folder
+    holding one: mobius/gguf_source.py) or a built-in tiny name.
 
     ``quant`` ("int4" / "int8") quantizes every Linear's weights (``dtype`` is
     then the activations'); the ``quant_*`` options default per EP
@@ -99,9 +102,10 @@ def build(
     caps, build_dtype, quant_spec = check_request(
         execution_provider, dtype, layout, quant, block_size=quant_block_size,
         symmetric=quant_symmetric, accuracy_level=quant_accuracy_level, lm_head=quant_lm_head,
-        embedding=quant_embedding, overrides=quant_override)
+        embedding=quant_embedding, overrides=quant_override, method=quant_method)
     folder = resolve_checkpoint(os.fspath(model))
-    raw, generation = load_config(folder)
+    gguf = open_gguf(folder)
+    raw, generation = (gguf.raw, gguf.generation) if gguf else load_config(folder)
     family = family_for(raw)
     check_supported(caps, build_dtype, family.task, family.name)
     if family.task.read_extras is not None:
@@ -110,7 +114,7 @@ def build(
     check_prefill_logits(prefill_logits, logits_to_keep, family.task)
     config = family.make_config(raw, generation)  # config errors before any weight is opened
     config.check_token_ids(family.task.token_ids)
-    checkpoint = open_checkpoint(folder, raw)
+    checkpoint = gguf.checkpoint(quant_spec) if gguf else open_checkpoint(folder, raw)
     if quant_spec is None and isinstance(checkpoint, PrequantizedCheckpoint):
         quant_spec = prequantized_spec(caps, checkpoint.format, quant_accuracy_level)
         quant = f"int{quant_spec.bits}"  # what the package holds (file names, layout checks)
@@ -121,7 +125,7 @@ def build(
     checkpoint, adapters = _open_adapters(checkpoint, adapter, adapter_mode, layout, caps)
     with build_context(caps, build_dtype):
         module = family.module(config)
-    check_overrides_match(quant_spec, (name for name, _ in module.named_parameters()))
+    check_overrides_match(quant_spec, _override_targets(module, config))
     attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,
                    family.ignored_tensors(config))
     package = build_from_module(module, config, task=family.task, execution_provider=caps,
@@ -133,12 +137,15 @@ def build(
     if sliding_window_cache and layout == GENAI and caps.gqa_sliding_window_cache and (
             package.genai_config is not None and family.task.kv_cache_sized_by_context):
         apply_sliding_window_cache(package.model, package.genai_config, config, context_length)
-    package.files_to_copy = find_tokenizer_files(folder)
+    package.files_to_copy = [] if gguf else find_tokenizer_files(folder)
+    if gguf:
+        package.extra_json.update(gguf.tokenizer_files(context_length))
     package.source = folder
     package.layout, package.build_dtype = layout, SHORT_NAMES[build_dtype]
     package.quant = quant
     package.hf_configs = {"config.json": raw, "generation_config.json": generation}
-    if not package.files_to_copy and "input_ids" in family.task.reference.inputs:
+    has_tokenizer = package.files_to_copy or "tokenizer.json" in package.extra_json
+    if not has_tokenizer and "input_ids" in family.task.reference.inputs:
         logger.warning("%s has no tokenizer files; the package will have none", folder)
     return package
 
@@ -170,6 +177,15 @@ def _open_adapters(checkpoint, adapter: str | Sequence[str] | None, mode: str, l
     named = [item.split("=", 1) if "=" in item and not os.path.exists(item) else (None, item)
              for item in paths]
     return checkpoint, [LoraAdapter(path, checkpoint, name) for name, path in named]
+
+
+def _override_targets(module, config) -> list[str]:
+    """Weight names a --quant-override may name: the parameters, and ``lm_head`` where the
+    head reads the tied embedding (the quantize pass names that head lm_head)."""
+    names = [name for name, _ in module.named_parameters()]
+    if getattr(config, "tie_word_embeddings", False):
+        names.append("lm_head.weight")
+    return names
 
 
 def _carry_adapters(package: ModelPackage, adapters: list[LoraAdapter]) -> None:

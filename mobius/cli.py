@@ -100,6 +100,10 @@ def _quant_arguments(build: argparse.ArgumentParser) -> None:
     group.add_argument("--quant-override", default="",
                        help="keep chosen weights at another kind, e.g. "
                             "'layers.0.*=float,lm_head=int8' (first match wins)")
+    group.add_argument("--quant-method", choices=["minmax", "mse"],
+                       help="how each block's range is chosen: minmax (the exact span) or mse "
+                            "(default: the candidate range with the least squared error; "
+                            "docs/benchmarks.md, int4 quality on real weights)")
 
 
 def _layouts() -> tuple[str, ...]:
@@ -173,7 +177,8 @@ def _run(args: argparse.Namespace) -> int:
     check_request(args.ep, args.dtype, args.layout, args.quant,  # before any download
                   block_size=args.quant_block_size, symmetric=args.quant_symmetric,
                   accuracy_level=args.quant_accuracy_level, lm_head=args.quant_lm_head,
-                  embedding=args.quant_embedding, overrides=args.quant_override)
+                  embedding=args.quant_embedding, overrides=args.quant_override,
+                  method=args.quant_method)
     folder = resolve_checkpoint(args.model)
     ModelPackage.check_output(output, overwrite=args.overwrite, source=folder)
     package = build(folder, execution_provider=args.ep, dtype=args.dtype,
@@ -182,7 +187,7 @@ def _run(args: argparse.Namespace) -> int:
                     quant_symmetric=args.quant_symmetric,
                     quant_accuracy_level=args.quant_accuracy_level,
                     quant_lm_head=args.quant_lm_head, quant_embedding=args.quant_embedding,
-                    quant_override=args.quant_override,
+                    quant_override=args.quant_override, quant_method=args.quant_method,
                     layout=args.layout, logits_to_keep=args.logits_to_keep,
                     prefill_logits=args.prefill_logits,
                     context_length=args.context_length, adapter=args.adapter,

@@ -1,4 +1,5 @@
-"""Building a package never imports torch or transformers (they are test-only references)."""
+"""Building a package never imports torch or transformers (they are test-only references),
+from a checkpoint folder or from a GGUF file."""
 
 from __future__ import annotations
 
@@ -17,19 +18,25 @@ from mobius.cli import main
 package = mobius.build("tiny-llama", dtype="f16")
 package.save(sys.argv[1] + "/api")
 code = main(["build", "--quiet", "--model", "tiny-qwen3", "--dtype", "bf16", sys.argv[1] + "/cli"])
+mobius.build(sys.argv[2], quant="int8").save(sys.argv[1] + "/gguf")
 heavy = sorted(m for m in ("torch", "transformers", "tensorflow", "jax") if m in sys.modules)
 print(json.dumps({"code": code, "heavy": heavy}))
 """
 
 
 def test_build_and_save_do_not_import_torch(tmp_path):
+    from mobius.tiny.checkpoint import make_tiny_checkpoint
+    from testing.gguf_files import write_gguf
+
     env = {**os.environ, "PYTHONPATH": _ROOT, "MOBIUS_CACHE": str(tmp_path / "cache")}
-    result = subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path)], cwd=_ROOT, env=env,
-                            capture_output=True, text=True, timeout=120)
+    folder = make_tiny_checkpoint("tiny-llama", str(tmp_path / "tiny-llama"))
+    gguf = write_gguf(folder, str(tmp_path / "tiny.gguf"), "F16")
+    result = subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path), gguf], cwd=_ROOT,
+                            env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report == {"code": 0, "heavy": []}, result.stderr
     # The builds really happened (else the check above proves nothing).
-    for sub in ("api", "cli"):
+    for sub in ("api", "cli", "gguf"):
         assert os.path.getsize(tmp_path / sub / "model.onnx.data") > 0
         assert (tmp_path / sub / "genai_config.json").is_file()

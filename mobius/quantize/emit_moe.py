@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 
 def emit_qmoe(model: ir.Model, moe: ir.Node, bits: int, block_size: int,
-              symmetric: bool) -> bool:
+              symmetric: bool, method: str) -> bool:
     """Replaces ``moe`` in place; False (MoE left float, reason logged) when QMoE cannot take it."""
     x, logits, fc1, fc1_bias, fc2, fc2_bias = (list(moe.inputs) + [None] * 6)[:6]
     if fc1 is None or fc2 is None or fc1.const_value is None or fc2.const_value is None:
@@ -55,7 +55,7 @@ def emit_qmoe(model: ir.Model, moe: ir.Node, bits: int, block_size: int,
     graph = model.graph
     weights = []
     for value in (fc1, fc2):
-        weights += _quantized_stack(graph, value, bits, block_size, dtype)
+        weights += _quantized_stack(graph, value, bits, block_size, dtype, method)
     inputs = [x, logits, weights[0], weights[1], fc1_bias, weights[2], weights[3]]
     if fc2_bias is not None:
         inputs.append(fc2_bias)
@@ -65,13 +65,14 @@ def emit_qmoe(model: ir.Model, moe: ir.Node, bits: int, block_size: int,
 
 
 def _quantized_stack(graph: ir.Graph, value: ir.Value, bits: int, block_size: int,
-                     dtype: ir.DataType) -> list[ir.Value]:
+                     dtype: ir.DataType, method: str) -> list[ir.Value]:
     """[E, rows, cols] float -> (uint8 [E, rows, cols*bits/8], scales [E, rows, cols/block])."""
     experts, rows, cols = value.shape
     source = value.const_value
 
     def produce():
-        return quantize_rtn(source.numpy().reshape(experts * rows, cols), bits, block_size, True)
+        return quantize_rtn(source.numpy().reshape(experts * rows, cols), bits, block_size, True,
+                            method)
 
     def codes(qw):
         packed = pack_nibbles(qw.codes) if bits == 4 else qw.codes

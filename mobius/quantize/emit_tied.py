@@ -34,13 +34,13 @@ from mobius.rewrite.library_passes import NO_FOLD
 
 
 def emit_tied_quantized(model: ir.Model, gather: ir.Node, head: ir.Node, bits: int,
-                        block_size: int, accuracy_level: int) -> None:
+                        block_size: int, accuracy_level: int, method: str) -> None:
     """Replaces ``gather`` (Gather(E, ids)) and ``head`` (Gemm(x, E, transB=1), no bias)."""
     table, ids = gather.inputs[0], gather.inputs[1]
     rows, cols = table.shape
     blocks = cols // block_size
     source, dtype = table.const_value, table.const_value.dtype
-    shared = Shared(lambda: quantize_rtn_rows(source, bits, block_size, True), 2)
+    shared = Shared(lambda: quantize_rtn_rows(source, bits, block_size, True, method), 2)
     stem = (table.name or "embedding").removesuffix(".weight")
     scale_type = np.dtype(dtype.numpy())
     data = lazy_initializer(model.graph, f"{stem}_Q", shared.part(packing.matmul_nbits_b,

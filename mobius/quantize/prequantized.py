@@ -90,8 +90,8 @@ def plan_for(sources: list[PrequantizedSource], caps: EpCapabilities, spec: Quan
                    name, first.prefix, reason, bits, spec.block_size,
                    "symmetric" if symmetric else "asymmetric")
     layout = Layout(k, n, bits, spec.block_size, symmetric, scale_dtype)
-    return Plan(layout, lambda: quantize_rtn(_dense(sources), bits, spec.block_size, symmetric),
-                None)
+    return Plan(layout, lambda: quantize_rtn(_dense(sources), bits, spec.block_size, symmetric,
+                                             spec.method), None)
 
 
 def emit_prequantized(model: ir.Model, matmul: ir.Node, plan: Plan, spec: QuantSpec,

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import ep_registry
 from mobius.errors import MobiusError
+from mobius.quantize.rtn import METHODS, MSE
 
 #: --quant values -> bits
 QUANT_TYPES = {"int4": 4, "int8": 8}
@@ -39,6 +40,7 @@ class QuantSpec:
         overrides: (pattern, "float" | "int8" | "int4") pairs; the first whose
             pattern matches a dotted suffix of a weight's name (".weight"
             stripped) decides its kind.
+        method: how RTN chooses each block's range (quantize/rtn.py METHODS).
     """
 
     bits: int
@@ -50,6 +52,7 @@ class QuantSpec:
     embedding: bool = False
     tied_embedding: bool = False
     overrides: tuple[tuple[str, str], ...] = ()
+    method: str = MSE
 
     def bits_for(self, name: str) -> int | None:
         """Bits for the weight called ``name`` (None: keep it float)."""
@@ -109,17 +112,21 @@ def _checked_override(pattern: str, kind: str, written: str) -> tuple[str, str]:
 def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | None = None,
                   symmetric: bool | None = None, accuracy_level: int | None = None,
                   lm_head: bool | None = None, embedding: bool | None = None,
-                  overrides=()) -> QuantSpec | None:
+                  overrides=(), method: str | None = None) -> QuantSpec | None:
     """The QuantSpec for ``--quant`` on ``caps`` (None for a float build)."""
     if quant is None:
         given = {"--quant-block-size": block_size is not None, "--quant-override": overrides,
-                 "--quant-symmetric": symmetric is not None, "--quant-embedding": embedding}
+                 "--quant-symmetric": symmetric is not None, "--quant-embedding": embedding,
+                 "--quant-method": method is not None}
         if any(given.values()):
             flags = ", ".join(flag for flag, set_ in given.items() if set_)
             raise MobiusError(f"quantization options ({flags}) need --quant int4 or int8")
         return None
     if quant not in QUANT_TYPES:
         raise MobiusError(f"unknown --quant {quant!r}; expected one of {', '.join(QUANT_TYPES)}")
+    if method is not None and method not in METHODS:
+        raise MobiusError(f"--quant-method: unknown method {method!r}; expected one of "
+                          f"{', '.join(METHODS)}")
     overrides = (parse_overrides(overrides) if isinstance(overrides, str)
                  else tuple(_checked_override(p, k, f"{p}={k}") for p, k in overrides))
     kinds = {QUANT_TYPES[quant]} | {QUANT_TYPES[k] for _, k in overrides if k != "float"}
@@ -145,7 +152,7 @@ def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | 
                      caps.quant_lm_head if lm_head is None else lm_head,
                      caps.quant_embedding if embedding is None else embedding,
                      caps.quant_tied_embedding if embedding is None else embedding,
-                     tuple(overrides))
+                     tuple(overrides), MSE if method is None else method)
 
 
 def _eps_taking(bits: int) -> str:

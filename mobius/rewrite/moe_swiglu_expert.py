@@ -41,8 +41,12 @@ class Slice:
         tensor = self.value.const_value
         if tensor is None:
             raise ValueError(f"{self.value.name}: an expert weight it stacks has no data")
-        array = tensor.numpy()
-        return array if self.expert is None else array[self.expert]
+        if self.expert is None:
+            return tensor.numpy()
+        read_rows = getattr(tensor, "read_rows", None)
+        if read_rows is not None:  # a checkpoint tensor: this expert's rows alone, not E copies
+            return read_rows(self.expert, self.expert + 1)[0]
+        return tensor.numpy()[self.expert]
 
 
 @dataclasses.dataclass

@@ -72,7 +72,8 @@ class QuantizeLinears(Rule):
                 continue
             k, n = weight.shape
             layout = Layout(k, n, bits, spec.block_size, spec.symmetric, weight.const_value.dtype)
-            emit_quantized_matmul(model, node, _rtn(weight.const_value, layout), layout,
+            emit_quantized_matmul(model, node, _rtn(weight.const_value, layout, spec.method),
+                                  layout,
                                   spec.form, spec.accuracy_level, _stem(weight.name))
             count += 1
         return count
@@ -96,7 +97,8 @@ class QuantizeLinears(Rule):
         layout = Layout(k, n, bits, spec.block_size, spec.symmetric, weight.const_value.dtype)
         if len(node.inputs) == 3:  # Gemm(x, W, b) -> Add(Gemm(x, W), b): the bias stays float
             node = _split_bias(model, node)
-        emit_quantized_matmul(model, node, _rtn(weight.const_value, layout, transposed=True),
+        emit_quantized_matmul(model, node,
+                              _rtn(weight.const_value, layout, spec.method, transposed=True),
                               layout, spec.form, spec.accuracy_level,
                               _stem(name))
         return True
@@ -108,7 +110,7 @@ class QuantizeLinears(Rule):
             return False
         bits = ctx.quant.bits_for(node.inputs[2].name or "")
         return bits is not None and emit_qmoe(model, node, bits, ctx.quant.block_size,
-                                              ctx.quant.symmetric)
+                                              ctx.quant.symmetric, ctx.quant.method)
 
 
     @staticmethod
@@ -117,7 +119,8 @@ class QuantizeLinears(Rule):
         table = _token_table(node) if ctx.quant.embedding else None
         bits = None if table is None else ctx.quant.bits_for(table.name or "")
         return bits is not None and emit_quantized_gather(
-            model, node, bits, ctx.quant.block_size, ctx.quant.symmetric, ctx.quant.form)
+            model, node, bits, ctx.quant.block_size, ctx.quant.symmetric, ctx.quant.form,
+            ctx.quant.method)
 
     @staticmethod
     def _tied(model: ir.Model, node: ir.Node, ctx: RuleContext) -> bool:
@@ -138,7 +141,8 @@ class QuantizeLinears(Rule):
                 or table.shape[1] % spec.block_size):
             return False
         head = _split_bias(model, heads[0]) if len(heads[0].inputs) == 3 else heads[0]
-        emit_tied_quantized(model, node, head, bits, spec.block_size, spec.accuracy_level)
+        emit_tied_quantized(model, node, head, bits, spec.block_size, spec.accuracy_level,
+                            spec.method)
         return True
 
 
@@ -205,13 +209,15 @@ def _is_float_matrix(value: ir.Value | None) -> bool:
     return shape is not None and len(shape) == 2 and all(isinstance(d, int) for d in shape)
 
 
-def _rtn(source: ir.TensorProtocol, layout: Layout, transposed: bool = False):
+def _rtn(source: ir.TensorProtocol, layout: Layout, method: str, transposed: bool = False):
     """RTN when the saver asks; ``transposed``: ``source`` is [N, K] (the LM head's Gemm),
     read a band of rows at a time where it can be."""
     def produce():
         if transposed:
-            return quantize_rtn_rows(source, layout.bits, layout.block_size, layout.symmetric)
-        return quantize_rtn_kn(source.numpy(), layout.bits, layout.block_size, layout.symmetric)
+            return quantize_rtn_rows(source, layout.bits, layout.block_size, layout.symmetric,
+                                     method)
+        return quantize_rtn_kn(source.numpy(), layout.bits, layout.block_size, layout.symmetric,
+                               method)
 
     return produce
 

@@ -183,10 +183,14 @@ def _rows_reader(checkpoint, source: str, rows: tuple[int, int] | None, dtype: i
     warning per tensor, however many bands hold NaN or Inf)."""
     first = 0 if rows is None else rows[0]
     warned = False
+    rows_of = getattr(checkpoint, "read_rows", None)
 
     def read_rows(start: int, stop: int):
         nonlocal warned
-        array = checkpoint.read(source)[first + start:first + stop]
+        if rows_of is not None:  # computed tensors (GGUF, FP8, MXFP4): only these rows
+            array = rows_of(source, first + start, first + stop)
+        else:
+            array = checkpoint.read(source)[first + start:first + stop]
         if not warned:
             warned = warn_if_not_finite(source, array)
         return convert_array(array, dtype, source)

@@ -10,6 +10,7 @@ import numpy as np
 import onnx_ir as ir
 
 from mobius.errors import MobiusError, WeightsError
+from mobius.weights.safetensors_checkpoint import FP8_DTYPES, dtype_name
 
 logger = logging.getLogger(__name__)
 
@@ -136,10 +137,14 @@ def _max(dtype: np.dtype) -> float:
 
 
 def check_source_dtype(name: str, source: np.dtype, target: ir.DataType) -> None:
-    """Integer or boolean data for a float weight is a corrupt checkpoint, not a cast."""
+    """Integer or boolean data for a float weight is a corrupt checkpoint, not a cast;
+    FP8 codes mean nothing without the block scales a quantization_config pairs them with."""
     if target in _NUMPY and source.kind in "iub":
         raise WeightsError(f"tensor {name!r} holds {source.name} data but the model expects "
                            f"a float weight")
+    if source in FP8_DTYPES:
+        raise WeightsError(f"tensor {name!r} has dtype {dtype_name(source)} (FP8) but no scales "
+                           f"to read it with (config.json quantization_config quant_method fp8)")
 
 
 def warn_if_not_finite(name: str, array: np.ndarray) -> bool:

@@ -8,8 +8,8 @@ import onnx_ir as ir
 import pytest
 
 from mobius.errors import MobiusError, WeightsError
-from mobius.weights.dtypes import (SHORT_NAMES, convert_array, convert_into, numpy_dtype,
-                                   parse_dtype)
+from mobius.weights.dtypes import (SHORT_NAMES, check_source_dtype, convert_array, convert_into,
+                                   numpy_dtype, parse_dtype)
 
 F32, F16, BF16 = ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16
 
@@ -171,3 +171,17 @@ def test_convert_into_equals_convert_array_chunk_by_chunk(source, target):
 def test_convert_into_refuses_another_size():
     with pytest.raises(ValueError, match="cannot write 6 values into 5"):
         convert_into(np.zeros(6, np.float32), np.zeros(5, np.float32), "w")
+
+
+@pytest.mark.parametrize("source, message", [
+    (np.int32, "'w' holds int32 data but the model expects a float weight"),
+    (ml_dtypes.float8_e4m3fn, "'w' has dtype F8_E4M3 (FP8) but no scales"),
+    (ml_dtypes.float8_e5m2, "'w' has dtype F8_E5M2 (FP8) but no scales"),
+])
+def test_codes_are_not_cast_to_a_float_weight(source, message):
+    """A checkpoint read without its quantization_config (e.g. a tensor outside what
+    open_checkpoint saw) is refused naming the dtype, not cast without its scales."""
+    with pytest.raises(WeightsError) as info:
+        check_source_dtype("w", np.dtype(source), F32)
+    assert message in str(info.value)
+    check_source_dtype("w", np.dtype(ml_dtypes.bfloat16), F16)  # a float source is cast

@@ -13,16 +13,21 @@ when the package is saved.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 
 from mobius.errors import WeightsError
 from mobius.quantize.quantized_weight import QuantizedWeight
 from mobius.weights import awq, gptq
+from mobius.weights.dequantized_checkpoint import DequantizedCheckpoint
+from mobius.weights.fp8 import open_fp8
+from mobius.weights.mxfp4 import BLOCKS, open_mxfp4
 from mobius.weights.packed_bits import is_midpoint
-from mobius.weights.quantization_config import (GPTQ, PrequantizedFormat,
+from mobius.weights.quantization_config import (FP8, GPTQ, MXFP4, PrequantizedFormat,
                                                 read_quantization_config)
-from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint, TensorInfo
+from mobius.weights.safetensors_checkpoint import (FP8_DTYPES, SafetensorsCheckpoint, TensorInfo,
+                                                   dtype_name)
 
 #: suffixes whose presence marks a packed Linear ("scales" alone is too common a name)
 _MARKERS = ("qweight", "qzeros")
@@ -143,20 +148,44 @@ class PrequantizedCheckpoint:
         return self._inner.read(name)
 
 
-def open_checkpoint(folder: str, raw: dict) -> SafetensorsCheckpoint | PrequantizedCheckpoint:
-    """The checkpoint as config.json declares it: float, or GPTQ / AWQ packed.
+def open_checkpoint(folder: str, raw: dict
+                    ) -> SafetensorsCheckpoint | PrequantizedCheckpoint | DequantizedCheckpoint:
+    """The checkpoint as config.json declares it: float, GPTQ / AWQ packed, or FP8 /
+    MXFP4 codes seen as the float weights they encode.
 
     Any other ``quantization_config`` is refused (ConfigError naming its method)
-    before the weight files are read."""
+    before the weight files are read; quantized tensors without one are refused
+    by name and dtype."""
     fmt = read_quantization_config(raw)
     checkpoint = SafetensorsCheckpoint(folder)
+    if fmt is not None and fmt.method == FP8:
+        return open_fp8(checkpoint, fmt)
+    if fmt is not None and fmt.method == MXFP4:
+        return open_mxfp4(checkpoint, fmt)
     if fmt is not None:
         return PrequantizedCheckpoint(checkpoint, fmt)
+    _refuse_unlabelled(checkpoint)
+    return checkpoint
+
+
+def _refuse_unlabelled(checkpoint: SafetensorsCheckpoint) -> None:
+    """Quantized tensors in a checkpoint whose config.json does not say how to read them."""
+    for name in checkpoint.names():
+        info = checkpoint.info(name)
+        if info.dtype in FP8_DTYPES:
+            raise WeightsError(
+                f"{os.path.basename(info.path)}: tensor {name} has dtype "
+                f"{dtype_name(info.dtype)} (FP8) and config.json has no quantization_config; "
+                f"FP8 weights need their block scales (quant_method fp8)")
     packed = next((n for n in checkpoint.names() if n.endswith(".qweight")), None)
     if packed is not None:  # e.g. an old AutoGPTQ folder with a separate quantize_config.json
         raise WeightsError(f"checkpoint has packed tensors (e.g. {packed!r}) but config.json has "
                            f"no quantization_config saying how they are packed")
-    return checkpoint
+    blocks = next((n for n in checkpoint.names()
+                   if n.endswith(BLOCKS) and checkpoint.info(n).dtype == np.uint8), None)
+    if blocks is not None:
+        raise WeightsError(f"checkpoint has MXFP4 blocks (e.g. {blocks!r}) but config.json has "
+                           f"no quantization_config (quant_method mxfp4)")
 
 
 #: key of an initializer tensor's ``meta`` that holds its PrequantizedSource

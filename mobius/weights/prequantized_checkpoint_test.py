@@ -145,7 +145,7 @@ CASES = {
         ["has packed tensors (e.g. 'model.layers.0.", "no quantization_config"]),
     "bitsandbytes": (
         "gptq", lambda t: None, lambda q: q.update(quant_method="bitsandbytes"),
-        ["quant_method 'bitsandbytes' is not supported", "gptq and awq"]),
+        ["quant_method 'bitsandbytes' is not supported", "gptq, awq, fp8, mxfp4"]),
 }
 
 
@@ -167,4 +167,4 @@ def test_bad_packed_checkpoint_is_one_line_and_writes_nothing(case, checkpoints,
 
 def test_config_errors_are_config_errors(checkpoints):
     with pytest.raises(ConfigError):
-        open_checkpoint(checkpoints["gptq"], {"quantization_config": {"quant_method": "fp8"}})
+        open_checkpoint(checkpoints["gptq"], {"quantization_config": {"quant_method": "hqq"}})

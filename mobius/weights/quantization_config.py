@@ -1,8 +1,8 @@
 """Reads config.json's ``quantization_config``: what a pre-quantized checkpoint is.
 
 A checkpoint that carries one is read as what it is (GPTQ or AWQ packed
-integers), never silently as float; any other method is refused by name
-before anything is built.
+integers, FP8 or MXFP4 codes with their scales), never silently as float; any
+other method is refused by name before anything is built.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from mobius.errors import ConfigError
 
 GPTQ = "gptq"
 AWQ = "awq"
-_READABLE = (GPTQ, AWQ)
+FP8 = "fp8"
+MXFP4 = "mxfp4"
+_READABLE = (GPTQ, AWQ, FP8, MXFP4)
 #: GPTQ ``checkpoint_format`` -> what is added to a stored zero point to get the
 #: real one (v1, "gptq", stores zero - 1; "gptq_v2" stores the zero itself).
 _GPTQ_ZERO_OFFSET = {GPTQ: 1, "gptq_v2": 0}
@@ -36,7 +38,28 @@ class PrequantizedFormat:
     zero_offset: int
 
 
-def read_quantization_config(raw: Mapping[str, Any]) -> PrequantizedFormat | None:
+@dataclasses.dataclass(frozen=True)
+class Fp8Format:
+    """FP8 Linears (transformers' "fine-grained FP8"), dequantized when read.
+
+    ``block``: (rows, cols) of weight sharing one ``weight_scale_inv`` value, None:
+    one scale per tensor; ``ue8m0``: the scales are stored as E8M0 exponents.
+    """
+
+    block: tuple[int, int] | None
+    ue8m0: bool
+    method: str = FP8
+
+
+@dataclasses.dataclass(frozen=True)
+class Mxfp4Format:
+    """gpt-oss MXFP4 experts (``*_blocks`` / ``*_scales``), dequantized when read."""
+
+    method: str = MXFP4
+
+
+def read_quantization_config(raw: Mapping[str, Any]
+                             ) -> PrequantizedFormat | Fp8Format | Mxfp4Format | None:
     """The checkpoint's quantization format, or None for a float checkpoint."""
     config = raw.get("quantization_config")
     if config is None:
@@ -50,10 +73,34 @@ def read_quantization_config(raw: Mapping[str, Any]) -> PrequantizedFormat | Non
     if method not in _READABLE:
         raise ConfigError(
             f"config.json: quantization_config.quant_method {config.get('quant_method')!r} "
-            f"is not supported; mobius reads {' and '.join(_READABLE)} checkpoints "
+            f"is not supported; mobius reads {', '.join(_READABLE)} checkpoints "
             f"(or build from the float checkpoint)"
         )
+    if method == FP8:
+        return _fp8(config)
+    if method == MXFP4:
+        return Mxfp4Format()
     return _gptq(config) if method == GPTQ else _awq(config)
+
+
+def _fp8(config: Mapping[str, Any]) -> Fp8Format:
+    block = config.get("weight_block_size")
+    if block is not None and not (
+            isinstance(block, (list, tuple)) and len(block) == 2 and all(
+                isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
+        raise ConfigError(f"config.json: FP8 weight_block_size must be two positive integers "
+                          f"(or null: one scale per tensor), got {block!r}")
+    scale_fmt = config.get("scale_fmt", "float")
+    if scale_fmt not in ("float", "ue8m0"):
+        raise ConfigError(f"config.json: FP8 scale_fmt {scale_fmt!r} is not supported; "
+                          f"mobius reads 'float' and 'ue8m0'")
+    if config.get("expert_dtype", FP8) != FP8:
+        raise ConfigError(f"config.json: FP8 expert_dtype {config.get('expert_dtype')!r} "
+                          f"(packed FP4 experts) is not supported; mobius reads 'fp8'")
+    if config.get("modules_to_convert"):
+        raise ConfigError("config.json: FP8 modules_to_convert (FP8 embedding tables) is "
+                          "not supported")
+    return Fp8Format(None if block is None else (block[0], block[1]), scale_fmt == "ue8m0")
 
 
 def _gptq(config: Mapping[str, Any]) -> PrequantizedFormat:

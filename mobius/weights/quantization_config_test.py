@@ -32,7 +32,20 @@ def test_nested_text_config_is_read():
     assert fmt.method == "awq"
 
 
-@pytest.mark.parametrize("method", ["bitsandbytes", "fp8", "compressed-tensors", "hqq"])
+def test_fp8_block_and_per_tensor_and_mxfp4():
+    block = read_quantization_config({"quantization_config": {
+        "quant_method": "fp8", "weight_block_size": [128, 64], "activation_scheme": "dynamic",
+        "fmt": "e4m3"}})
+    assert (block.method, block.block, block.ue8m0) == ("fp8", (128, 64), False)
+    tensor = read_quantization_config({"quantization_config": {
+        "quant_method": "fp8", "weight_block_size": None, "scale_fmt": "ue8m0"}})
+    assert (tensor.block, tensor.ue8m0) == (None, True)
+    mxfp4 = read_quantization_config({"quantization_config": {
+        "quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn"]}})
+    assert mxfp4.method == "mxfp4"
+
+
+@pytest.mark.parametrize("method", ["bitsandbytes", "fbgemm_fp8", "compressed-tensors", "hqq"])
 def test_other_methods_are_refused_by_name(method):
     with pytest.raises(ConfigError, match=f"quant_method '{method}' is not supported"):
         read_quantization_config({"quantization_config": {"quant_method": method}})
@@ -51,6 +64,11 @@ def test_other_methods_are_refused_by_name(method):
     ({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": False},
      "zero_point: false"),
     ({"quant_method": "awq", "bits": 8, "group_size": 128}, "8-bit AWQ is not supported"),
+    ({"quant_method": "fp8", "weight_block_size": [128]}, "two positive integers"),
+    ({"quant_method": "fp8", "weight_block_size": [0, 128]}, "two positive integers"),
+    ({"quant_method": "fp8", "scale_fmt": "e4m3"}, "scale_fmt 'e4m3'"),
+    ({"quant_method": "fp8", "expert_dtype": "fp4"}, "expert_dtype 'fp4'"),
+    ({"quant_method": "fp8", "modules_to_convert": ["embed_tokens"]}, "modules_to_convert"),
 ])
 def test_unsupported_settings_are_one_line_errors(config, message):
     with pytest.raises(ConfigError, match=message) as info:

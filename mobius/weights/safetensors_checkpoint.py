@@ -37,7 +37,14 @@ _SAFETENSORS_DTYPES = {
     "I8": np.dtype(np.int8),
     "U8": np.dtype(np.uint8),
     "BOOL": np.dtype(np.bool_),
+    # FP8 codes and E8M0 block exponents: read only through their scales (weights/fp8.py)
+    "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn),
+    "F8_E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    "F8_E8M0": np.dtype(ml_dtypes.float8_e8m0fnu),
 }
+_DTYPE_NAMES = {dtype: name for name, dtype in _SAFETENSORS_DTYPES.items()}
+#: dtypes that are codes of a quantization format, never a float weight by themselves
+FP8_DTYPES = frozenset(_SAFETENSORS_DTYPES[n] for n in ("F8_E4M3", "F8_E5M2", "F8_E8M0"))
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -128,6 +135,11 @@ class SafetensorsCheckpoint:
             ) from e
 
 
+def dtype_name(dtype: np.dtype) -> str:
+    """The safetensors spelling of ``dtype`` (F8_E4M3, BF16, ...), for messages."""
+    return _DTYPE_NAMES.get(np.dtype(dtype), np.dtype(dtype).name)
+
+
 def _index_shards(index_path: str) -> list[str]:
     """The shard file names an index's weight_map names (sorted, each once)."""
     index = read_json_file(index_path, INDEX_FILE, WeightsError)
@@ -171,8 +183,11 @@ def _entry(name: str, tensor_name: str, entry: Any, data_start: int, size: int) 
         return tuple(value)
 
     dtype_name = entry.get("dtype") if isinstance(entry, dict) else None
-    if not isinstance(dtype_name, str) or dtype_name not in _SAFETENSORS_DTYPES:
+    if not isinstance(dtype_name, str):
         raise WeightsError(f"{name} is corrupt: bad header entry for {tensor_name!r}")
+    if dtype_name not in _SAFETENSORS_DTYPES:
+        raise WeightsError(f"{name}: tensor {tensor_name!r} has dtype {dtype_name[:32]!r}, which "
+                           f"mobius does not read (it reads {', '.join(_SAFETENSORS_DTYPES)})")
     dtype = _SAFETENSORS_DTYPES[dtype_name]
     shape = ints(entry.get("shape"))
     offsets = ints(entry.get("data_offsets"))

