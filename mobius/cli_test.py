@@ -20,6 +20,7 @@ from mobius.cli import main
 from mobius.tiny.checkpoint import make_tiny_checkpoint
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 from mobius.weights.safetensors_writer import write_safetensors
+from testing.file_tree import file_contents
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DROPPED = "model.layers.1.mlp.down_proj.weight"
@@ -95,16 +96,6 @@ def _assert_one_error_line(code, err, *fragments):
         assert fragment in lines[0], (fragment, lines[0])
 
 
-def _snapshot(folder) -> dict[str, bytes]:
-    result = {}
-    for dirpath, _, files in os.walk(folder):
-        for name in files:
-            path = os.path.join(dirpath, name)
-            with open(path, "rb") as f:
-                result[os.path.relpath(path, folder)] = f.read()
-    return result
-
-
 # ---------------------------------------------------------------------------
 # Bad checkpoints and options (in-process)
 # ---------------------------------------------------------------------------
@@ -177,7 +168,7 @@ def test_non_empty_output_without_overwrite(checkpoints, capsys, tmp_path):
     code, _, err = _cli(capsys, "build", "--model", checkpoints["base"], str(out))
     _assert_one_error_line(code, err, "is not empty", "--overwrite")
     assert sorted(os.listdir(tmp_path)) == ["out"]
-    assert _snapshot(out) == {"keep.txt": b"mine"}
+    assert file_contents(out) == {"keep.txt": b"mine"}
 
 
 def test_empty_existing_output_folder_is_fine(checkpoints, capsys, tmp_path):
@@ -197,12 +188,12 @@ def test_overwrite_replaces_an_existing_package(checkpoints, capsys, tmp_path):
     manifest = json.loads((out / "mobius_package.json").read_text())
     manifest["files"].append("stale.txt")  # as if the older build had written it
     (out / "mobius_package.json").write_text(json.dumps(manifest))
-    first = _snapshot(out)
+    first = file_contents(out)
     code, stdout, _ = _cli(capsys, "build", "--model", checkpoints["base"], "--dtype", "f16",
                            "--overwrite", str(out))
     assert code == 0
     assert f"wrote {out}" in stdout
-    second = _snapshot(out)
+    second = file_contents(out)
     assert "stale.txt" not in second  # replaced, not merged
     assert set(second) == set(first) - {"stale.txt"}
     assert second["mobius_package.json"] != first["mobius_package.json"]
@@ -270,7 +261,7 @@ def test_process_non_empty_output_fails_after_a_full_build(checkpoints, tmp_path
     (out / "keep.txt").write_text("mine")
     result = _process("build", "--model", checkpoints["base"], str(out))
     _assert_one_error_line(result.returncode, result.stderr, "is not empty")
-    assert _snapshot(out) == {"keep.txt": b"mine"}
+    assert file_contents(out) == {"keep.txt": b"mine"}
     assert sorted(os.listdir(tmp_path)) == ["out"]
 
 

@@ -23,6 +23,7 @@ from mobius.cli import main
 from mobius.tiny.checkpoint import make_tiny_checkpoint
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 from mobius.weights.safetensors_writer import write_safetensors
+from testing.file_tree import file_contents
 from testing.fork_server import ROOT, ForkServer
 
 WEIGHT = "model.layers.0.mlp.up_proj.weight"
@@ -48,24 +49,15 @@ def _edit_json(path, **changes):
         json.dump(raw, f)
 
 
-def _snapshot(folder) -> dict[str, bytes]:
-    out = {}
-    for root, _, files in os.walk(folder):
-        for name in files:
-            with open(os.path.join(root, name), "rb") as f:
-                out[os.path.relpath(os.path.join(root, name), folder)] = f.read()
-    return out
-
-
 def _fails_cleanly(capsys, ckpt, tmp_path, *fragments, extra=()):
-    before = _snapshot(ckpt)
+    before = file_contents(ckpt)
     code = main(["build", "-q", "--model", str(ckpt), str(tmp_path / "out"), *extra])
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert code != 0 and len(lines) == 1 and lines[0].startswith("mobius: error: "), err
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
-    assert sorted(os.listdir(tmp_path)) == ["ckpt"] and _snapshot(ckpt) == before
+    assert sorted(os.listdir(tmp_path)) == ["ckpt"] and file_contents(ckpt) == before
 
 
 def _write_raw_safetensors(path, header: bytes, data: bytes):
@@ -190,7 +182,7 @@ def test_overwrite_never_deletes_a_users_folder(spelling, ckpt, tmp_path, capsys
     (ckpt / "model.safetensors").write_bytes(b"garbage")
     proj = tmp_path / "proj"
     _project(proj)
-    before = _snapshot(proj)
+    before = file_contents(proj)
     if spelling == "dot":
         monkeypatch.chdir(proj)
     code = main(["build", "-q", "--model", str(ckpt), "--overwrite",
@@ -199,7 +191,7 @@ def test_overwrite_never_deletes_a_users_folder(spelling, ckpt, tmp_path, capsys
     assert code == 1 and lines == [
         f"mobius: error: output folder {proj} holds 2 file(s) or folder(s) that no mobius build "
         f"wrote (notes.txt, src/); refusing to replace it"], lines
-    assert _snapshot(proj) == before and sorted(os.listdir(tmp_path)) == ["ckpt", "proj"]
+    assert file_contents(proj) == before and sorted(os.listdir(tmp_path)) == ["ckpt", "proj"]
 
 
 def test_overwrite_keeps_a_file_the_user_added_to_a_package(ckpt, tmp_path, capsys):
@@ -236,11 +228,11 @@ def test_deep_nesting_is_one_line(target, ckpt, tmp_path, capsys):
 @pytest.mark.parametrize("where", ["same", "inside", "parent"])
 def test_output_overlapping_the_checkpoint_is_refused(where, ckpt, tmp_path, capsys):
     out = {"same": ckpt, "inside": ckpt / "pkg", "parent": tmp_path}[where]
-    before = _snapshot(ckpt)
+    before = file_contents(ckpt)
     code = main(["build", "-q", "--model", str(ckpt), str(out), "--overwrite"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and len(err) == 1 and "the input checkpoint" in err[0], err
-    assert _snapshot(ckpt) == before
+    assert file_contents(ckpt) == before
 
 
 @pytest.mark.parametrize("delay", [0.4, 0.7, 1.0, 1.5, 2.0])

@@ -13,6 +13,7 @@ import pytest
 from mobius.errors import OutputError
 from mobius.package.manifest import MANIFEST
 from mobius.package.model_package import ModelPackage
+from testing.file_tree import file_contents
 
 
 def _package(version: int) -> ModelPackage:
@@ -23,15 +24,6 @@ def _package(version: int) -> ModelPackage:
     graph = ir.Graph([x], add.outputs, nodes=[add], initializers=[w], opset_imports={"": 21})
     return ModelPackage(models={"model": ir.Model(graph, ir_version=10)},
                         genai_config={"version": version})
-
-
-def _tree(folder) -> dict[str, bytes]:
-    out = {}
-    for root, _, files in os.walk(folder):
-        for name in files:
-            with open(os.path.join(root, name), "rb") as f:
-                out[os.path.relpath(os.path.join(root, name), folder)] = f.read()
-    return out
 
 
 def _version(folder) -> int:
@@ -78,10 +70,10 @@ def test_a_users_folder_is_never_replaced(tmp_path, make):
     out = tmp_path / "out"
     out.mkdir()
     make(out)
-    before = _tree(out)
+    before = file_contents(out)
     with pytest.raises(OutputError, match="no mobius build wrote.*refusing to replace it"):
         _package(1).save(str(out), overwrite=True)
-    assert _tree(out) == before
+    assert file_contents(out) == before
     assert sorted(os.listdir(tmp_path)) == ["out"]
 
 

@@ -4,11 +4,17 @@ with nothing written."""
 
 import os
 
+import numpy as np
+import onnx
 import pytest
+from onnx import numpy_helper
+from safetensors.numpy import load_file
 
 from mobius.cli import main
 from mobius.ep.registry import get_ep
 from mobius.errors import MobiusError
+from mobius.quantize import packing
+from mobius.quantize.rtn import quantize_rtn
 from mobius.quantize.spec import parse_overrides, resolve_quant
 from mobius.tiny.checkpoint import make_tiny_checkpoint
 
@@ -47,10 +53,14 @@ def test_explicit_options_override_defaults():
     ("cpu", dict(quant=None, block_size=32), "need --quant"),
     ("cpu", dict(quant="int4", accuracy_level=7), "accuracy level must be in 0..4"),
     ("cpu", dict(quant="int4", overrides="layers.0.*=fp8"), "bad --quant-override"),
+    ("cpu", dict(quant=None, method="minmax"), "--quant-method.* need --quant"),
+    ("cpu", dict(quant="int4", method="gptq"), "--quant-method: unknown method 'gptq'; "
+                                                 "expected one of minmax, mse"),
 ])
 def test_rejected_up_front(ep, kwargs, message):
     quant = kwargs.pop("quant")
-    with pytest.raises(MobiusError, match=message.replace(".", r"\.").replace("*", r"\*")):
+    with pytest.raises(MobiusError, match=message.replace(".", r"\.").replace("*", r"\*")
+                       .replace(r"\.\*", ".*")):
         resolve_quant(get_ep(ep), quant, **kwargs)
 
 
@@ -84,3 +94,26 @@ def test_cli_rejects_and_writes_nothing(tmp_path, capsys, argv):
     assert len(err) == 1 and err[0].startswith("mobius: error: --quant"), err
     assert f"EP '{argv[1]}'" in err[0]
     assert not os.path.exists(out)
+
+
+@pytest.mark.parametrize("method", ["minmax", "mse"])
+def test_cli_method_reaches_every_block(tmp_path, method):
+    """--quant-method (asymmetric, where the two methods differ) decides the package's
+    o_proj codes, scales and zero points exactly as quantize_rtn does on the checkpoint."""
+    folder = make_tiny_checkpoint("tiny-llama", str(tmp_path / "ckpt"))
+    out = tmp_path / "out"
+    assert main(["build", "--model", folder, str(out), "--ep", "cpu", "--quant", "int4",
+                 "--quant-asymmetric", "--quant-method", method, "-q"]) == 0
+    weight = load_file(os.path.join(folder, "model.safetensors"))[
+        "model.layers.0.self_attn.o_proj.weight"]
+    want = quantize_rtn(weight, 4, 32, False, method)
+    other = quantize_rtn(weight, 4, 32, False, "mse" if method == "minmax" else "minmax")
+    stored = {t.name: t for t in onnx.load(str(out / "model.onnx")).graph.initializer}
+    stem = "model.layers.0.self_attn.o_proj"
+    scales = numpy_helper.to_array(stored[f"{stem}_scales"])
+    np.testing.assert_array_equal(scales, want.scales)
+    assert not np.array_equal(scales, other.scales)  # the methods differ on these weights
+    np.testing.assert_array_equal(numpy_helper.to_array(stored[f"{stem}_Q"]),
+                                  packing.matmul_nbits_b(want))
+    np.testing.assert_array_equal(numpy_helper.to_array(stored[f"{stem}_zero_points"]),
+                                  packing.matmul_nbits_zero_points(want))
