@@ -29,7 +29,7 @@ Judged by model quality on real weights, not by weight error alone
 (docs/benchmarks.md, "int4 quality on real weights"): symmetric ``mse``
 beats ``minmax`` on SmolLM2-135M (perplexity and KL divergence from the
 float model) and on all-MiniLM-L6-v2, so it stays the default. Asymmetric
-``mse`` is closer to the float model by KL (-11% on SmolLM2) and by mean
+``mse`` is closer to the float model by KL (-17% on SmolLM2) and by mean
 embedding cosine, yet its perplexity on the evaluation text is higher, so it
 stays opt-in (``--quant-asymmetric``).
 """
