@@ -24,7 +24,6 @@ Every build is on the cpu EP with its defaults unless the row says otherwise.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -32,6 +31,8 @@ import subprocess
 import sys
 
 import numpy as np
+
+import bench_quant  # tools/: one prefill's feeds
 
 WINDOW = 256
 TEXTS = ("declaration.txt", "lincoln.txt")
@@ -61,20 +62,8 @@ def log_probs(folder: str, windows: np.ndarray):
 
     session = ort.InferenceSession(os.path.join(folder, "model.onnx"),
                                    providers=["CPUExecutionProvider"])
-    with open(os.path.join(folder, "genai_config.json")) as f:
-        decoder = json.load(f)["model"]["decoder"]
-    empty = np.zeros((1, decoder["num_key_value_heads"], 0, decoder["head_size"]), np.float32)
     for window in windows:
-        feeds = {}
-        for inp in session.get_inputs():
-            if inp.name == "input_ids":
-                feeds[inp.name] = window[None].astype(np.int64)
-            elif inp.name == "attention_mask":
-                feeds[inp.name] = np.ones((1, len(window)), np.int64)
-            elif inp.name == "position_ids":
-                feeds[inp.name] = np.arange(len(window))[None]
-            elif inp.name.startswith("past_key_values"):
-                feeds[inp.name] = empty
+        feeds = bench_quant.prefill_feeds(session, folder, window)
         logits = session.run(["logits"], feeds)[0][0, :-1].astype(np.float64)
         if len(logits) != len(window) - 1:
             raise RuntimeError(f"{folder}: logits for one position; build with prefill_logits=all")

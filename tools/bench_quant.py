@@ -39,6 +39,17 @@ def package_logits(folder: str, prompt: np.ndarray) -> np.ndarray:
 
     sess = ort.InferenceSession(os.path.join(folder, "model.onnx"),
                                 providers=["CPUExecutionProvider"])
+    logits = sess.run(["logits"], prefill_feeds(sess, folder, prompt))[0][0]
+    del sess
+    if len(logits) != len(prompt):  # would broadcast one row against every position
+        raise RuntimeError(f"{folder}: logits for {len(logits)} of {len(prompt)} positions; "
+                           f"build it with --prefill-logits all")
+    return logits
+
+
+def prefill_feeds(sess, folder: str, prompt: np.ndarray) -> dict:
+    """One prefill of ``prompt`` (batch 1, empty KV cache) for the decoder session of the
+    package ``folder`` (KV shapes from its genai_config.json)."""
     with open(os.path.join(folder, "genai_config.json")) as f:
         decoder = json.load(f)["model"]["decoder"]
     heads, dim = decoder["num_key_value_heads"], decoder["head_size"]
@@ -55,12 +66,7 @@ def package_logits(folder: str, prompt: np.ndarray) -> np.ndarray:
             feeds[inp.name] = np.zeros((1, heads, 0, dim), np.float32)
         else:
             raise RuntimeError(f"{folder}: unexpected graph input {inp.name}")
-    logits = sess.run(["logits"], feeds)[0][0]
-    del sess
-    if len(logits) != len(prompt):  # would broadcast one row against every position
-        raise RuntimeError(f"{folder}: logits for {len(logits)} of {len(prompt)} positions; "
-                           f"build it with --prefill-logits all")
-    return logits
+    return feeds
 
 
 def logit_errors(checkpoint: str, packages: dict[str, str], prompt_tokens: int) -> dict:
