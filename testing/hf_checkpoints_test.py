@@ -9,10 +9,7 @@ import re
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from testing.hf_checkpoints import make_hf_checkpoint  # noqa: E402
+from testing.hf_checkpoints import make_hf_checkpoint
 
 
 @pytest.mark.parametrize("preset", ["tiny-gpt2", "tiny-bert-seq-cls", "tiny-llama",

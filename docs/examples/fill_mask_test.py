@@ -12,12 +12,11 @@ import sys
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import transformers
 
-import mobius  # noqa: E402
-from mobius.models.masked_lm import FAMILIES  # noqa: E402
-from testing.model_runs import make_family_checkpoint  # noqa: E402
+import mobius
+from mobius.models.masked_lm import FAMILIES
+from testing.model_runs import make_family_checkpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MASK = "<mask>"

@@ -11,12 +11,9 @@ import sys
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from mobius.builder import build  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
-from testing.llava_checkpoints import hf_llava_generate, make_llava_checkpoint  # noqa: E402
+from mobius.builder import build
+from testing.hf_checkpoints import load_hf_model
+from testing.llava_checkpoints import hf_llava_generate, make_llava_checkpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NEW_TOKENS = 8

@@ -12,15 +12,13 @@ import sys
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("sentence_transformers")
-transformers = pytest.importorskip("transformers")
+import transformers
 
-import mobius  # noqa: E402
-from mobius.models.bert import FAMILY as BERT  # noqa: E402
-from mobius.models.mpnet import FAMILY as MPNET  # noqa: E402
-from testing.encoder_runs import save_sentence_transformer  # noqa: E402
-from testing.model_runs import make_family_checkpoint  # noqa: E402
+import mobius
+from mobius.models.bert import FAMILY as BERT
+from mobius.models.mpnet import FAMILY as MPNET
+from testing.encoder_runs import save_sentence_transformer
+from testing.model_runs import make_family_checkpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SENTENCES = ["The quick brown fox jumps over the lazy dog.", "ONNX Runtime runs models.",

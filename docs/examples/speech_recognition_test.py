@@ -13,12 +13,11 @@ import wave
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import transformers
 
-import mobius  # noqa: E402
-from mobius.models import wav2vec2  # noqa: E402
-from testing.model_runs import make_family_checkpoint  # noqa: E402
+import mobius
+from mobius.models import wav2vec2
+from testing.model_runs import make_family_checkpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAMILIES = {"wav2vec2": wav2vec2.FAMILY, "hubert": wav2vec2.HUBERT}

@@ -12,13 +12,13 @@ import sys
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import torch
+import transformers
 
-import mobius  # noqa: E402
-from mobius.models import bart, marian, t5  # noqa: E402
-from testing.hf_checkpoints import untie_t5_head  # noqa: E402
-from testing.model_runs import make_family_checkpoint  # noqa: E402
+import mobius
+from mobius.models import bart, marian, t5
+from testing.hf_checkpoints import untie_t5_head
+from testing.model_runs import make_family_checkpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEXTS = ["translate English to German: The quick brown fox jumps over the lazy dog.",

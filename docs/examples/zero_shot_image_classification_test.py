@@ -13,14 +13,13 @@ import sys
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-Image = pytest.importorskip("PIL.Image")
+import transformers
+from PIL import Image
 
-import mobius  # noqa: E402
-from mobius.models.registry import FAMILIES  # noqa: E402
-from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.model_runs import make_family_checkpoint  # noqa: E402
+import mobius
+from mobius.models.registry import FAMILIES
+from mobius.tiny.presets import TINY_PRESETS
+from testing.model_runs import make_family_checkpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BY_NAME = {f.name: f for f in FAMILIES if f.task.name == "zero-shot-image-classification"}

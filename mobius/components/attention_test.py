@@ -15,17 +15,17 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 
-from mobius.components.attention import Attention  # noqa: E402
-from mobius.components.attention_mask import causal_padding_mask  # noqa: E402
-from mobius.components.rms_norm import RMSNorm  # noqa: E402
-from mobius.components.rotary import RotaryEmbedding  # noqa: E402
-from mobius.config.architecture import ArchitectureConfig  # noqa: E402
-from mobius.context import build_context  # noqa: E402
-from testing.onnx_graphs import attach_arrays, component_model, run_model  # noqa: E402
-from testing.parity import position_ids_for  # noqa: E402
-from testing.references import additive_mask, apply_rotary, gqa_attention  # noqa: E402
+from mobius.components.attention import Attention
+from mobius.components.attention_mask import causal_padding_mask
+from mobius.components.rms_norm import RMSNorm
+from mobius.components.rotary import RotaryEmbedding
+from mobius.config.architecture import ArchitectureConfig
+from mobius.context import build_context
+from testing.onnx_graphs import attach_arrays, component_model, run_model
+from testing.parity import position_ids_for
+from testing.references import additive_mask, apply_rotary, gqa_attention
 
 HIDDEN = 48
 

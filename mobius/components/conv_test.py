@@ -6,11 +6,11 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 
-from mobius.components.conv import Conv1d, weight_norm  # noqa: E402
-from mobius.context import build_context  # noqa: E402
-from testing.onnx_graphs import attach_arrays, component_model, run_model  # noqa: E402
+from mobius.components.conv import Conv1d, weight_norm
+from mobius.context import build_context
+from testing.onnx_graphs import attach_arrays, component_model, run_model
 
 IN, OUT, LENGTH = 6, 10, 14
 

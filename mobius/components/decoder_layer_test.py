@@ -12,22 +12,22 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import torch
+import transformers
 
-from transformers.cache_utils import DynamicCache  # noqa: E402
+from transformers.cache_utils import DynamicCache
 
-from mobius.components.attention import Attention  # noqa: E402
-from mobius.components.attention_mask import causal_padding_mask  # noqa: E402
-from mobius.components.decoder_layer import PreNormDecoderLayer  # noqa: E402
-from mobius.components.mlp import GatedMLP  # noqa: E402
-from mobius.components.rms_norm import RMSNorm  # noqa: E402
-from mobius.components.rotary import RotaryEmbedding  # noqa: E402
-from mobius.config.architecture import ArchitectureConfig  # noqa: E402
-from mobius.context import build_context  # noqa: E402
-from testing.onnx_graphs import attach_arrays, component_model, run_model  # noqa: E402
-from testing.parity import position_ids_for  # noqa: E402
-from testing.references import additive_mask  # noqa: E402
+from mobius.components.attention import Attention
+from mobius.components.attention_mask import causal_padding_mask
+from mobius.components.decoder_layer import PreNormDecoderLayer
+from mobius.components.mlp import GatedMLP
+from mobius.components.rms_norm import RMSNorm
+from mobius.components.rotary import RotaryEmbedding
+from mobius.config.architecture import ArchitectureConfig
+from mobius.context import build_context
+from testing.onnx_graphs import attach_arrays, component_model, run_model
+from testing.parity import position_ids_for
+from testing.references import additive_mask
 
 DIMS = dict(vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=1,
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,

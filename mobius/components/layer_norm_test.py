@@ -7,12 +7,12 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-torch = pytest.importorskip("torch")
-ort = pytest.importorskip("onnxruntime")
+import torch
+import onnxruntime as ort
 
-from mobius.components.layer_norm import LayerNorm  # noqa: E402
-from mobius.context import build_context  # noqa: E402
-from testing.onnx_graphs import attach_arrays, component_model, run_model  # noqa: E402
+from mobius.components.layer_norm import LayerNorm
+from mobius.context import build_context
+from testing.onnx_graphs import attach_arrays, component_model, run_model
 
 SIZE = 24
 LEVELS = {"basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,

@@ -13,12 +13,12 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import torch
+import transformers
 
-from mobius.components.mamba2 import Mamba2Dims, Mamba2Mixer  # noqa: E402
-from mobius.context import build_context  # noqa: E402
-from testing.onnx_graphs import attach_arrays, component_model, to_proto  # noqa: E402
+from mobius.components.mamba2 import Mamba2Dims, Mamba2Mixer
+from mobius.context import build_context
+from testing.onnx_graphs import attach_arrays, component_model, to_proto
 
 HIDDEN, SEQ = 24, 11
 

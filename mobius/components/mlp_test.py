@@ -6,17 +6,17 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import torch
+import transformers
 
-from transformers.activations import ACT2FN  # noqa: E402
-from transformers.models.llama.modeling_llama import LlamaMLP  # noqa: E402
+from transformers.activations import ACT2FN
+from transformers.models.llama.modeling_llama import LlamaMLP
 
-from mobius.components.activations import SUPPORTED_ACTIVATIONS  # noqa: E402
-from mobius.components.mlp import GatedMLP  # noqa: E402
-from mobius.context import build_context  # noqa: E402
-from mobius.errors import ConfigError  # noqa: E402
-from testing.onnx_graphs import attach_arrays, component_model, run_model  # noqa: E402
+from mobius.components.activations import SUPPORTED_ACTIVATIONS
+from mobius.components.mlp import GatedMLP
+from mobius.context import build_context
+from mobius.errors import ConfigError
+from testing.onnx_graphs import attach_arrays, component_model, run_model
 
 HIDDEN, INTER = 24, 56
 

@@ -11,21 +11,21 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import torch
+import transformers
 
-from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock  # noqa: E402
-from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeSparseMoeBlock  # noqa: E402
-from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock  # noqa: E402
+from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
+from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeSparseMoeBlock
+from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock
 
-from mobius.components.moe import (  # noqa: E402
+from mobius.components.moe import (
     MIXTRAL_EXPERT_NAMES,
     QWEN_EXPERT_NAMES,
     SparseMoE,
     routing_weights,
 )
-from mobius.context import build_context  # noqa: E402
-from testing.onnx_graphs import attach_arrays, component_model, run_model, run_reference  # noqa: E402
+from mobius.context import build_context
+from testing.onnx_graphs import attach_arrays, component_model, run_model, run_reference
 
 HIDDEN, INTER, SHARED = 24, 40, 28
 

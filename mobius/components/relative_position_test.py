@@ -7,14 +7,13 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import torch
 
-from transformers.models.t5.modeling_t5 import T5Attention, T5Config  # noqa: E402
+from transformers.models.t5.modeling_t5 import T5Attention, T5Config
 
-from mobius.components.relative_position import RelativePositionBias, bucket_table  # noqa: E402
-from mobius.context import build_context  # noqa: E402
-from testing.onnx_graphs import attach_arrays, component_model, run_model  # noqa: E402
+from mobius.components.relative_position import RelativePositionBias, bucket_table
+from mobius.context import build_context
+from testing.onnx_graphs import attach_arrays, component_model, run_model
 
 HEADS = 3
 CONFIGS = [(8, 6), (16, 10), (32, 128), (32, 20)]  # (num_buckets, max_distance)

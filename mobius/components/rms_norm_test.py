@@ -7,14 +7,13 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import torch
 
-from transformers.models.llama.modeling_llama import LlamaRMSNorm  # noqa: E402
+from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-from mobius.components.rms_norm import RMSNorm  # noqa: E402
-from mobius.context import build_context  # noqa: E402
-from testing.onnx_graphs import (  # noqa: E402
+from mobius.components.rms_norm import RMSNorm
+from mobius.context import build_context
+from testing.onnx_graphs import (
     attach_arrays,
     component_model,
     run_model,

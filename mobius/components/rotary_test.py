@@ -11,16 +11,16 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import torch
+import transformers
 
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-from mobius.components.rotary import RotaryEmbedding, apply_rotary  # noqa: E402
-from mobius.config.architecture import ArchitectureConfig  # noqa: E402
-from mobius.context import build_context  # noqa: E402
-from testing.onnx_graphs import component_model, run_model  # noqa: E402
-from testing.references import apply_rotary as reference_rotary  # noqa: E402
+from mobius.components.rotary import RotaryEmbedding, apply_rotary
+from mobius.config.architecture import ArchitectureConfig
+from mobius.context import build_context
+from testing.onnx_graphs import component_model, run_model
+from testing.references import apply_rotary as reference_rotary
 
 _DIMS = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=172,
              num_hidden_layers=1, vocab_size=1031)

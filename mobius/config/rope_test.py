@@ -14,17 +14,17 @@ import re
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import torch
+import transformers
 
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-from mobius.config.architecture import ArchitectureConfig  # noqa: E402
-from mobius.config.rope import RopeConfig  # noqa: E402
-from mobius.errors import ConfigError  # noqa: E402
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint  # noqa: E402
-from testing.model_runs import build_package, f32_parity  # noqa: E402
+from mobius.config.architecture import ArchitectureConfig
+from mobius.config.rope import RopeConfig
+from mobius.errors import ConfigError
+from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint
+from testing.model_runs import build_package, f32_parity
 
 _DIMS = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=172,
              num_hidden_layers=2, vocab_size=1031, max_position_embeddings=256)

@@ -9,16 +9,13 @@ import os
 import onnx
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from mobius.errors import ConfigError  # noqa: E402
-from mobius.models import classifiers  # noqa: E402
-from mobius.models.registry import family_for  # noqa: E402
-from mobius.tasks.labels import METADATA_KEY, id2label  # noqa: E402
-from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.encoder_runs import encoder_parity  # noqa: E402
-from testing.model_runs import build_package, make_family_checkpoint, ort_session  # noqa: E402
+from mobius.errors import ConfigError
+from mobius.models import classifiers
+from mobius.models.registry import family_for
+from mobius.tasks.labels import METADATA_KEY, id2label
+from mobius.tiny.presets import TINY_PRESETS
+from testing.encoder_runs import encoder_parity
+from testing.model_runs import build_package, make_family_checkpoint, ort_session
 
 
 @pytest.mark.parametrize("family", classifiers.FAMILIES, ids=lambda f: f.name)

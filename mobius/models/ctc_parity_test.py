@@ -20,14 +20,11 @@ import shutil
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-import mobius  # noqa: E402
-from mobius.errors import ConfigError  # noqa: E402
-from mobius.models import wav2vec2  # noqa: E402
-from testing.ctc_runs import ctc_parity, run_onnx  # noqa: E402
-from testing.model_runs import (NUMPY_DTYPES, build_package, make_family_checkpoint,  # noqa: E402
+import mobius
+from mobius.errors import ConfigError
+from mobius.models import wav2vec2
+from testing.ctc_runs import ctc_parity, run_onnx
+from testing.model_runs import (NUMPY_DTYPES, build_package, make_family_checkpoint,
                                 op_counts, ort_session)
 
 F32_TOLERANCE = 1e-4

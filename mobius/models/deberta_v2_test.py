@@ -12,16 +12,15 @@ import shutil
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import torch
 
-from mobius import build  # noqa: E402
-from mobius.errors import ConfigError, UnsupportedModelError  # noqa: E402
-from mobius.models import deberta_v2  # noqa: E402
-from mobius.models.registry import family_for  # noqa: E402
-from mobius.tiny.presets import VOCAB_SIZE  # noqa: E402
-from testing.encoder_runs import encoder_parity, run_reference  # noqa: E402
-from testing.model_runs import build_package, make_family_checkpoint, ort_session  # noqa: E402
+from mobius import build
+from mobius.errors import ConfigError, UnsupportedModelError
+from mobius.models import deberta_v2
+from mobius.models.registry import family_for
+from mobius.tiny.presets import VOCAB_SIZE
+from testing.encoder_runs import encoder_parity, run_reference
+from testing.model_runs import build_package, make_family_checkpoint, ort_session
 
 SEQ_CLS, TOK_CLS, BASE = deberta_v2.FAMILIES
 #: weights 10x transformers' init scale: attention logits O(1), so that position terms

@@ -16,15 +16,11 @@ from __future__ import annotations
 
 import pytest
 
-og = pytest.importorskip("onnxruntime_genai")
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-import mobius  # noqa: E402
-from mobius.package.genai_config import genai_model_type  # noqa: E402
-from testing import genai_harness as harness  # noqa: E402
-from testing.hf_checkpoints import randomize_zero_tensors  # noqa: E402
-from testing.random_checkpoint import random_checkpoint  # noqa: E402
+import mobius
+from mobius.package.genai_config import genai_model_type
+from testing import genai_harness as harness
+from testing.hf_checkpoints import randomize_zero_tensors
+from testing.random_checkpoint import random_checkpoint
 
 NEW_TOKENS = 12
 THREADS = 1

@@ -26,14 +26,11 @@ import shutil
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from mobius.builder import build  # noqa: E402
-from mobius.errors import ConfigError, WeightsError  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
-from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
-from testing.random_checkpoint import random_checkpoint  # noqa: E402
+from mobius.builder import build
+from mobius.errors import ConfigError, WeightsError
+from testing.hf_checkpoints import load_hf_model
+from testing.model_runs import BuiltPackage, f32_parity
+from testing.random_checkpoint import random_checkpoint
 
 TOLERANCE = 1e-4
 #: A reverted switch must move some logit by at least this much.

@@ -16,15 +16,11 @@ import numpy as np
 import onnx_ir
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("sentence_transformers")
-
-from mobius.context import build_context  # noqa: E402
-from mobius.models.registry import FAMILIES  # noqa: E402
-from mobius.tasks import encoder  # noqa: E402
-from testing.encoder_runs import encoder_parity, save_sentence_transformer  # noqa: E402
-from testing.model_runs import (build_package, family_checkpoint, op_counts,  # noqa: E402
+from mobius.context import build_context
+from mobius.models.registry import FAMILIES
+from mobius.tasks import encoder
+from testing.encoder_runs import encoder_parity, save_sentence_transformer
+from testing.model_runs import (build_package, family_checkpoint, op_counts,
                                 ort_session)
 
 F32_TOLERANCE = 1e-4

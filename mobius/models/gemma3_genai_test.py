@@ -34,14 +34,12 @@ import json
 import numpy as np
 import pytest
 
-og = pytest.importorskip("onnxruntime_genai")
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import onnxruntime_genai as og
 
-from mobius.builder import build  # noqa: E402
-from testing.gemma3_checkpoints import make_gemma3_checkpoint  # noqa: E402
-from testing import vlm_runs  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
+from mobius.builder import build
+from testing.gemma3_checkpoints import make_gemma3_checkpoint
+from testing import vlm_runs
+from testing.hf_checkpoints import load_hf_model
 
 NEW_TOKENS = 8
 SEED = 3  # a checkpoint whose causal-only tokens differ for the one-image prompt

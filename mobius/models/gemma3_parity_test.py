@@ -15,18 +15,16 @@ the bidirectional image blocks are what the decoder's input_ids are for.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import torch
 
-from mobius.builder import build  # noqa: E402
-from testing.gemma3_checkpoints import make_gemma3_checkpoint  # noqa: E402
-from testing.hf_checkpoints import load_hf_model, renamed_checkpoint  # noqa: E402
-from testing.parity import compare_logits, position_ids_for  # noqa: E402
-from testing.vlm_sessions import Sessions, assert_chain_matches  # noqa: E402
+from mobius.builder import build
+from testing.gemma3_checkpoints import make_gemma3_checkpoint
+from testing.hf_checkpoints import load_hf_model, renamed_checkpoint
+from testing.parity import compare_logits, position_ids_for
+from testing.vlm_sessions import Sessions, assert_chain_matches
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3

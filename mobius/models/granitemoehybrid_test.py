@@ -23,20 +23,17 @@ import shutil
 import onnx
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from mobius.builder import build  # noqa: E402
-from mobius.ep.registry import ep_registry  # noqa: E402
-from mobius.errors import ConfigError, WeightsError  # noqa: E402
-from mobius.optimize.histogram import op_histogram  # noqa: E402
-from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from mobius.weights.dtypes import SHORT_NAMES  # noqa: E402
-from testing.ep_parity import uses_fused_rotary  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
-from testing.model_runs import (BuiltPackage, assert_low_precision_parity,  # noqa: E402
+from mobius.builder import build
+from mobius.ep.registry import ep_registry
+from mobius.errors import ConfigError, WeightsError
+from mobius.optimize.histogram import op_histogram
+from mobius.tiny.presets import TINY_PRESETS
+from mobius.weights.dtypes import SHORT_NAMES
+from testing.ep_parity import uses_fused_rotary
+from testing.hf_checkpoints import load_hf_model
+from testing.model_runs import (BuiltPackage, assert_low_precision_parity,
                                  f32_parity)
-from testing.random_checkpoint import random_checkpoint  # noqa: E402
+from testing.random_checkpoint import random_checkpoint
 
 TOLERANCE = 1e-4
 CHANGED = 1e-3

@@ -23,14 +23,12 @@ import os
 import numpy as np
 import pytest
 
-og = pytest.importorskip("onnxruntime_genai")
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import onnxruntime_genai as og
 
-from mobius.builder import build  # noqa: E402
-from testing import vlm_runs  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
-from testing.lfm2_vl_checkpoints import (END, IMAGE, START, add_image_tokens,  # noqa: E402
+from mobius.builder import build
+from testing import vlm_runs
+from testing.hf_checkpoints import load_hf_model
+from testing.lfm2_vl_checkpoints import (END, IMAGE, START, add_image_tokens,
                                          make_lfm2_vl_checkpoint)
 
 NEW_TOKENS = 8

@@ -14,20 +14,18 @@ the output.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import torch
 
-from mobius.builder import build  # noqa: E402
-from mobius.errors import ConfigError, UnsupportedModelError  # noqa: E402
-from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.hf_checkpoints import checkpoint_cases, renamed_checkpoint  # noqa: E402
-from testing.lfm2_vl_checkpoints import (image_tokens, make_lfm2_vl_checkpoint,  # noqa: E402
+from mobius.builder import build
+from mobius.errors import ConfigError, UnsupportedModelError
+from mobius.tiny.presets import TINY_PRESETS
+from testing.hf_checkpoints import checkpoint_cases, renamed_checkpoint
+from testing.lfm2_vl_checkpoints import (image_tokens, make_lfm2_vl_checkpoint,
                                          make_patches)
-from testing.vlm_sessions import Sessions, assert_chain_matches  # noqa: E402
+from testing.vlm_sessions import Sessions, assert_chain_matches
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3

@@ -32,14 +32,12 @@ import json
 import numpy as np
 import pytest
 
-og = pytest.importorskip("onnxruntime_genai")
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import onnxruntime_genai as og
 
-from mobius.builder import build  # noqa: E402
-from testing import vlm_runs  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
-from testing.llava_checkpoints import hf_llava_generate, make_llava_checkpoint  # noqa: E402
+from mobius.builder import build
+from testing import vlm_runs
+from testing.hf_checkpoints import load_hf_model
+from testing.llava_checkpoints import hf_llava_generate, make_llava_checkpoint
 
 STAND_IN_TYPE = "phi3v"
 NEW_TOKENS = 8

@@ -25,19 +25,17 @@ other transformers versions load to the same graph.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import torch
 
-from mobius.builder import build  # noqa: E402
-from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.hf_checkpoints import checkpoint_cases, renamed_checkpoint  # noqa: E402
-from testing.llava_checkpoints import make_llava_checkpoint  # noqa: E402
-from testing.parity import compare_logits, position_ids_for  # noqa: E402
-from testing.vlm_sessions import Sessions, assert_chain_matches  # noqa: E402
+from mobius.builder import build
+from mobius.tiny.presets import TINY_PRESETS
+from testing.hf_checkpoints import checkpoint_cases, renamed_checkpoint
+from testing.llava_checkpoints import make_llava_checkpoint
+from testing.parity import compare_logits, position_ids_for
+from testing.vlm_sessions import Sessions, assert_chain_matches
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3

@@ -8,14 +8,11 @@ import os
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from mobius.models import masked_lm  # noqa: E402
-from mobius.models.registry import family_for  # noqa: E402
-from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.encoder_runs import encoder_parity  # noqa: E402
-from testing.model_runs import build_package, make_family_checkpoint, ort_session  # noqa: E402
+from mobius.models import masked_lm
+from mobius.models.registry import family_for
+from mobius.tiny.presets import TINY_PRESETS
+from testing.encoder_runs import encoder_parity
+from testing.model_runs import build_package, make_family_checkpoint, ort_session
 
 
 def _parity(family, tmp_path, **overrides):

@@ -18,14 +18,12 @@ import json
 import numpy as np
 import pytest
 
-og = pytest.importorskip("onnxruntime_genai")
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import onnxruntime_genai as og
 
-from mobius.builder import build  # noqa: E402
-from testing import vlm_runs  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
-from testing.mistral3_checkpoints import (SIZES, TOKEN_IDS, hf_mistral3_generate,  # noqa: E402
+from mobius.builder import build
+from testing import vlm_runs
+from testing.hf_checkpoints import load_hf_model
+from testing.mistral3_checkpoints import (SIZES, TOKEN_IDS, hf_mistral3_generate,
                                           image_span, make_images, make_mistral3_checkpoint,
                                           merged_grid)
 

@@ -19,17 +19,16 @@ import os
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import torch
 
-from mobius.builder import build  # noqa: E402
-from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.hf_checkpoints import (checkpoint_cases, load_hf_model,  # noqa: E402
+from mobius.builder import build
+from mobius.tiny.presets import TINY_PRESETS
+from testing.hf_checkpoints import (checkpoint_cases, load_hf_model,
                                     renamed_checkpoint)
-from testing.mistral3_checkpoints import (SIZES, TOKEN_IDS, image_span,  # noqa: E402
+from testing.mistral3_checkpoints import (SIZES, TOKEN_IDS, image_span,
                                           make_images, make_mistral3_checkpoint)
-from testing.parity import compare_logits, position_ids_for  # noqa: E402
-from testing.vlm_sessions import Sessions, assert_chain_matches  # noqa: E402
+from testing.parity import compare_logits, position_ids_for
+from testing.vlm_sessions import Sessions, assert_chain_matches
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3

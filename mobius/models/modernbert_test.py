@@ -13,15 +13,12 @@ import shutil
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from mobius import build  # noqa: E402
-from mobius.errors import ConfigError  # noqa: E402
-from mobius.models import modernbert, modernbert_heads  # noqa: E402
-from mobius.tiny.presets import VOCAB_SIZE  # noqa: E402
-from testing.encoder_runs import encoder_parity, run_reference  # noqa: E402
-from testing.model_runs import build_package, make_family_checkpoint, ort_session  # noqa: E402
+from mobius import build
+from mobius.errors import ConfigError
+from mobius.models import modernbert, modernbert_heads
+from mobius.tiny.presets import VOCAB_SIZE
+from testing.encoder_runs import encoder_parity, run_reference
+from testing.model_runs import build_package, make_family_checkpoint, ort_session
 
 SEQ_CLS, TOK_CLS, MLM = modernbert_heads.FAMILIES
 #: weights 10x transformers' init scale: attention logits O(1) instead of ~0.01, so that

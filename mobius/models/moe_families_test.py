@@ -23,16 +23,13 @@ import numpy as np
 import onnx
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from mobius.builder import build  # noqa: E402
-from mobius.ep.registry import ep_registry  # noqa: E402
-from mobius.models import mixtral, qwen_moe  # noqa: E402
-from mobius.optimize.histogram import op_histogram  # noqa: E402
-from mobius.weights.dtypes import SHORT_NAMES, parse_dtype  # noqa: E402
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint  # noqa: E402
-from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
+from mobius.builder import build
+from mobius.ep.registry import ep_registry
+from mobius.models import mixtral, qwen_moe
+from mobius.optimize.histogram import op_histogram
+from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
+from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint
+from testing.model_runs import BuiltPackage, f32_parity
 
 FAMILIES = {f.name: f for f in (mixtral.FAMILY, qwen_moe.QWEN3_MOE, qwen_moe.QWEN2_MOE)}
 

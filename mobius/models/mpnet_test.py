@@ -10,14 +10,13 @@ import os
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import torch
 
-from mobius import build  # noqa: E402
-from mobius.errors import ConfigError  # noqa: E402
-from mobius.models import mpnet  # noqa: E402
-from testing.encoder_runs import encoder_parity  # noqa: E402
-from testing.model_runs import build_package, make_family_checkpoint, ort_session  # noqa: E402
+from mobius import build
+from mobius.errors import ConfigError
+from mobius.models import mpnet
+from testing.encoder_runs import encoder_parity
+from testing.model_runs import build_package, make_family_checkpoint, ort_session
 
 
 def test_buckets_equal_transformers_for_every_distance():

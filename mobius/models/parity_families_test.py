@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from mobius.models.registry import FAMILIES  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
-from testing.model_runs import build_package, f32_parity, family_checkpoint  # noqa: E402
+from mobius.models.registry import FAMILIES
+from testing.hf_checkpoints import load_hf_model
+from testing.model_runs import build_package, f32_parity, family_checkpoint
 
 F32_TOLERANCE = 1e-4
 PROMPT, STEPS, PAD = 10, 3, 3

@@ -14,11 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import transformers
 
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint  # noqa: E402
-from testing.model_runs import (  # noqa: E402
+from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint
+from testing.model_runs import (
     build_package,
     f32_parity,
     low_precision_atol,

@@ -21,13 +21,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-og = pytest.importorskip("onnxruntime_genai")
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import onnxruntime_genai as og
 
-from mobius.builder import build  # noqa: E402
-from testing import vlm_runs  # noqa: E402
-from testing.phi4mm_checkpoints import (GENAI_AUDIO_ID, GENAI_IMAGE_ID,  # noqa: E402
+from mobius.builder import build
+from testing import vlm_runs
+from testing.phi4mm_checkpoints import (GENAI_AUDIO_ID, GENAI_IMAGE_ID,
                                         load_phi4mm,
                                         make_genai_phi4mm_checkpoint, token_count)
 

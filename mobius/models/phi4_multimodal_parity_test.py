@@ -23,15 +23,14 @@ import os
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import torch
 
-from mobius.builder import build  # noqa: E402
-from testing.model_runs import ort_session  # noqa: E402
-from testing.parity import compare_logits, position_ids_for  # noqa: E402
-from testing.phi4mm_checkpoints import (audio_inputs, hd_inputs, load_phi4mm,  # noqa: E402
+from mobius.builder import build
+from testing.model_runs import ort_session
+from testing.parity import compare_logits, position_ids_for
+from testing.phi4mm_checkpoints import (audio_inputs, hd_inputs, load_phi4mm,
                                         make_phi4mm_checkpoint)
-from testing.vlm_sessions import Sessions  # noqa: E402
+from testing.vlm_sessions import Sessions
 
 F32_TOLERANCE = 1e-4
 STEPS, PAD = 3, 3

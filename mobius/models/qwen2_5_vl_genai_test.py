@@ -23,14 +23,12 @@ import json
 import numpy as np
 import pytest
 
-og = pytest.importorskip("onnxruntime_genai")
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import onnxruntime_genai as og
 
-from mobius.builder import build  # noqa: E402
-from testing import vlm_runs  # noqa: E402
-from testing.hf_checkpoints import load_hf_model  # noqa: E402
-from testing.qwen2_5_vl_checkpoints import (GRID, hf_qwen_generate, image_span,  # noqa: E402
+from mobius.builder import build
+from testing import vlm_runs
+from testing.hf_checkpoints import load_hf_model
+from testing.qwen2_5_vl_checkpoints import (GRID, hf_qwen_generate, image_span,
                                             image_tokens, make_pixels,
                                             make_qwen2_5_vl_checkpoint)
 

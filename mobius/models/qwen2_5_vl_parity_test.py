@@ -16,18 +16,14 @@ logits of the prefill (real positions) and every decode step.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from testing.hf_checkpoints import load_hf_model, renamed_checkpoint  # noqa: E402
-from testing.parity import compare_logits  # noqa: E402
-from testing.qwen2_5_vl_checkpoints import make_qwen2_5_vl_checkpoint  # noqa: E402
-from testing.qwen_vl_parity import PAD, build_and_load, hf_reference, make_inputs  # noqa: E402
-from testing.vlm_sessions import assert_chain_matches  # noqa: E402
+from testing.hf_checkpoints import load_hf_model, renamed_checkpoint
+from testing.parity import compare_logits
+from testing.qwen2_5_vl_checkpoints import make_qwen2_5_vl_checkpoint
+from testing.qwen_vl_parity import PAD, build_and_load, hf_reference, make_inputs
+from testing.vlm_sessions import assert_chain_matches
 
 F32_TOLERANCE = 1e-4
 GQA = "com.microsoft::GroupQueryAttention"

@@ -22,17 +22,14 @@ import os
 import onnx
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from mobius.builder import build  # noqa: E402
-from mobius.errors import ConfigError  # noqa: E402
-from mobius.ep.registry import ep_registry  # noqa: E402
-from mobius.models import gpt_oss, granitemoe, olmoe, phimoe  # noqa: E402
-from mobius.optimize.histogram import op_histogram  # noqa: E402
-from mobius.weights.dtypes import SHORT_NAMES, parse_dtype  # noqa: E402
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint, randomize_zero_tensors  # noqa: E402
-from testing.model_runs import BuiltPackage, f32_parity  # noqa: E402
+from mobius.builder import build
+from mobius.errors import ConfigError
+from mobius.ep.registry import ep_registry
+from mobius.models import gpt_oss, granitemoe, olmoe, phimoe
+from mobius.optimize.histogram import op_histogram
+from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
+from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint, randomize_zero_tensors
+from testing.model_runs import BuiltPackage, f32_parity
 
 FAMILIES = {f.name: f for f in (olmoe.FAMILY, granitemoe.FAMILY, phimoe.FAMILY, gpt_oss.FAMILY)}
 FUSED = ("olmoe", "granitemoe", "phimoe", "gpt_oss")  # fused where the EP has the MoE kernel

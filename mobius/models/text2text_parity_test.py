@@ -33,14 +33,13 @@ import os
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import torch
 
-from mobius.builder import build  # noqa: E402
-from testing.hf_checkpoints import (load_hf_model, make_hf_checkpoint,  # noqa: E402
-                                    randomize_zero_tensors, untie_t5_head)  # noqa: E402
-from testing.model_runs import ort_session  # noqa: E402
-from testing.parity import run_session  # noqa: E402
+from mobius.builder import build
+from testing.hf_checkpoints import (load_hf_model, make_hf_checkpoint,
+                                    randomize_zero_tensors, untie_t5_head)
+from testing.model_runs import ort_session
+from testing.parity import run_session
 
 F32_TOLERANCE = 1e-4
 STEPS, PROMPT = 3, 4

@@ -16,14 +16,11 @@ import os
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from mobius.errors import ConfigError, UnsupportedModelError  # noqa: E402
-from mobius.models.registry import FAMILIES  # noqa: E402
-from testing.model_runs import (NUMPY_DTYPES, build_package, family_checkpoint,  # noqa: E402
+from mobius.errors import ConfigError, UnsupportedModelError
+from mobius.models.registry import FAMILIES
+from testing.model_runs import (NUMPY_DTYPES, build_package, family_checkpoint,
                                 make_family_checkpoint, op_counts, ort_session)
-from testing.vision_runs import image_parity  # noqa: E402
+from testing.vision_runs import image_parity
 
 F32_TOLERANCE = 1e-4
 IMAGE_FAMILIES = [f for f in FAMILIES if f.task.reference.runner == "image_pass"]

@@ -32,13 +32,13 @@ import wave
 import numpy as np
 import pytest
 
-og = pytest.importorskip("onnxruntime_genai")
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import onnxruntime_genai as og
+import torch
+import transformers
 
-import mobius  # noqa: E402
-from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint  # noqa: E402
+import mobius
+from mobius.tiny.presets import TINY_PRESETS
+from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint
 
 PRESET = TINY_PRESETS["tiny-whisper"]
 GENAI_FRAMES = 3000

@@ -29,14 +29,13 @@ import os
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import torch
 
-from mobius.builder import build  # noqa: E402
-from mobius.tiny.presets import TINY_PRESETS  # noqa: E402
-from mobius.tiny.tokenizer import write_tiny_tokenizer  # noqa: E402
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint  # noqa: E402
-from testing.model_runs import ort_session  # noqa: E402
+from mobius.builder import build
+from mobius.tiny.presets import TINY_PRESETS
+from mobius.tiny.tokenizer import write_tiny_tokenizer
+from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint
+from testing.model_runs import ort_session
 
 F32_TOLERANCE = 1e-4
 STEPS, PROMPT = 3, 4

@@ -26,13 +26,11 @@ from __future__ import annotations
 
 import pytest
 
-og = pytest.importorskip("onnxruntime_genai")
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import onnxruntime_genai as og
 
-import mobius  # noqa: E402
-from testing import genai_harness as harness  # noqa: E402
-from testing.hf_checkpoints import make_hf_checkpoint  # noqa: E402
+import mobius
+from testing import genai_harness as harness
+from testing.hf_checkpoints import make_hf_checkpoint
 
 NEW_TOKENS = 20
 

@@ -14,7 +14,7 @@ from mobius.errors import WeightsError
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
 from mobius.weights.safetensors_writer import write_safetensors, write_sharded
 
-safetensors_numpy = pytest.importorskip("safetensors.numpy")
+import safetensors.numpy as safetensors_numpy
 
 
 def _arrays(seed: int = 0) -> dict[str, np.ndarray]:
