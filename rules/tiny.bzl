@@ -4,7 +4,7 @@
     tiny_checkpoint(name = "tiny-llama")   # preset defaults to the name
 
 The output is the directory <package>/<name>/ (config.json, model.safetensors,
-tokenizer files), written by //mobius/tiny:generate as a build action, so Bazel
+tokenizer files), written by //testing:tiny_generate as a build action, so Bazel
 caches it like any other output. The action runs in a persistent worker (JSON
 protocol, see .bazelrc): one action per checkpoint, one Python start per worker.
 A test consumes it through `data` (or mobius_py_test's `tiny = [...]`); the test
@@ -117,7 +117,7 @@ def _tiny_checkpoint_impl(ctx):
 
     # The arguments travel in a param file (the last argument, "@file"), as a
     # persistent worker needs: .bazelrc runs TinyCheckpoint actions in
-    # mobius/tiny/generate.py's worker, so its imports are paid once per worker.
+    # testing/tiny_generate.py's worker, so its imports are paid once per worker.
     args = ctx.actions.args()
     args.add(preset)
     args.add(out.path)
@@ -143,7 +143,7 @@ tiny_checkpoint = rule(
     attrs = {
         "preset": attr.string(doc = "Preset name; defaults to the target name."),
         "_generator": attr.label(
-            default = "//mobius/tiny:generate",
+            default = "//testing:tiny_generate",
             executable = True,
             cfg = "exec",
         ),

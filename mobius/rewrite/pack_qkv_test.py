@@ -12,7 +12,7 @@ import pytest
 from mobius.contrib.group_query_attention import spec_from_node
 from mobius.ep.capabilities import FLOAT_DTYPES
 from mobius.ep.registry import ep_registry, get_ep
-from mobius.rewrite import gqa_test_graphs as g
+from testing import gqa_graphs as g
 from mobius.rewrite.pack_qkv import PackQKV
 from mobius.rewrite.rule import RuleContext
 from mobius.roles import DECODER, ENCODER, ROLES

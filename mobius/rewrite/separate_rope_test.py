@@ -11,7 +11,7 @@ import pytest
 from mobius.contrib.group_query_attention import spec_from_node
 from mobius.ep.capabilities import FLOAT_DTYPES
 from mobius.ep.registry import ep_registry, get_ep
-from mobius.rewrite import gqa_test_graphs as g
+from testing import gqa_graphs as g
 from mobius.rewrite.rule import RuleContext
 from mobius.rewrite.separate_rope import SeparateRoPE
 from mobius.roles import DECODER, ROLES

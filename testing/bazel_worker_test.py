@@ -8,14 +8,14 @@ import os
 import subprocess
 import sys
 
-from mobius.tiny.worker import expand_flagfiles
+from testing.bazel_worker import expand_flagfiles
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # A worker whose handler echoes its arguments, prints stray text and fails on "boom".
 _SCRIPT = """
 import ctypes, sys
-from mobius.tiny.worker import serve
+from testing.bazel_worker import serve
 
 def handler(args):
     print("stray print")

@@ -1,8 +1,8 @@
 """Build action behind the ``tiny_checkpoint`` rule (//rules:tiny.bzl): writes one tiny preset.
 
-    python3 -m mobius.tiny.generate tiny-llama OUT_DIR
-    python3 -m mobius.tiny.generate @ARGS_FILE          # the same, one argument a line
-    python3 -m mobius.tiny.generate --persistent_worker # Bazel's worker (mobius/tiny/worker.py)
+    python3 -m testing.tiny_generate tiny-llama OUT_DIR
+    python3 -m testing.tiny_generate @ARGS_FILE          # the same, one argument a line
+    python3 -m testing.tiny_generate --persistent_worker # Bazel's worker (testing/bazel_worker.py)
 
 As a Bazel persistent worker the imports (onnx_ir, sympy, the model registry: ~0.7 s)
 are paid once per worker process, not once per checkpoint. Each request writes only
@@ -17,9 +17,9 @@ import sys
 
 from mobius.errors import MobiusError
 from mobius.tiny.checkpoint import preset_config, write_tiny_checkpoint
-from mobius.tiny.worker import expand_flagfiles, serve
+from testing.bazel_worker import expand_flagfiles, serve
 
-USAGE = "usage: python3 -m mobius.tiny.generate PRESET OUT_DIR"
+USAGE = "usage: python3 -m testing.tiny_generate PRESET OUT_DIR"
 
 
 def generate(args: list[str]) -> tuple[int, str]:

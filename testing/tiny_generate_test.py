@@ -1,4 +1,4 @@
-"""//mobius/tiny:generate as Bazel runs it: one-shot, and as a persistent worker over its real
+"""//testing:tiny_generate as Bazel runs it: one-shot, and as a persistent worker over its real
 stdin/stdout protocol. A worker's checkpoints are byte-identical to one-shot runs, whatever
 ran before them in the same process, and a bad request fails alone."""
 
@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Different families and processors (audio features vs a BPE tokenizer), so a leak of
 # RNG or registry state from the first request would show in the second.
 _FIRST, _SECOND = "tiny-whisper", "tiny-llama"
@@ -18,7 +18,7 @@ _FIRST, _SECOND = "tiny-whisper", "tiny-llama"
 
 def _generate(*argv: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": _ROOT}
-    return subprocess.run([sys.executable, "-m", "mobius.tiny.generate", *argv], input=stdin,
+    return subprocess.run([sys.executable, "-m", "testing.tiny_generate", *argv], input=stdin,
                           cwd=_ROOT, env=env, capture_output=True, timeout=300)
 
 
