@@ -228,12 +228,6 @@ def build(folder: str, family_name: str, ep: str, dtype: str, quant: str | None 
 # pytest glue shared by the ep/<name>/ test files
 
 
-@pytest.fixture(scope="module")
-def builds(tmp_path_factory) -> Builds:
-    """Checkpoints and builds shared by all tests of one module (import it into the module)."""
-    return Builds(Checkpoints(tmp_path_factory.mktemp("checkpoints")))
-
-
 @dataclasses.dataclass(frozen=True)
 class NoGqaOutsideCausalDecoder(Check):
     """No GroupQueryAttention in any model of the package but the causal-LM decoder."""

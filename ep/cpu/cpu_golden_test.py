@@ -4,6 +4,5 @@ The suite: ep/golden_suite.py.
 """
 
 from ep import golden_suite
-from testing.ep_suite import builds  # noqa: F401  (module-scoped fixture)
 
 globals().update(golden_suite.tests_for("cpu"))

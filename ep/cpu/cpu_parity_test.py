@@ -1,6 +1,5 @@
 """L3 parity for the cpu EP, on onnxruntime's CPU EP (the suite: ep/parity_suite.py)."""
 
 from ep import parity_suite
-from testing.ep_suite import builds  # noqa: F401  (module-scoped fixture)
 
 globals().update(parity_suite.tests_for("cpu"))

@@ -15,7 +15,6 @@ onnxruntime's CPU EP (testing/ep_parity.py):
 import pytest
 
 from testing import ep_parity, ep_suite as s
-from testing.ep_suite import builds  # noqa: F401  (module-scoped fixture)
 
 EP = "default"
 CPU_DTYPES = [d for d in s.EP_DTYPES[EP] if ep_parity.cpu_runnable(EP, d)]
@@ -23,18 +22,17 @@ CPU_MATRIX = [(f, d) for f, d in s.matrix(EP) if d in CPU_DTYPES]
 
 
 @pytest.mark.parametrize("family,dtype", s.params(CPU_MATRIX))
-def test_cached_decode_equals_recompute(builds, family, dtype):  # noqa: F811
+def test_cached_decode_equals_recompute(builds, family, dtype):
     built = builds.get(family, EP, dtype)
     diff = ep_parity.recompute_diff(built.model, built.config, dtype)
     ep_parity.assert_close(diff, dtype, f"default/{dtype} {family}: cached decode vs recompute")
 
 
 @pytest.mark.parametrize("family,dtype", s.params(CPU_MATRIX))
-def test_left_padding_is_invisible(builds, family, dtype):  # noqa: F811
+def test_left_padding_is_invisible(builds, family, dtype):
     built = builds.get(family, EP, dtype)
     diff = ep_parity.padding_diff(built.model, built.config, dtype)
     ep_parity.assert_close(diff, dtype, f"default/{dtype} {family}: padded row vs alone")
-
 
 
 def test_every_default_build_is_cpu_runnable():

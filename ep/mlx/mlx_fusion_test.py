@@ -13,7 +13,6 @@ Apple MLX: GQA with unpacked Q/K/V and fused RoPE; no Skip*LayerNormalization
 import pytest
 
 from testing import ep_suite as s
-from testing.ep_suite import builds  # noqa: F401  (module-scoped fixture)
 
 EP = "mlx"
 
@@ -58,7 +57,7 @@ KNOWN_GAPS: dict[tuple[str, str, str], str] = {
 
 
 @pytest.mark.parametrize("family,dtype,check", s.fusion_params(EP, EXPECTATIONS, KNOWN_GAPS))
-def test_expectation(builds, family, dtype, check):  # noqa: F811
+def test_expectation(builds, family, dtype, check):
     s.assert_check(builds, EP, family, dtype, check)
 
 

@@ -12,7 +12,6 @@ WebGPU: no Shape ops, no int64 graph inputs, no If.
 import pytest
 
 from testing import ep_suite as s
-from testing.ep_suite import builds  # noqa: F401  (module-scoped fixture)
 
 EP = "webgpu"
 
@@ -64,7 +63,7 @@ KNOWN_GAPS.update({(family, dtype, "Attention->MultiHeadAttention"): _ROPE_IN_EN
 
 @pytest.mark.parametrize("family,dtype,check", s.fusion_params(EP, EXPECTATIONS, KNOWN_GAPS,
                                                                     ENCODER_EXPECTATIONS))
-def test_expectation(builds, family, dtype, check):  # noqa: F811
+def test_expectation(builds, family, dtype, check):
     s.assert_check(builds, EP, family, dtype, check)
 
 
