@@ -105,9 +105,12 @@ def optimize_model(
             matched = rule.apply(model, ctx)
             histogram = op_histogram(model)
             added, removed = diff(before, histogram)
-            tracer.records.append(RuleRecord(stage, rule.name, matched, added, removed))
+            record = RuleRecord(stage, rule.name, matched, added, removed,
+                                rule.sites, rule.rejections)
+            tracer.records.append(record)
             change = describe(added, removed)
             tracer.line(f"  {stage}/{rule.name}: {change if matched or change else 'no matches'}")
+            tracer.details(record)
         tracer.line(f"stage {stage}: {stage_before} -> {model.graph.num_nodes()} nodes")
     if trace:
         for row in tracer.summary().splitlines():

@@ -81,7 +81,7 @@ def test_trace_stage_lines_chain_node_counts(caplog, checkpoint):
 def test_trace_rule_lines_report_op_deltas_or_no_matches(caplog, checkpoint):
     model = generic_decoder(checkpoint)
     report, lines = optimize_traced(caplog, model, "cpu")
-    rule_lines = [line for line in lines if line.startswith("  ")]
+    rule_lines = [line for line in lines if line.startswith("  ") and line[2] != " "]
     assert len(rule_lines) == len(report.records)  # one line per rule that ran
     delta = r"[+-]\d+ [\w.:]+"
     for line, record in zip(rule_lines, report.records):
@@ -98,6 +98,19 @@ def test_trace_rule_lines_report_op_deltas_or_no_matches(caplog, checkpoint):
                 assert side[op] == int(count), (line, side)
     gqa_line = next(line for line in rule_lines if "GroupQueryAttentionFusion" in line)
     assert f"+2 {GQA}" in gqa_line and "-2 Attention" in gqa_line  # tiny-llama: 2 layers
+
+
+def test_trace_names_where_each_rule_rewrote(caplog, checkpoint):
+    """Under a rule's line: the nodes it rewrote at (and, had it turned a match down,
+    "rejected NODE: reason"; see the rules' near-miss tests)."""
+    report, lines = optimize_traced(caplog, generic_decoder(checkpoint), "cpu")
+    at = lines.index(next(line for line in lines if "fuse/GroupQueryAttentionFusion" in line)) + 1
+    record = next(r for r in report.records if r.rule == "GroupQueryAttentionFusion")
+    assert len(record.sites) == 2 and all("layers." in site for site in record.sites)
+    assert lines[at] == "    at " + ", ".join(record.sites)
+    details = [line for line in lines if line.startswith("    ")]
+    assert len(details) == sum(bool(r.sites) + min(len(r.rejections), 8) + (len(r.rejections) > 8)
+                               for r in report.records)
 
 
 def test_trace_ends_with_the_summary_table(caplog, checkpoint):

@@ -9,6 +9,10 @@ logger = logging.getLogger("mobius.optimize")
 PREFIX = "[EP Trace]"
 
 
+#: Sites and rejections printed per rule before "+N more" (a 32-layer model has 64 norms).
+MAX_LISTED = 8
+
+
 @dataclasses.dataclass
 class RuleRecord:
     stage: str
@@ -16,6 +20,8 @@ class RuleRecord:
     matched: int
     added: dict
     removed: dict
+    sites: tuple[str, ...] = ()  # nodes it rewrote at
+    rejections: tuple[tuple[str, str], ...] = ()  # (node, reason) matched but not rewritten
 
 
 class Tracer:
@@ -28,6 +34,17 @@ class Tracer:
     def line(self, text: str) -> None:
         if self.enabled:
             logger.info("%s %s", PREFIX, text)
+
+    def details(self, record: RuleRecord) -> None:
+        """Where the rule rewrote, then each candidate it turned down with the reason."""
+        if record.sites:
+            listed = ", ".join(record.sites[:MAX_LISTED])
+            more = len(record.sites) - MAX_LISTED
+            self.line(f"    at {listed}" + (f" (+{more} more)" if more > 0 else ""))
+        for node, reason in record.rejections[:MAX_LISTED]:
+            self.line(f"    rejected {node}: {reason}")
+        if len(record.rejections) > MAX_LISTED:
+            self.line(f"    (+{len(record.rejections) - MAX_LISTED} more rejected)")
 
     def summary(self) -> str:
         rows = [("Rule", "Matched", "+Nodes", "-Nodes")]

@@ -29,7 +29,7 @@ from mobius.contrib.bias_gelu import make_bias_gelu_node
 from mobius.contrib.fast_gelu import OP_TYPE as FAST_GELU
 from mobius.contrib.fast_gelu import make_fast_gelu_node
 from mobius.rewrite.fusion_util import derived_name, take_over
-from mobius.rewrite.rule import NodeRule, RuleContext, attr, producer, sole_consumer
+from mobius.rewrite.rule import NodeRule, Rejected, RuleContext, attr, producer, sole_consumer
 
 #: Tensor dtypes both kernels' schemas accept (type constraint T).
 BIAS_GELU_DTYPES = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16})
@@ -66,8 +66,12 @@ class BiasGeluFusion(NodeRule):
                 return _Match(node, x, bias, op_type)
         return None
 
-    def check(self, match: _Match, ctx: RuleContext) -> bool:
-        return ctx.caps.has_kernel(match.op_type) and match.x.dtype in BIAS_GELU_DTYPES
+    def check(self, match: _Match, ctx: RuleContext) -> bool | Rejected:
+        if not ctx.caps.has_kernel(match.op_type):
+            return Rejected(f"the EP has no {match.op_type} kernel")
+        if match.x.dtype not in BIAS_GELU_DTYPES:
+            return Rejected(f"input dtype {match.x.dtype} has no fused kernel")
+        return True
 
     def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
         make = make_bias_gelu_node if match.op_type == BIAS_GELU else make_fast_gelu_node

@@ -33,7 +33,7 @@ import onnx_ir as ir
 from mobius.ep.contrib_ops import FUSED_MATMUL
 from mobius.rewrite.fusion_util import derived_name, take_over
 from mobius.rewrite.pack_qkv import CONCAT_OF
-from mobius.rewrite.rule import NodeRule, RuleContext
+from mobius.rewrite.rule import NodeRule, Rejected, RuleContext
 from mobius.weights.checkpoint_tensor import CheckpointTensor
 from mobius.weights.mapped_write import write_tensor
 
@@ -67,9 +67,12 @@ class CheckpointLayoutMatMul(NodeRule):
         stored = checkpoint_layout(tensor)
         return None if stored is None else _Match(node, weight, stored)
 
-    def check(self, match: _Match, ctx: RuleContext) -> bool:
+    def check(self, match: _Match, ctx: RuleContext) -> bool | Rejected:
         rows, cols = match.weight.const_value.shape
-        return tuple(match.stored.shape) == (cols, rows)
+        if tuple(match.stored.shape) != (cols, rows):
+            return Rejected(f"stored shape {tuple(match.stored.shape)} is not the weight's "
+                            f"{(rows, cols)} transposed")
+        return True
 
     def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
         fused = ir.Node(MS_DOMAIN, FUSED_MATMUL, list(match.matmul.inputs),

@@ -30,7 +30,7 @@ import numpy as np
 import onnx_ir as ir
 
 from mobius.rewrite.fusion_util import derived_name, take_over
-from mobius.rewrite.rule import NodeRule, RuleContext, initializer_array, sole_consumer
+from mobius.rewrite.rule import NodeRule, Rejected, RuleContext, initializer_array, sole_consumer
 
 GELU_OPSET = 20
 _RTOL = 1e-3
@@ -74,8 +74,10 @@ class GeluFusion(NodeRule):
         last, output = found
         return _Match(x, output, last, approximate)
 
-    def check(self, match: _Match, ctx: RuleContext) -> bool:
-        return match.x.dtype in _FLOAT_TYPES
+    def check(self, match: _Match, ctx: RuleContext) -> bool | Rejected:
+        if match.x.dtype not in _FLOAT_TYPES:
+            return Rejected(f"input dtype {match.x.dtype} is not a float type")
+        return True
 
     def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
         gelu = ir.Node("", "Gelu", [match.x],

@@ -35,8 +35,8 @@ import onnx_ir as ir
 from mobius.components.attention_mask import NON_CAUSAL
 from mobius.contrib.group_query_attention import GqaSpec, make_gqa_node
 from mobius.rewrite.graph_inputs import attention_mask_input
-from mobius.rewrite.fusion_util import constant, emit
-from mobius.rewrite.rule import (NodeRule, RuleContext, attr, initializer_array, producer,
+from mobius.rewrite.fusion_util import constant, emit, take_over
+from mobius.rewrite.rule import (NodeRule, Rejected, RuleContext, attr, initializer_array, producer,
                                   sole_consumer)
 from mobius.roles import DECODER
 
@@ -108,33 +108,37 @@ class GroupQueryAttentionFusion(NodeRule):
             return None
         return _Match(node, *sides, out_reshape, head_dim, cache)
 
-    def check(self, match: _Match, ctx: RuleContext) -> bool:
+    def check(self, match: _Match, ctx: RuleContext) -> bool | Rejected:
         node = match.attention
         if attr(node, "is_causal", 0) or len(node.inputs) > 6:
-            return False
+            return Rejected("is_causal set or more than 6 inputs (GQA takes its own mask)")
         if NON_CAUSAL in match.cache.mask.metadata_props:
-            return False
+            return Rejected("the mask is not causal (GQA is always causal)")
         sinks = match.cache.sinks
         heads = match.q.num_heads
         if sinks is not None and (not ctx.caps.gqa_head_sink or attr(node, "softcap", 0.0)
                                   or tuple(sinks.shape or ()) not in ((heads,), (1, heads, 1, 1))):
-            return False
+            return Rejected("attention sinks the EP's GQA cannot take (no head_sink, softcap, "
+                            "or not one per head)")
         if any(o.uses() for o in node.outputs[1 if sinks is not None else 3:]):
-            return False
+            return Rejected("an output GQA does not produce is read")
         if match.q.num_heads % match.k.num_heads or match.k.num_heads != match.v.num_heads:
-            return False
+            return Rejected(f"{match.q.num_heads} query heads over {match.k.num_heads} key / "
+                            f"{match.v.num_heads} value heads")
         if (match.q.rotary is None) != (match.k.rotary is None):
-            return False
+            return Rejected("rotary embedding on only one of Q and K")
         if match.q.rotary is not None:
             if (_rope_tables(match.q.rotary) is None) != (_rope_tables(match.k.rotary) is None):
-                return False
+                return Rejected("Q and K read different kinds of rotary tables")
             if match.q.rotary.inputs[1] is not match.k.rotary.inputs[1]:
-                return False
+                return Rejected("Q and K rotate by different positions")
             if attr(match.q.rotary, "interleaved", 0) != attr(match.k.rotary, "interleaved", 0):
-                return False
+                return Rejected("Q and K rotate with different interleaving")
             if (match.q.post_norm is None) != (match.k.post_norm is None):
-                return False
-        return attention_mask_input(match.attention.graph) is not None
+                return Rejected("a norm after rotary on only one of Q and K")
+        if attention_mask_input(match.attention.graph) is None:
+            return Rejected("the graph has no attention_mask input for GQA's sequence lengths")
+        return True
 
     def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
         graph = model.graph
@@ -189,12 +193,7 @@ class GroupQueryAttentionFusion(NodeRule):
         graph.insert_before(node, new_nodes)
         olds = [match.out_reshape.outputs[0], cache.present_key, cache.present_value]
         for old, new in zip(olds, gqa.outputs):
-            new.type, new.shape = old.type, old.shape
-            name = old.name
-            old.replace_all_uses_with(new, replace_graph_outputs=True)
-            if new.is_graph_output():
-                old.name = None
-                new.name = name
+            take_over(old, new)
 
 
 def _cache_inputs(node: ir.Node) -> _Cache | None:

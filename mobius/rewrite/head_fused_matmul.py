@@ -36,7 +36,7 @@ import onnx_ir as ir
 
 from mobius.ep.contrib_ops import FUSED_MATMUL
 from mobius.rewrite.fusion_util import constant, derived_name, emit, take_over
-from mobius.rewrite.rule import NodeRule, RuleContext, attr, producer, sole_consumer
+from mobius.rewrite.rule import NodeRule, Rejected, RuleContext, attr, producer, sole_consumer
 from mobius.weights.mapped_write import write_tensor
 
 MS_DOMAIN = "com.microsoft"
@@ -75,9 +75,13 @@ class HeadFusedMatMul(NodeRule):
             return None
         return _Match(node, out, flatten.inputs[0], weight, gathers)
 
-    def check(self, match: _Match, ctx: RuleContext) -> bool:
+    def check(self, match: _Match, ctx: RuleContext) -> bool | Rejected:
         shape = match.weight.shape
-        return shape is not None and len(shape) == 2 and match.x.shape is not None
+        if shape is None or len(shape) != 2:
+            return Rejected(f"head weight shape {shape} is not 2-D")
+        if match.x.shape is None:
+            return Rejected("the head's input has no known shape")
+        return True
 
     def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
         fused = ir.Node(MS_DOMAIN, FUSED_MATMUL, [match.x, match.weight],

@@ -30,6 +30,7 @@ from mobius.contrib.multi_head_attention import OP_TYPE, MhaSpec, make_mha_node
 from mobius.rewrite.fusion_util import derived_name, take_over
 from mobius.rewrite.rule import (
     NodeRule,
+    Rejected,
     RuleContext,
     attr,
     initializer_array,
@@ -75,24 +76,26 @@ class MultiHeadAttentionFusion(NodeRule):
         return _Match(node, output, tuple(s[0] for s in split), tuple(s[1] for s in split),
                       split[0][2], mask)
 
-    def check(self, match: _Match, ctx: RuleContext) -> bool:
+    def check(self, match: _Match, ctx: RuleContext) -> bool | Rejected:
         attention = match.attention
         if set(attention.attributes) - _KNOWN_ATTRIBUTES or attr(attention, "is_causal", 0):
-            return False
+            return Rejected("attributes MultiHeadAttention has no equivalent for (or is_causal)")
         if any(v.dtype != ctx.dtype or v.shape is None or len(v.shape) != 3
                for v in match.projections):
-            return False
+            return Rejected("a Q/K/V projection is not a 3-D tensor of the build dtype")
         dims = [_head_dim(v, match.num_heads) for v in match.projections]
         if None in dims or dims[0] != dims[1]:
-            return False
+            return Rejected(f"head sizes {dims} unknown or differ between Q and K")
         if any(declared not in (-1, dim) for declared, dim in zip(match.head_dims, dims)):
-            return False
+            return Rejected("a head split's reshape disagrees with the projection's width")
         merged = initializer_array(match.output.inputs[1])
         if (merged is None or merged.shape != (3,) or list(merged[:2]) != [0, 0]
                 or merged[2] not in (-1, match.num_heads * dims[2])):
-            return False
-        return match.mask is None or _bias_ok(match.mask, match.projections[0],
-                                              match.num_heads, ctx.dtype)
+            return Rejected("the output reshape does not merge the heads back")
+        if match.mask is not None and not _bias_ok(match.mask, match.projections[0],
+                                                   match.num_heads, ctx.dtype):
+            return Rejected("the additive mask has a shape or dtype MultiHeadAttention cannot take")
+        return True
 
     def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
         q_dim = _head_dim(match.projections[0], match.num_heads)

@@ -29,7 +29,7 @@ import numpy as np
 import onnx_ir as ir
 
 from mobius.contrib.group_query_attention import GqaSpec, retarget_gqa_node, spec_from_node
-from mobius.rewrite.rule import NodeRule, RuleContext, producer, sole_consumer
+from mobius.rewrite.rule import NodeRule, Rejected, RuleContext, producer, sole_consumer
 from mobius.weights.mapped_write import FillableTensor, fill_into
 from mobius.roles import DECODER
 
@@ -72,27 +72,28 @@ class PackQKV(NodeRule):
             return None
         return _Match(node, spec, *sides)
 
-    def check(self, match: _Match, ctx: RuleContext) -> bool:
+    def check(self, match: _Match, ctx: RuleContext) -> bool | Rejected:
         q, k, v = match.q, match.k, match.v
         x = q.input
         if x is None or k.input is not x or v.input is not x:
-            return False
+            return Rejected("Q, K and V are not projections of one input")
         if (q.bias is None) != (k.bias is None) or (q.bias is None) != (v.bias is None):
-            return False
+            return Rejected("only some of Q, K and V have a bias")
         spec = match.spec
         widths = (spec.num_heads * spec.head_dim, spec.kv_num_heads * spec.head_dim,
                   spec.kv_num_heads * spec.head_dim)
         weights = [q.weight, k.weight, v.weight]
         if len({w.const_value.dtype for w in weights}) != 1:
-            return False
+            return Rejected("the projection weights differ in dtype")
         if any(tuple(w.shape) != (weights[0].shape[0], n) for w, n in zip(weights, widths)):
-            return False
+            return Rejected(f"weight shapes {[tuple(w.shape) for w in weights]} are not "
+                            f"[hidden, {list(widths)}]")
         if q.bias is not None:
             biases = [q.bias, k.bias, v.bias]
             if any(tuple(b.shape) != (n,) for b, n in zip(biases, widths)):
-                return False
+                return Rejected("bias shapes do not match the projections' widths")
             if {b.const_value.dtype for b in biases} != {weights[0].const_value.dtype}:
-                return False
+                return Rejected("the biases' dtype differs from the weights'")
         return True
 
     def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:

@@ -22,7 +22,8 @@ import onnx_ir as ir
 
 from mobius.contrib.quick_gelu import OP_TYPE, make_quick_gelu_node
 from mobius.rewrite.fusion_util import derived_name, take_over
-from mobius.rewrite.rule import NodeRule, RuleContext, initializer_array, producer, sole_consumer
+from mobius.rewrite.rule import (NodeRule, Rejected, RuleContext, initializer_array, producer,
+                                  sole_consumer)
 
 
 @dataclasses.dataclass
@@ -50,9 +51,12 @@ class QuickGeluFusion(NodeRule):
                 return _Match(node, x, alpha)
         return None
 
-    def check(self, match: _Match, ctx: RuleContext) -> bool:
-        return match.x.dtype == ctx.dtype and match.x.dtype in (
-            ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
+    def check(self, match: _Match, ctx: RuleContext) -> bool | Rejected:
+        if match.x.dtype != ctx.dtype:
+            return Rejected(f"input dtype {match.x.dtype} is not the build dtype {ctx.dtype}")
+        if match.x.dtype not in (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16):
+            return Rejected(f"input dtype {match.x.dtype} has no QuickGelu kernel")
+        return True
 
     def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
         fused = make_quick_gelu_node(model, match.x, match.alpha,

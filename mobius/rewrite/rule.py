@@ -3,8 +3,9 @@
 A rule declares *when it is legal* (``applies``: a question about the EP's
 capabilities, the dtype and the model role) separately from *what it matches*
 (``match``: the pattern, anchored at one node), *whether this instance may be
-rewritten* (``check``) and *the replacement* (``rewrite``). Whole-graph
-transforms that are not anchored at a node override ``apply`` instead.
+rewritten* (``check``: True, or a ``Rejected`` saying why not, which ``--trace``
+prints) and *the replacement* (``rewrite``). Whole-graph transforms that are not
+anchored at a node override ``apply`` instead.
 """
 
 from __future__ import annotations
@@ -28,10 +29,27 @@ class RuleContext:
     quant: QuantSpec | None = None  # weight quantization asked for (None: float weights)
 
 
+@dataclasses.dataclass(frozen=True)
+class Rejected:
+    """A structural match that ``check`` turned down, and why (falsy, like False)."""
+
+    reason: str
+
+    def __bool__(self) -> bool:
+        return False
+
+
 class Rule(abc.ABC):
-    """A graph transformation; ``apply`` returns how many places it rewrote."""
+    """A graph transformation; ``apply`` returns how many places it rewrote.
+
+    After ``apply``, ``sites`` names the nodes it rewrote at and ``rejections``
+    the (node, reason) pairs it matched but did not rewrite (NodeRule fills both;
+    whole-graph rules leave them empty).
+    """
 
     name: str = ""
+    sites: tuple[str, ...] = ()
+    rejections: tuple[tuple[str, str], ...] = ()
 
     def applies(self, ctx: RuleContext) -> bool:
         """Legality: whether this rule should run at all for the target."""
@@ -48,25 +66,34 @@ class NodeRule(Rule):
     def match(self, node: ir.Node) -> Any | None:
         """Returns a match object if ``node`` anchors the pattern, else None."""
 
-    def check(self, match: Any, ctx: RuleContext) -> bool:
-        """Extra conditions on a structural match (shapes, attributes, dtypes)."""
+    def check(self, match: Any, ctx: RuleContext) -> bool | Rejected:
+        """Extra conditions on a structural match (shapes, attributes, dtypes): True,
+        or Rejected(reason)."""
         return True
 
     @abc.abstractmethod
     def rewrite(self, model: ir.Model, match: Any, ctx: RuleContext) -> None: ...
 
     def apply(self, model: ir.Model, ctx: RuleContext) -> int:
-        count = 0
+        sites, rejections = [], []
         for node in list(model.graph):
             if node.graph is None:  # removed by an earlier rewrite in this pass
                 continue
             match = self.match(node)
-            if match is not None and self.check(match, ctx):
+            if match is None:
+                continue
+            verdict = self.check(match, ctx)
+            where = node.name or node.op_type
+            if verdict:
                 self.rewrite(model, match, ctx)
-                count += 1
-        if count:
+                sites.append(where)
+            else:
+                rejections.append((where, verdict.reason if isinstance(verdict, Rejected)
+                                   else "check() gave no reason"))
+        self.sites, self.rejections = tuple(sites), tuple(rejections)
+        if sites:
             RemoveUnusedNodesPass()(model)  # drop what the rewrites left dead
-        return count
+        return len(sites)
 
 
 def producer(value: ir.Value | None, op_type: str, domain: str = "") -> ir.Node | None:

@@ -36,7 +36,7 @@ from mobius.rewrite.residual_add import (
     split_residual_add,
     vector_of,
 )
-from mobius.rewrite.rule import NodeRule, RuleContext, attr
+from mobius.rewrite.rule import NodeRule, Rejected, RuleContext, attr
 
 #: LayerNormalization's defaults (opset 17+).
 DEFAULT_EPSILON = 1e-5
@@ -72,20 +72,22 @@ class SkipLayerNormFusion(NodeRule):
         beta = node.inputs[2] if len(node.inputs) == 3 else None
         return _Match(add, node, inp, skip, node.inputs[1], beta)
 
-    def check(self, match: _Match, ctx: RuleContext) -> bool:
+    def check(self, match: _Match, ctx: RuleContext) -> bool | Rejected:
         shape = match.input.shape
         if not is_last_axis(attr(match.norm, "axis", -1), len(shape)):
-            return False
+            return Rejected("the norm is not over the last axis")
         if any(o.uses() or o.is_graph_output() for o in match.norm.outputs[1:]):
-            return False
+            return Rejected("the norm's mean / inverse-std outputs are read")
         dtype = match.input.dtype
         hidden = shape[-1]
         if not vector_of(match.gamma, hidden, dtype):
-            return False
+            return Rejected("the scale is not a vector of the hidden size in the input dtype")
         if match.beta is not None and not vector_of(match.beta, hidden, dtype):
-            return False
+            return Rejected("the bias is not a vector of the hidden size in the input dtype")
         stash = attr(match.norm, "stash_type", DEFAULT_STASH_TYPE)
-        return stash == 1 or dtype == ir.DataType.FLOAT
+        if stash != 1 and dtype != ir.DataType.FLOAT:
+            return Rejected(f"stash_type {stash} on {dtype}: the fused op keeps float32 statistics")
+        return True
 
     def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
         spec = SkipLayerNormSpec(float(attr(match.norm, "epsilon", DEFAULT_EPSILON)),

@@ -40,7 +40,7 @@ from mobius.rewrite.residual_add import (
     split_residual_add,
     vector_of,
 )
-from mobius.rewrite.rule import NodeRule, RuleContext, attr
+from mobius.rewrite.rule import NodeRule, Rejected, RuleContext, attr
 
 #: RMSNormalization's defaults (opset 23).
 DEFAULT_EPSILON = 1e-5
@@ -74,15 +74,17 @@ class SkipSimplifiedLayerNormFusion(NodeRule):
         add, inp, skip = found
         return _Match(add, node, inp, skip, node.inputs[1])
 
-    def check(self, match: _Match, ctx: RuleContext) -> bool:
+    def check(self, match: _Match, ctx: RuleContext) -> bool | Rejected:
         shape = match.input.shape
         if not is_last_axis(attr(match.norm, "axis", -1), len(shape)):
-            return False
+            return Rejected("the norm is not over the last axis")
         dtype = match.input.dtype
         if not vector_of(match.gamma, shape[-1], dtype):
-            return False
+            return Rejected("the scale is not a vector of the hidden size in the input dtype")
         stash = attr(match.norm, "stash_type", DEFAULT_STASH_TYPE)
-        return stash == 1 or dtype == ir.DataType.FLOAT
+        if stash != 1 and dtype != ir.DataType.FLOAT:
+            return Rejected(f"stash_type {stash} on {dtype}: the fused op keeps float32 statistics")
+        return True
 
     def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
         spec = SkipSimplifiedSpec(float(attr(match.norm, "epsilon", DEFAULT_EPSILON)),

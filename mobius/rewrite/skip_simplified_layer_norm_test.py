@@ -170,30 +170,39 @@ def test_positive_last_axis_matches():
     [
         # normalizes over the last two axes: not what the kernel computes
         dict(a_shape=["B", "S", H], b_shape=["B", "S", H], norm_attrs={"axis": 1},
-             gamma_len=None),
+             gamma_len=None, reason="not over the last axis"),
         # a 1-D "skip" (bias-like broadcast): the kernel wants [B,S,H], [1,S,H] or [S,H]
         dict(a_shape=["B", "S", H], b_shape=[H]),
         # gamma [1] broadcast over H: legal RMSNormalization, but the kernel reads H values
-        dict(a_shape=["B", "S", H], b_shape=["B", "S", H], gamma_len=1),
+        dict(a_shape=["B", "S", H], b_shape=["B", "S", H], gamma_len=1,
+             reason="not a vector of the hidden size"),
         # 4-D tensors (per-head norms): the kernel takes 2-D / 3-D input
         dict(a_shape=["B", "S", 2, H], b_shape=["B", "S", 2, H]),
         # unknown dims that might differ: cannot prove the shapes are the kernel's
         dict(a_shape=[None, None, H], b_shape=[None, None, H]),
         # f16 with stash_type=0 computes in f16; the kernel accumulates in f32
         dict(a_shape=["B", "S", H], b_shape=["B", "S", H], norm_attrs={"stash_type": 0},
-             dtype=FLOAT16),
+             dtype=FLOAT16, reason="stash_type 0"),
     ],
     ids=["axis1", "bias_like_skip", "scalar_gamma", "rank4", "unknown_dims", "f16_stash0"],
 )
 def test_near_misses_are_left_unchanged(case):
+    """...and where the structure matched but check() said no, the rule records why
+    (--trace prints it)."""
+    case = dict(case)
+    reason = case.pop("reason", None)
     if case.get("gamma_len", H) is None:  # axis=1 normalizes [S, H]: gamma must be [S?, H]
         case = {**case, "gamma_len": H}
     model = _single(**case)
     before = histogram(model)
     dtype = ir.DataType.FLOAT16 if case.get("dtype") == FLOAT16 else ir.DataType.FLOAT
     ep = "cuda" if dtype == ir.DataType.FLOAT16 else "cpu"
-    assert apply_rule(SkipSimplifiedLayerNormFusion(), model, ep, dtype) == 0
+    rule = SkipSimplifiedLayerNormFusion()
+    assert apply_rule(rule, model, ep, dtype) == 0
     assert histogram(model) == before
+    assert rule.sites == ()
+    if reason is not None:
+        assert [r for _, r in rule.rejections if reason in r], rule.rejections
 
 
 def test_norm_not_fed_by_an_add_is_left_alone():

@@ -22,7 +22,7 @@ import dataclasses
 import onnx_ir as ir
 
 from mobius.rewrite.fusion_util import take_over
-from mobius.rewrite.rule import NodeRule, RuleContext, attr, initializer_array, producer
+from mobius.rewrite.rule import NodeRule, Rejected, RuleContext, attr, initializer_array, producer
 
 MS_DOMAIN = "com.microsoft"
 
@@ -54,18 +54,20 @@ class UnflattenQuantizedHead(NodeRule):
             return None
         return _Match(node, matmul, bias, flatten.inputs[0])
 
-    def check(self, match: _Match, ctx: RuleContext) -> bool:
+    def check(self, match: _Match, ctx: RuleContext) -> bool | Rejected:
         rows, product = match.matmul.inputs[0], match.matmul.outputs[0]
         if len(rows.uses()) != 1 or len(product.uses()) != 1:
-            return False
+            return Rejected("the flattened rows or the product have other readers")
         if match.bias is not None and (len(match.bias.outputs[0].uses()) != 1
                                        or not _vector(match.bias.inputs[1])):
-            return False
+            return Rejected("the bias is not a constant vector read once")
         hidden = match.x.shape[-1] if match.x.shape is not None and len(match.x.shape) else None
         flat = initializer_array(rows.producer().inputs[1])
         if not isinstance(hidden, int) or flat is None or flat.tolist() != [-1, hidden]:
-            return False
-        return _restores_leading_dims(match.restore.inputs[1], match.x)
+            return Rejected("the flatten is not a Reshape to [-1, hidden]")
+        if not _restores_leading_dims(match.restore.inputs[1], match.x):
+            return Rejected("the last Reshape does not restore the input's leading dims")
+        return True
 
     def rewrite(self, model: ir.Model, match: _Match, ctx: RuleContext) -> None:
         match.matmul.replace_input_with(0, match.x)
