@@ -21,7 +21,8 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
-from testing import parity
+from mobius.ep.registry import get_ep
+from testing import ep_suite, parity
 
 NP_DTYPES = {"f32": np.float32, "f16": np.float16}
 
@@ -265,14 +266,13 @@ _BF16_KERNELS = ("onnxruntime's CPU EP has no bfloat16 kernels for the standard 
 
 #: (EP, build dtype) graphs onnxruntime's CPU EP cannot run, and why. docs/eps.md lists
 #: them; ep/<name>/*_parity_test.py proves each really fails (and every other one runs).
-#: bf16 builds for "default" and "cpu" do run: those EPs compute in f32/f16 only
-#: (EpCapabilities.compute_dtypes), so bf16 weights and I/O are cast to f32 around
-#: the compute (Float32Compute lowering). The others compute in bf16 on the device.
+#: Derived from the registry: a bf16 build of an EP that computes bf16 natively
+#: (EpCapabilities.compute_dtypes). "default" and "cpu" compute in f32/f16 only, so
+#: their bf16 weights and I/O are cast to f32 around the compute (Float32Compute
+#: lowering) and do run.
 NOT_CPU_RUNNABLE: dict[tuple[str, str], str] = {
-    ("cuda", "bf16"): _BF16_KERNELS,
-    ("mlx", "bf16"): _BF16_KERNELS,
-    ("trt-rtx", "bf16"): _BF16_KERNELS,
-    ("onnx-standard", "bf16"): _BF16_KERNELS,
+    (ep, "bf16"): _BF16_KERNELS for ep in ep_suite.EP_DTYPES
+    if "bf16" in ep_suite.EP_DTYPES[ep] and get_ep(ep).computes(ir.DataType.BFLOAT16)
 }
 
 

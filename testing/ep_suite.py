@@ -27,8 +27,10 @@ from typing import Iterable
 import onnx_ir as ir
 import pytest
 
+from mobius.ep.registry import ep_registry, get_ep
 from mobius.models.registry import FAMILIES
 from mobius.roles import DECODER, ENCODER
+from mobius.weights.dtypes import SHORT_NAMES
 # The L2 vocabulary (testing/ep_checks.py), re-exported: the ep/<name> tables read it as s.<name>.
 from testing.ep_checks import (  # noqa: F401
     GQA, MHA, ROTARY_OPS, SKIP_LAYER_NORM, SKIP_SIMPLIFIED, Absent, BiasedFused, Check,
@@ -38,31 +40,25 @@ from testing.ep_checks import (  # noqa: F401
 )
 
 
-#: The dtypes each built-in EP is tested with, primary (golden) dtype first:
-#: the EP's GQA dtypes plus f32 where the EP builds f32; every dtype for the
-#: EPs without GQA. Each ep/<name> fusion test checks this against the
-#: registry (:func:`expected_dtypes`), so a new GQA dtype cannot go untested.
-EP_DTYPES: dict[str, tuple[str, ...]] = {
-    "default": ("f32", "f16", "bf16"),
-    "cpu": ("f32",),
-    "cuda": ("f16", "bf16", "f32"),
-    "dml": ("f16", "f32"),
-    "webgpu": ("f16", "f32"),
-    "mlx": ("f16", "f32", "bf16"),
-    "trt-rtx": ("f16", "bf16", "f32"),
-    "onnx-standard": ("f32", "f16", "bf16"),
-}
-
-
 def expected_dtypes(ep: str) -> set[str]:
-    """What EP_DTYPES[ep] must hold, from the registry (see EP_DTYPES)."""
-    from mobius.ep.registry import get_ep
-    from mobius.weights.dtypes import SHORT_NAMES
-
+    """The dtypes an EP is tested with, from the registry: its GQA dtypes plus f32 where it
+    builds f32; every dtype for the EPs without GQA."""
     caps = get_ep(ep)
     if not caps.gqa_dtypes:
         return {SHORT_NAMES[d] for d in caps.dtypes}
     return {SHORT_NAMES[d] for d in set(caps.gqa_dtypes) | ({ir.DataType.FLOAT} & caps.dtypes)}
+
+
+def _suite_dtypes(ep: str) -> tuple[str, ...]:
+    """expected_dtypes, primary (golden) dtype first: f16 where the EP runs GQA in f16
+    (the GPU runtimes' deployment dtype), else f32."""
+    primary = "f16" if ir.DataType.FLOAT16 in get_ep(ep).gqa_dtypes else "f32"
+    rest = [d for d in ("f32", "f16", "bf16") if d != primary and d in expected_dtypes(ep)]
+    return (primary, *rest)
+
+
+#: The dtypes each built-in EP is tested with, primary (golden) dtype first.
+EP_DTYPES: dict[str, tuple[str, ...]] = {ep: _suite_dtypes(ep) for ep in ep_registry.names()}
 
 
 def primary_dtype(ep: str) -> str:

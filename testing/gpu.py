@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from mobius.ep.ort_providers import ort_provider
+from mobius.ep.registry import get_ep
 
 
 def require_provider(ep: str, *, optional: bool = False) -> str:
@@ -25,7 +25,7 @@ def require_provider(ep: str, *, optional: bool = False) -> str:
     require_nvidia_gpu()
     if hasattr(ort, "preload_dlls"):  # CUDA / cuDNN from the nvidia-* wheels, if installed
         ort.preload_dlls()
-    provider = ort_provider(ep)
+    provider = get_ep(ep).ort_provider
     available = ort.get_available_providers()
     if provider not in available:
         message = (f"--config=gpu: onnxruntime {ort.__version__} from {ort.__file__} has no "

@@ -43,11 +43,9 @@ class EpCapabilities:
             input, gpt-oss); else attention with sinks stays standard Attention
             (meaningless without gqa_dtypes, and then ignored).
         supports_skip_layer_norm: Skip(Simplified)LayerNormalization kernels exist.
-        supports_fused_matmul: MatMulNBits / fused-bias kernels exist.
         moe_dtypes: dtypes for which the sparse-MoE routing fuses into com.microsoft
             MoE (the dtypes its kernel takes; QMoE replaces it in quantized builds
             where the EP has that kernel too).
-        supports_packed_multi_head_attention: PackedMultiHeadAttention exists.
         supports_if / supports_shape / supports_int64: graph-level constraints.
         prepacks_2d_weights: the EP copies a constant 2-D MatMul/Gemm weight into
             its own packed layout at session load (a weight another node also
@@ -70,6 +68,9 @@ class EpCapabilities:
             has GatherBlockQuantized and MatMulNBits; mobius/quantize/emit_tied.py).
             Without it an int4 package of a tied model ships the float table
             beside the head's int4 copy: llama3.2-1b 1.82 GB instead of 0.77 GB.
+        ort_provider: the onnxruntime session provider that runs the EP's packages
+            (e.g. "CUDAExecutionProvider"; CPU-runnable targets name the CPU
+            provider); None where no onnxruntime provider runs them (MLX).
         provider_options: onnxruntime-genai provider name -> option dict.
         enable_graph_capture: genai/ORT graph capture (CUDA graphs etc.).
         contrib_ops: com.microsoft ops the EP has kernels for; a mobius-emitted
@@ -91,9 +92,7 @@ class EpCapabilities:
     gqa_sliding_window_cache: bool = False
     gqa_head_sink: bool = False
     supports_skip_layer_norm: bool = False
-    supports_fused_matmul: bool = False
     moe_dtypes: frozenset = frozenset()
-    supports_packed_multi_head_attention: bool = False
     supports_if: bool = True
     supports_shape: bool = True
     supports_int64: bool = True
@@ -108,6 +107,7 @@ class EpCapabilities:
     quant_lm_head: bool = True
     quant_embedding: bool = False
     quant_tied_embedding: bool = False
+    ort_provider: str | None = None
     provider_options: Mapping[str, Mapping[str, Any]] = dataclasses.field(
         default_factory=lambda: types.MappingProxyType({})
     )
@@ -167,6 +167,10 @@ class EpCapabilities:
         self._check_quantization()
         if self.enable_graph_capture and not self.provider_options:
             raise ValueError(f"EP {self.name!r}: graph capture needs a named ORT provider")
+        if self.ort_provider is not None and not str(self.ort_provider).endswith(
+                "ExecutionProvider"):
+            raise ValueError(f"EP {self.name!r}: ort_provider {self.ort_provider!r} is not an "
+                             "onnxruntime provider name (…ExecutionProvider)")
 
     def _check_quantization(self) -> None:
         if self.quant_form not in QUANT_FORMS:

@@ -10,7 +10,7 @@ import pytest
 
 from mobius.ep import contrib_ops
 from mobius.ep.capabilities import FLOAT_DTYPES, EpCapabilities
-from mobius.ep.registry import get_ep
+from mobius.ep.registry import ep_registry, get_ep
 
 F32, F16, BF16 = ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16
 GQA = {contrib_ops.GQA}
@@ -92,6 +92,7 @@ def test_summary_is_plain_data():
     (dict(name="x", default_int4_accuracy_level=5), "accuracy_level must be in 0..4"),
     (dict(name="x", default_int4_accuracy_level=-1), "accuracy_level must be in 0..4"),
     (dict(name="x", enable_graph_capture=True), "graph capture needs a named ORT provider"),
+    (dict(name="x", ort_provider="cuda"), "not an onnxruntime provider name"),
     (dict(name="x", quant_form="qdq"), "quant_form must be one of"),
     (dict(name="x", quant_bits={2, 4}), "MatMulNBits takes 4 or 8 bits"),
     (dict(name="x", quant_block_sizes={32, 48}), "powers of two in 16..256"),
@@ -186,4 +187,20 @@ def test_cuda_and_cpu():
 def test_mlx_unpacked_qkv():
     mlx = get_ep("mlx")
     assert not mlx.qkv_pack_dtypes and mlx.supports_fused_rope
+
+
+#: onnxruntime-genai provider name (genai_config) -> the onnxruntime provider it drives.
+GENAI_TO_ORT = {"cuda": "CUDAExecutionProvider", "dml": "DmlExecutionProvider",
+                "webgpu": "WebGpuExecutionProvider",
+                "NvTensorRtRtx": "NvTensorRTRTXExecutionProvider"}
+
+
+@pytest.mark.parametrize("ep", sorted(ep_registry.names()))
+def test_ort_provider_is_the_one_genai_drives(ep):
+    """An EP's onnxruntime provider agrees with the genai provider its packages name; a
+    package without one runs on the CPU provider (MLX: on no onnxruntime provider)."""
+    caps = get_ep(ep)
+    named = [GENAI_TO_ORT[name] for name in caps.provider_options]
+    expected = named[0] if named else (None if ep == "mlx" else "CPUExecutionProvider")
+    assert caps.ort_provider == expected
 

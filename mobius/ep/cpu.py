@@ -21,7 +21,6 @@ CAPABILITIES = EpCapabilities(
     # head_sink: checked against onnxruntime 1.32's CPU kernel (components/attention_sinks_test.py).
     gqa_head_sink=True,
     supports_skip_layer_norm=True,
-    supports_fused_matmul=True,
     prepacks_2d_weights=True,
     # onnxruntime 1.32's CPU MoE kernel takes float32 only (its QMoE also f16 / bf16)
     moe_dtypes={ir.DataType.FLOAT},
@@ -30,5 +29,6 @@ CAPABILITIES = EpCapabilities(
                                           contrib_ops.GATHER_BLOCK_QUANTIZED,
                                           contrib_ops.MOE, contrib_ops.QMOE},
     default_int4_accuracy_level=4,
+    ort_provider="CPUExecutionProvider",
     description="onnxruntime CPU EP",
 )

@@ -16,12 +16,11 @@ CAPABILITIES = EpCapabilities(
     # head_sink: onnxruntime's CUDA GQA kernels take it since gpt-oss support (not run here).
     gqa_head_sink=True,
     supports_skip_layer_norm=True,
-    supports_fused_matmul=True,
     moe_dtypes=FLOAT_DTYPES,
-    supports_packed_multi_head_attention=True,
     quant_tied_embedding=True,  # as onnxruntime-genai's builder does for int4
     contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.MOE, contrib_ops.QMOE, contrib_ops.PACKED_MHA,
                                               contrib_ops.GATHER_BLOCK_QUANTIZED},
     provider_options={"cuda": {}},
+    ort_provider="CUDAExecutionProvider",
     description="onnxruntime CUDA EP",
 )

@@ -6,5 +6,6 @@ CAPABILITIES = EpCapabilities(
     name="default",
     compute_dtypes=F32_F16,
     keep_function_bodies=True,
+    ort_provider="CPUExecutionProvider",
     description="portable graph for any ONNX runtime; no vendor fusions",
 )

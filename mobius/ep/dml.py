@@ -13,9 +13,9 @@ CAPABILITIES = EpCapabilities(
     mha_dtypes=F32_F16,
     supports_fused_rope=False,
     supports_skip_layer_norm=True,
-    supports_fused_matmul=True,
     supports_if=False,
     contrib_ops=contrib_ops.ORT_COMMON,
     provider_options={"dml": {}},
+    ort_provider="DmlExecutionProvider",
     description="DirectML EP (Windows)",
 )

@@ -11,7 +11,6 @@ CAPABILITIES = EpCapabilities(
     qkv_pack_dtypes={ir.DataType.FLOAT16, ir.DataType.BFLOAT16},
     supports_fused_rope=True,
     supports_skip_layer_norm=False,
-    supports_fused_matmul=True,
     contrib_ops=frozenset({contrib_ops.GQA, contrib_ops.MATMUL_NBITS, contrib_ops.ROTARY}),
     provider_options={"NvTensorRtRtx": {"enable_cuda_graph": "1"}},
     enable_graph_capture=True,
@@ -19,5 +18,6 @@ CAPABILITIES = EpCapabilities(
     quant_block_sizes={128},
     default_quant_block_size=128,
     quant_zero_points=False,
+    ort_provider="NvTensorRTRTXExecutionProvider",
     description="NVIDIA TensorRT-RTX EP",
 )

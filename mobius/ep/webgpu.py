@@ -16,7 +16,6 @@ CAPABILITIES = EpCapabilities(
     # head_sink: onnxruntime's WebGPU GQA takes it (microsoft/onnxruntime#25285; not run here).
     gqa_head_sink=True,
     supports_skip_layer_norm=True,
-    supports_fused_matmul=True,
     supports_if=False,
     supports_shape=False,
     supports_int64=False,
@@ -25,5 +24,6 @@ CAPABILITIES = EpCapabilities(
     quant_tied_embedding=True,  # as onnxruntime-genai's builder does for int4
     contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.GATHER_BLOCK_QUANTIZED},
     provider_options={"webgpu": {}},
+    ort_provider="WebGpuExecutionProvider",
     description="WebGPU EP (browsers via onnxruntime-web, native via Dawn)",
 )

@@ -7,13 +7,10 @@ Gelu itself comes from the model (activations emit the standard op) or from
 GeluFusion, which therefore runs first in the fuse stage.
 
 Legality: ``caps.has_kernel("BiasGelu")`` / ``caps.has_kernel("FastGelu")``,
-float dtypes, every role. Deliberately *not* gated on
-``supports_fused_matmul``: that flag describes MatMul-level fusions
-(MatMulNBits, bias folded into a GEMM), while BiasGelu/FastGelu are
-standalone elementwise kernels whose availability is exactly what
-``contrib_ops`` lists; coupling the two would only hide the fusion from an
-EP that has these kernels but no fused MatMul (and the kernel-set check is
-what keeps "never fuse what the EP will decompose" true). For the built-in
+float dtypes, every role: BiasGelu/FastGelu are standalone elementwise
+kernels whose availability is exactly what ``contrib_ops`` lists (the
+kernel-set check is what keeps "never fuse what the EP will decompose"
+true). For the built-in
 EPs this fuses on cpu, cuda, dml and webgpu, and not on default, mlx,
 trt-rtx or onnx-standard.
 """
