@@ -663,6 +663,11 @@ FAMILY_DEPS = {
         "//mobius/tiny:bases",
         "//mobius:errors",
     ],
+    "seed_oss": [
+        ":llama",
+        "//mobius/config:options",
+        "//mobius/tiny:bases",
+    ],
     "siglip": [
         ":clip",
         ":clip_models",
@@ -864,6 +869,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-roberta-mlm": "masked_lm",
     "tiny-roberta-seq-cls": "classifiers",
     "tiny-roberta-tok-cls": "classifiers",
+    "tiny-seed_oss": "seed_oss",
     "tiny-siglip": "siglip",
     "tiny-siglip-img-cls": "siglip",
     "tiny-siglip-vision": "siglip",
@@ -958,6 +964,7 @@ TINY_PRESET_TASKS = {
     "tiny-roberta-mlm": "fill-mask",
     "tiny-roberta-seq-cls": "text-classification",
     "tiny-roberta-tok-cls": "token-classification",
+    "tiny-seed_oss": "text-generation",
     "tiny-siglip": "zero-shot-image-classification",
     "tiny-siglip-img-cls": "image-classification",
     "tiny-siglip-vision": "image-feature-extraction",
