@@ -12,102 +12,12 @@ runner points $MOBIUS_TINY_DIR at //testing/tiny, where make_tiny_checkpoint(nam
 finds it.
 """
 
-# Every preset in mobius/tiny/presets.py -> the mobius/models/<module>.py that declares its
-# family (//testing/tiny:presets_test keeps both equal to the registry). The module
-# names the family:<module> scope tag of the preset's packages (//tools:affected).
-TINY_PRESET_FAMILIES = {
-    "tiny-bart": "bart",
-    "tiny-bert": "bert",
-    "tiny-bert-mlm": "masked_lm",
-    "tiny-bert-seq-cls": "classifiers",
-    "tiny-bert-tok-cls": "classifiers",
-    "tiny-cohere": "cohere",
-    "tiny-cohere2": "cohere",
-    "tiny-deepseek-v2": "deepseek",
-    "tiny-deepseek-v3": "deepseek",
-    "tiny-deberta-v2": "deberta_v2",
-    "tiny-deberta-v2-seq-cls": "deberta_v2",
-    "tiny-deberta-v2-tok-cls": "deberta_v2",
-    "tiny-distilbert": "distilbert",
-    "tiny-distilbert-mlm": "masked_lm",
-    "tiny-distilbert-seq-cls": "classifiers",
-    "tiny-distilbert-tok-cls": "classifiers",
-    "tiny-ernie4_5": "ernie4_5",
-    "tiny-ernie4_5_moe": "ernie4_5_moe",
-    "tiny-exaone4": "exaone4",
-    "tiny-falcon": "falcon",
-    "tiny-gemma": "gemma",
-    "tiny-gemma2": "gemma",
-    "tiny-gemma3": "gemma",
-    "tiny-gemma3-vl": "gemma3",
-    "tiny-glm": "glm",
-    "tiny-glm4": "glm",
-    "tiny-glm4_moe": "glm4_moe",
-    "tiny-gpt2": "gpt2",
-    "tiny-gpt_oss": "gpt_oss",
-    "tiny-granite": "granite",
-    "tiny-granitemoe": "granitemoe",
-    "tiny-granitemoehybrid": "granitemoehybrid",
-    "tiny-hubert": "wav2vec2",
-    "tiny-hunyuan_v1_dense": "hunyuan_v1_dense",
-    "tiny-lfm2": "lfm2",
-    "tiny-lfm2-moe": "lfm2_moe",
-    "tiny-lfm2-vl": "lfm2_vl",
-    "tiny-llama": "llama",
-    "tiny-llava": "llava",
-    "tiny-marian": "marian",
-    "tiny-mistral": "mistral",
-    "tiny-mistral3": "mistral3",
-    "tiny-modernbert": "modernbert",
-    "tiny-modernbert-mlm": "modernbert_heads",
-    "tiny-modernbert-seq-cls": "modernbert_heads",
-    "tiny-modernbert-tok-cls": "modernbert_heads",
-    "tiny-mixtral": "mixtral",
-    "tiny-mpnet": "mpnet",
-    "tiny-mpnet-mlm": "masked_lm",
-    "tiny-mpnet-seq-cls": "classifiers",
-    "tiny-mpnet-tok-cls": "classifiers",
-    "tiny-mt5": "t5",
-    "tiny-nemotron": "nemotron",
-    "tiny-olmo": "olmo",
-    "tiny-olmo2": "olmo2",
-    "tiny-olmoe": "olmoe",
-    "tiny-phi": "phi",
-    "tiny-phi3": "phi3",
-    "tiny-phi3.5": "phi3",
-    "tiny-phi4mm": "phi4_multimodal",
-    "tiny-phimoe": "phimoe",
-    "tiny-qwen2": "qwen",
-    "tiny-qwen2-moe": "qwen_moe",
-    "tiny-qwen2_5_vl": "qwen2_5_vl",
-    "tiny-qwen3": "qwen",
-    "tiny-qwen3-moe": "qwen_moe",
-    "tiny-qwen3_vl": "qwen3_vl",
-    "tiny-roberta": "bert",
-    "tiny-roberta-mlm": "masked_lm",
-    "tiny-roberta-seq-cls": "classifiers",
-    "tiny-roberta-tok-cls": "classifiers",
-    "tiny-smollm3": "smollm3",
-    "tiny-stablelm": "stablelm",
-    "tiny-starcoder2": "starcoder2",
-    "tiny-wav2vec2": "wav2vec2",
-    "tiny-t5": "t5",
-    "tiny-whisper": "whisper",
-    "tiny-xlm-roberta": "bert",
-    "tiny-xlm-roberta-mlm": "masked_lm",
-    "tiny-xlm-roberta-seq-cls": "classifiers",
-    "tiny-xlm-roberta-tok-cls": "classifiers",
-    "tiny-vit": "vit",
-    "tiny-vit-img-cls": "vit",
-    "tiny-dinov2": "dinov2",
-    "tiny-dinov2-img-cls": "dinov2",
-    "tiny-siglip-vision": "siglip",
-    "tiny-siglip-img-cls": "siglip",
-    "tiny-siglip": "siglip",
-    "tiny-clip-vision": "clip_models",
-    "tiny-clip-img-cls": "clip_models",
-    "tiny-clip": "clip_models",
-}
+load("//rules:families.bzl", _PRESET_FAMILIES = "TINY_PRESET_FAMILIES")
+
+# Every tiny preset -> the mobius/models/<module>.py that declares it (generated from the
+# family files into rules/families.bzl by //tools:families). The module names the
+# family:<module> scope tag of the preset's packages (//tools:affected).
+TINY_PRESET_FAMILIES = _PRESET_FAMILIES
 
 TINY_PRESETS = sorted(TINY_PRESET_FAMILIES.keys())
 
@@ -139,7 +49,7 @@ def _tiny_checkpoint_impl(ctx):
 
 tiny_checkpoint = rule(
     implementation = _tiny_checkpoint_impl,
-    doc = "A built-in tiny checkpoint (mobius/tiny/presets.py) generated at build time.",
+    doc = "A built-in tiny checkpoint (a family file's TINY_PRESETS) generated at build time.",
     attrs = {
         "preset": attr.string(doc = "Preset name; defaults to the target name."),
         "_generator": attr.label(

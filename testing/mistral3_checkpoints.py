@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from mobius.tiny.presets import VOCAB_SIZE
+from mobius.tiny.bases import VOCAB_SIZE
 from testing.hf_checkpoints import make_hf_checkpoint
 from testing.vlm_runs import hf_greedy
 

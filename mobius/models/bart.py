@@ -50,6 +50,7 @@ from mobius.models.family import ModelFamily
 from mobius.tasks import text2text
 from mobius.weights.attach import IgnoredTensors
 from mobius.weights.dtypes import numpy_dtype
+from mobius.tiny.bases import VOCAB_SIZE
 
 LAYER_NORM_EPS = 1e-5
 POSITION_OFFSET = 2
@@ -265,3 +266,17 @@ FAMILY = ModelFamily(
           if config.tie_word_embeddings else ()),
     ),
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # BART: encoder 3 layers x 6 heads, decoder 2 x 4 heads (the cross K/V are the
+    # decoder's), scaled embeddings, 40 positions (+2 offset rows).
+    "tiny-bart": {
+        "model_type": "bart", "architectures": ["BartForConditionalGeneration"],
+        "vocab_size": VOCAB_SIZE, "d_model": 48, "encoder_layers": 3, "decoder_layers": 2,
+        "encoder_attention_heads": 6, "decoder_attention_heads": 4, "encoder_ffn_dim": 100,
+        "decoder_ffn_dim": 88, "max_position_embeddings": 40, "activation_function": "gelu",
+        "scale_embedding": True, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+        "decoder_start_token_id": 2, "forced_eos_token_id": None, "tie_word_embeddings": True,
+    },
+}

@@ -23,6 +23,7 @@ from mobius.context import get_build_dtype
 from mobius.models.family import ModelFamily
 from mobius.tasks import encoder
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import VOCAB_SIZE
 
 
 def padded_positions(op, input_ids, padding_idx: int):
@@ -234,3 +235,30 @@ ROBERTA = ModelFamily(
 XLM_ROBERTA = dataclasses.replace(
     ROBERTA, name="xlm-roberta", model_types=("xlm-roberta",),
     architectures=("XLMRobertaModel",), tiny_preset="tiny-xlm-roberta")
+
+#: what the registry reads from this module, in lookup order
+FAMILIES = (FAMILY, ROBERTA, XLM_ROBERTA)
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-bert": {
+        "model_type": "bert", "architectures": ["BertModel"], "vocab_size": VOCAB_SIZE,
+        "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "max_position_embeddings": 256, "type_vocab_size": 2,
+        "hidden_act": "gelu", "layer_norm_eps": 1e-12, "pad_token_id": 0,
+    },
+    # RoBERTa numbers positions from pad_token_id + 1: pad 1 (its real value) makes
+    # the offset matter; max_position_embeddings leaves room for the offset.
+    "tiny-roberta": {
+        "model_type": "roberta", "architectures": ["RobertaModel"], "vocab_size": VOCAB_SIZE,
+        "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "max_position_embeddings": 258, "type_vocab_size": 1,
+        "hidden_act": "gelu", "layer_norm_eps": 1e-5, "pad_token_id": 1,
+    },
+    "tiny-xlm-roberta": {
+        "model_type": "xlm-roberta", "architectures": ["XLMRobertaModel"],
+        "vocab_size": VOCAB_SIZE, "hidden_size": 64, "intermediate_size": 172,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 258,
+        "type_vocab_size": 1, "hidden_act": "gelu", "layer_norm_eps": 1e-5, "pad_token_id": 1,
+    },
+}

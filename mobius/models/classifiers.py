@@ -25,6 +25,7 @@ from mobius.models.bert import first_token
 from mobius.models.family import ModelFamily
 from mobius.tasks import text_classification, token_classification
 from mobius.tasks.labels import id2label
+from mobius.tiny.bases import classifier_heads
 
 
 def _labels(config: ArchitectureConfig) -> int:
@@ -170,3 +171,12 @@ FAMILIES = (
     _classifier(mpnet.FAMILY, "tok-cls", MPNetForTokenClassification, _TOK,
                 ("MPNetForTokenClassification",)),
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    **classifier_heads("tiny-bert", bert.TINY_PRESETS["tiny-bert"], "Bert"),
+    **classifier_heads("tiny-roberta", bert.TINY_PRESETS["tiny-roberta"], "Roberta"),
+    **classifier_heads("tiny-xlm-roberta", bert.TINY_PRESETS["tiny-xlm-roberta"], "XLMRoberta"),
+    **classifier_heads("tiny-distilbert", distilbert.TINY_PRESETS["tiny-distilbert"], "DistilBert"),
+    **classifier_heads("tiny-mpnet", mpnet.TINY_PRESETS["tiny-mpnet"], "MPNet"),
+}

@@ -42,6 +42,7 @@ from mobius.tasks.image_processor import BICUBIC, crop_processor
 from mobius.tasks.labels import id2label
 from mobius.tasks.task import TensorSpec
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import IMAGE_LABELS, TEXT, VISION
 
 CLIP_VISION = {
     "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
@@ -285,3 +286,20 @@ ZERO_SHOT = ModelFamily(
     normalize_raw=normalize_zero_shot(CLIP_VISION, CLIP_TEXT),
     ignored_tensors=lambda config: (POSITION_IDS,),
 )
+
+#: what the registry reads from this module, in lookup order
+FAMILIES = (VISION_FAMILY, CLASSIFIER, ZERO_SHOT)
+
+_CLIP_TEXT = {**TEXT, "model_type": "clip_text_model", "hidden_act": "quick_gelu",
+              "layer_norm_eps": 1e-5, "bos_token_id": 1, "eos_token_id": 3, "pad_token_id": 0}
+_CLIP_VISION = {**VISION, "model_type": "clip_vision_model", "hidden_act": "quick_gelu",
+                "layer_norm_eps": 1e-5}
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-clip-vision": {**_CLIP_VISION, "architectures": ["CLIPVisionModel"]},
+    "tiny-clip-img-cls": {"model_type": "clip", "architectures": ["CLIPForImageClassification"],
+                          "text_config": _CLIP_TEXT, "vision_config": _CLIP_VISION,
+                          "projection_dim": 40, **IMAGE_LABELS},
+    "tiny-clip": {"model_type": "clip", "architectures": ["CLIPModel"], "text_config": _CLIP_TEXT,
+                  "vision_config": _CLIP_VISION, "projection_dim": 40},
+}

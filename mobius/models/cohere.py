@@ -21,6 +21,7 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.config.options import read_options, reject
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
+from mobius.tiny.bases import COMMON
 
 SLIDING = "sliding_attention"
 
@@ -103,9 +104,25 @@ def normalize_cohere2(raw: Mapping[str, Any]) -> dict[str, Any]:
 COHERE = ModelFamily(
     name="cohere", model_types=("cohere",), architectures=("CohereForCausalLM",),
     module=CohereForCausalLM, tiny_preset="tiny-cohere", config_overrides=_overrides,
+    cohorts=("dense", "genai"),
 )
 COHERE2 = ModelFamily(
     name="cohere2", model_types=("cohere2",), architectures=("Cohere2ForCausalLM",),
     module=Cohere2ForCausalLM, tiny_preset="tiny-cohere2", config_overrides=_cohere2_overrides,
+    cohorts=("dense", "genai"),
     normalize_raw=normalize_cohere2,
 )
+
+#: what the registry reads from this module, in lookup order
+FAMILIES = (COHERE, COHERE2)
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-cohere": {**COMMON, "model_type": "cohere", "architectures": ["CohereForCausalLM"],
+                    "layer_norm_eps": 1e-5, "logit_scale": 0.25, "use_qk_norm": True,
+                    "tie_word_embeddings": True},
+    "tiny-cohere2": {**COMMON, "model_type": "cohere2", "architectures": ["Cohere2ForCausalLM"],
+                     "layer_norm_eps": 1e-5, "logit_scale": 0.25, "tie_word_embeddings": True,
+                     "num_hidden_layers": 3, "sliding_window": 4,
+                     "layer_types": ["sliding_attention", "sliding_attention", "full_attention"]},
+}

@@ -43,6 +43,7 @@ from mobius.models.family import ModelFamily
 from mobius.tasks import encoder, text_classification, token_classification
 from mobius.tasks.labels import id2label
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import VOCAB_SIZE, classifier_heads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -384,3 +385,21 @@ FAMILIES = (
             "DebertaV2ForTokenClassification"),
     BASE,
 )
+
+# DeBERTa-v3 style: relative attention only (no absolute positions, no token types),
+# shared attention keys, both c2p and p2c, LayerNorm'ed relative embeddings; 6 buckets
+# (exact to 3, log-spaced to max distance 16): the test sequence reaches the log range.
+_TINY_DEBERTA = {
+    "model_type": "deberta-v2", "vocab_size": VOCAB_SIZE, "hidden_size": 64,
+    "intermediate_size": 172, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "max_position_embeddings": 128, "type_vocab_size": 0, "hidden_act": "gelu",
+    "layer_norm_eps": 1e-7, "pad_token_id": 0, "relative_attention": True,
+    "position_buckets": 6, "max_relative_positions": 16, "pos_att_type": ["p2c", "c2p"],
+    "share_att_key": True, "norm_rel_ebd": "layer_norm", "position_biased_input": False,
+    "pooler_hidden_act": "gelu",
+}
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-deberta-v2": {**_TINY_DEBERTA, "architectures": ["DebertaV2Model"]},
+    **classifier_heads("tiny-deberta-v2", _TINY_DEBERTA, "DebertaV2"),
+}

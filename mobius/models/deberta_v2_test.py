@@ -18,7 +18,7 @@ from mobius import build
 from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models import deberta_v2
 from mobius.models.registry import family_for
-from mobius.tiny.presets import VOCAB_SIZE
+from mobius.tiny.bases import VOCAB_SIZE
 from testing.encoder_runs import encoder_parity, run_reference
 from testing.model_runs import build_package, make_family_checkpoint, ort_session
 

@@ -32,6 +32,7 @@ from mobius.errors import ConfigError
 from mobius.models.deepseek_moe import DeepseekMoE
 from mobius.models.family import ModelFamily
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import COMMON
 
 _UNSET = object()
 
@@ -186,13 +187,39 @@ def _mtp_layers(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
 DEEPSEEK_V2 = ModelFamily(
     name="deepseek_v2", model_types=("deepseek_v2",), architectures=("DeepseekV2ForCausalLM",),
     module=DeepseekForCausalLM, config_overrides=_overrides, tiny_preset="tiny-deepseek-v2",
+    cohorts=("genai",),
     ignored_tensors=_mtp_layers,
 )
 
 DEEPSEEK_V3 = ModelFamily(
     name="deepseek_v3", model_types=("deepseek_v3",), architectures=("DeepseekV3ForCausalLM",),
     module=DeepseekForCausalLM, config_overrides=_overrides, tiny_preset="tiny-deepseek-v3",
+    cohorts=("genai",),
     ignored_tensors=_mtp_layers,
 )
 
 FAMILIES = (DEEPSEEK_V2, DEEPSEEK_V3)
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # MLA: cache head = qk_rope_head_dim + kv_lora_rank = 32 (V2) / 48 (V3); every
+    # latent, head and expert size distinct. V2-Lite-like: no q LoRA, greedy routing.
+    "tiny-deepseek-v2": {
+        **COMMON, "model_type": "deepseek_v2", "architectures": ["DeepseekV2ForCausalLM"],
+        "num_key_value_heads": 4, "q_lora_rank": None, "kv_lora_rank": 24,
+        "qk_nope_head_dim": 12, "qk_rope_head_dim": 8, "v_head_dim": 20,
+        "first_k_dense_replace": 1, "moe_intermediate_size": 28, "n_routed_experts": 8,
+        "num_experts_per_tok": 2, "n_shared_experts": 2, "topk_method": "greedy",
+        "n_group": 4, "topk_group": 2, "routed_scaling_factor": 1.0, "norm_topk_prob": False,
+    },
+    # V3-like: q LoRA, sigmoid + correction bias + group-limited (noaux_tc) routing.
+    "tiny-deepseek-v3": {
+        **COMMON, "model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"],
+        "num_key_value_heads": 4, "q_lora_rank": 36, "kv_lora_rank": 40,
+        "qk_nope_head_dim": 12, "qk_rope_head_dim": 8, "v_head_dim": 20,
+        "first_k_dense_replace": 1, "moe_intermediate_size": 28, "n_routed_experts": 8,
+        "num_experts_per_tok": 3, "n_shared_experts": 1, "n_group": 4, "topk_group": 2,
+        "routed_scaling_factor": 2.5, "norm_topk_prob": True, "rope_interleave": True,
+        "num_nextn_predict_layers": 0,
+    },
+}

@@ -1,4 +1,4 @@
-"""L1 for the dense decoder families of issue 11: each builds for every built-in EP
+"""L1 for the dense decoder families (the "dense" cohort): each builds for every built-in EP
 and every dtype the EP's capabilities allow, and the saved model passes the full
 ONNX checker; onnx-standard graphs hold standard-domain ops only."""
 
@@ -11,13 +11,13 @@ import pytest
 
 from mobius.builder import build
 from mobius.ep.registry import ep_registry
+from mobius.models.registry import cohort
 from mobius.optimize.histogram import op_histogram
 from mobius.weights.dtypes import SHORT_NAMES
 from testing.hf_checkpoints import seed0_checkpoint
 
-PRESETS = ["tiny-olmo", "tiny-starcoder2", "tiny-stablelm", "tiny-cohere", "tiny-cohere2",
-           "tiny-glm", "tiny-glm4", "tiny-nemotron", "tiny-falcon", "tiny-exaone4",
-           "tiny-ernie4_5", "tiny-hunyuan_v1_dense"]
+#: the families that declare the "dense" cohort (mobius/models/family.py)
+PRESETS = [family.tiny_preset for family in cohort("dense")]
 
 CASES = [
     pytest.param(preset, caps.name, SHORT_NAMES[dtype], id=f"{preset[5:]}-{caps.name}-"

@@ -1,4 +1,4 @@
-"""L4 for the decoder families of issue 11 (dense, gpt-oss, deepseek, phimoe, the lfm2 hybrids), on
+"""L4 for the decoder families of the "genai" cohort (dense, gpt-oss, deepseek, phimoe, the hybrids), on
 checkpoints with every parameter random (biases included): onnxruntime-genai
 greedy-generates exactly what transformers' ``generate`` does, for the default-EP
 package (standard Attention, separate KV buffers) and the cpu-EP package
@@ -17,6 +17,7 @@ from __future__ import annotations
 import pytest
 
 import mobius
+from mobius.models.registry import cohort
 from mobius.package.genai_config import genai_model_type
 from testing import genai_harness as harness
 from testing.hf_checkpoints import randomize_zero_tensors
@@ -25,15 +26,11 @@ from testing.random_checkpoint import random_checkpoint
 NEW_TOKENS = 12
 THREADS = 1
 PROMPTS = [[17, 93, 251, 407, 12, 999, 64, 5], [311, 28, 777]]  # no pad (0) / bos / eos ids
-PRESETS = ["tiny-olmo", "tiny-starcoder2", "tiny-stablelm", "tiny-cohere", "tiny-cohere2",
-           "tiny-glm", "tiny-glm4", "tiny-nemotron", "tiny-falcon", "tiny-exaone4",
-           "tiny-ernie4_5", "tiny-hunyuan_v1_dense", "tiny-gpt_oss", "tiny-deepseek-v2",
-           "tiny-deepseek-v3", "tiny-ernie4_5_moe", "tiny-glm4_moe", "tiny-phimoe",
-           # Mamba2 + attention hybrid: genai carries each Mamba layer's conv and recurrent
-           # state (right-padded prompts: the short row's state stops at its last token)
-           "tiny-granitemoehybrid",
-           # short-convolution + attention hybrids: genai's conv state cache
-           "tiny-lfm2", "tiny-lfm2-moe"]
+#: the families that declare the "genai" cohort (mobius/models/family.py): dense decoders,
+#: MoE routings, Mamba2 + attention (genai carries each Mamba layer's conv and recurrent
+#: state; right-padded prompts: the short row's state stops at its last token) and
+#: short-convolution + attention hybrids (genai's conv state cache)
+PRESETS = [family.tiny_preset for family in cohort("genai")]
 #: presets whose zero-initialized tensors (DeepSeek-V3's e_score_correction_bias, LFM2-MoE's
 #: expert_bias) decide routing: randomized so that dropping them changes the tokens
 RANDOMIZE_ZEROS = {"tiny-deepseek-v2", "tiny-deepseek-v3", "tiny-glm4_moe", "tiny-lfm2-moe"}

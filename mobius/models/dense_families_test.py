@@ -78,6 +78,9 @@ CASES: dict[str, tuple[str, dict, dict | None]] = {
     "ernie4_5": ("tiny-ernie4_5", {}, {"use_bias": False}),
     "ernie4_5_untied": ("tiny-ernie4_5", {"tie_word_embeddings": False, "use_bias": False},
                         None),
+    "seed_oss": ("tiny-seed_oss", {}, {"attention_out_bias": False}),
+    "seed_oss_qkv_bias": ("tiny-seed_oss", {}, {"attention_bias": False}),
+    "seed_oss_mlp_bias": ("tiny-seed_oss", {}, {"mlp_bias": False}),
     "hunyuan_v1_dense": ("tiny-hunyuan_v1_dense", {}, {"attention_bias": False}),
     "hunyuan_v1_dense_ntk_alpha": (
         "tiny-hunyuan_v1_dense", {"rope_parameters": {"rope_type": "dynamic", "alpha": 50.0,
@@ -255,7 +258,7 @@ def test_exaone4_sliding_window_pattern_gives_the_layer_types(pattern):
 
 HEAD_DIM_CASES = {  # model_type: config.json head_dim (absent or inconsistent)
     "ernie4_5": None, "glm": None, "glm4": None, "stablelm": 24, "cohere2": 24, "cohere": None,
-    "nemotron": None, "exaone4": None, "olmo": None, "starcoder2": None,
+    "nemotron": None, "exaone4": None, "olmo": None, "starcoder2": None, "seed_oss": None,
 }  # (HunYuan: transformers itself needs head_dim in config.json)
 
 

@@ -34,6 +34,7 @@ from mobius.tasks import image_classification, image_feature_extraction
 from mobius.tasks.image_processor import BICUBIC, IMAGENET_MEAN, IMAGENET_STD, crop_processor
 from mobius.tasks.labels import id2label
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import IMAGE_LABELS, VISION
 
 #: transformers' Dinov2Config defaults (intermediate_size: hidden * mlp_ratio)
 DINOV2_DEFAULTS = {
@@ -145,3 +146,15 @@ CLASSIFIER = ModelFamily(
     tiny_preset="tiny-dinov2-img-cls",
     normalize_raw=_normalize(True), ignored_tensors=_ignored(r"dinov2\."),
 )
+
+#: what the registry reads from this module, in lookup order
+FAMILIES = (FAMILY, CLASSIFIER)
+
+_DINOV2 = {**{k: v for k, v in VISION.items() if k != "intermediate_size"},
+           "model_type": "dinov2", "mlp_ratio": 2, "hidden_act": "gelu", "layer_norm_eps": 1e-6}
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-dinov2": {**_DINOV2, "architectures": ["Dinov2Model"]},
+    "tiny-dinov2-img-cls": {**_DINOV2, "architectures": ["Dinov2ForImageClassification"],
+                            **IMAGE_LABELS},
+}

@@ -22,6 +22,7 @@ from mobius.models.bert import bidirectional_attention
 from mobius.models.family import ModelFamily
 from mobius.tasks import encoder
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import VOCAB_SIZE
 
 _EPS = 1e-12  # transformers' DistilBERT hard-codes its LayerNorm epsilon
 
@@ -131,3 +132,12 @@ FAMILY = ModelFamily(
                        "DistilBertForMaskedLM head: not part of feature extraction"),),
     config_overrides=lambda raw: {"rms_norm_eps": _EPS},
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-distilbert": {
+        "model_type": "distilbert", "architectures": ["DistilBertModel"], "vocab_size": VOCAB_SIZE,
+        "dim": 64, "hidden_dim": 172, "n_layers": 2, "n_heads": 4,
+        "max_position_embeddings": 256, "activation": "gelu", "pad_token_id": 0,
+    },
+}

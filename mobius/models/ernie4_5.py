@@ -13,6 +13,7 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.config.options import read_options
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_decoder_layer
+from mobius.tiny.bases import COMMON
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,5 +48,13 @@ def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="ernie4_5", model_types=("ernie4_5",), architectures=("Ernie4_5ForCausalLM",),
     module=Ernie4_5ForCausalLM, tiny_preset="tiny-ernie4_5", normalize_raw=normalize_ernie4_5,
+    cohorts=("dense", "genai"),
     config_overrides=_overrides,
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-ernie4_5": {**COMMON, "model_type": "ernie4_5", "architectures": ["Ernie4_5ForCausalLM"],
+                      "head_dim": 16, "use_bias": True, "rms_norm_eps": 1e-5,
+                      "tie_word_embeddings": True},
+}

@@ -41,6 +41,7 @@ from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import COMMON
 
 F32 = ir.DataType.FLOAT
 
@@ -154,7 +155,21 @@ FAMILY = ModelFamily(
     name="ernie4_5_moe", model_types=("ernie4_5_moe",),
     architectures=("Ernie4_5_MoeForCausalLM",), module=Ernie4_5_MoeForCausalLM,
     tiny_preset="tiny-ernie4_5_moe", normalize_raw=normalize_ernie4_5_moe,
+    cohorts=("genai",),
     config_overrides=_overrides,
     ignored_tensors=lambda config: (IgnoredTensors(
         r".*\bmtp.*", "multi-token-prediction block (not used by the causal LM)"),),
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # ERNIE-4.5-MoE: layer 0 dense, layer 1 routed (top-2 of 6 by p + correction bias) +
+    # one shared expert; head_dim = hidden / heads (no head_dim key), biases everywhere.
+    "tiny-ernie4_5_moe": {
+        **COMMON, "model_type": "ernie4_5_moe", "architectures": ["Ernie4_5_MoeForCausalLM"],
+        "rms_norm_eps": 1e-5, "use_bias": True, "tie_word_embeddings": True,
+        "moe_intermediate_size": 36, "moe_num_experts": 6, "moe_k": 2,
+        "moe_num_shared_experts": 1, "moe_layer_start_index": 1, "moe_layer_end_index": -1,
+        "moe_layer_interval": 1, "moe_norm_min": 1e-12,
+    },
+}

@@ -20,6 +20,7 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.config.options import read_options, reject, validated
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
+from mobius.tiny.bases import COMMON
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 
@@ -71,5 +72,13 @@ def normalize_exaone4(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="exaone4", model_types=("exaone4",), architectures=("Exaone4ForCausalLM",),
     module=Exaone4ForCausalLM, tiny_preset="tiny-exaone4", normalize_raw=normalize_exaone4,
+    cohorts=("dense", "genai"),
     config_overrides=lambda raw: {"qk_norm": True, **validated(Exaone4Options)(raw)},
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-exaone4": {**COMMON, "model_type": "exaone4", "architectures": ["Exaone4ForCausalLM"],
+                     "num_hidden_layers": 3, "sliding_window": 4, "rms_norm_eps": 1e-5,
+                     "layer_types": ["sliding_attention", "sliding_attention", "full_attention"]},
+}

@@ -31,6 +31,7 @@ from mobius.components.mlp import MLP
 from mobius.config.architecture import ArchitectureConfig
 from mobius.config.options import read_options, reject
 from mobius.models.family import ModelFamily
+from mobius.tiny.bases import VOCAB_SIZE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,5 +153,19 @@ def normalize_falcon(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="falcon", model_types=("falcon",), architectures=("FalconForCausalLM",),
     module=FalconForCausalLM, tiny_preset="tiny-falcon", normalize_raw=normalize_falcon,
+    cohorts=("dense", "genai"),
     config_overrides=lambda raw: {"rms_norm_eps": options_of(raw).layer_norm_epsilon},
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # Falcon 40B/180B layout: grouped fused QKV (2 query heads per K/V head), two norms.
+    "tiny-falcon": {
+        "model_type": "falcon", "architectures": ["FalconForCausalLM"], "vocab_size": VOCAB_SIZE,
+        "hidden_size": 64, "num_attention_heads": 4, "num_kv_heads": 2, "num_hidden_layers": 2,
+        "ffn_hidden_size": 172, "max_position_embeddings": 256, "layer_norm_epsilon": 1e-5,
+        "new_decoder_architecture": True, "parallel_attn": True, "bias": True, "alibi": False,
+        "multi_query": True, "activation": "gelu", "rope_theta": 10000.0,
+        "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "tie_word_embeddings": True,
+    },
+}

@@ -12,10 +12,20 @@ from mobius.tasks import causal_lm
 from mobius.tasks.task import Task
 from mobius.weights.attach import IgnoredTensors
 
+#: the shared test suites a family joins by naming them in ``cohorts`` (their
+#: parametrization reads the registry, so joining is one word in the family file)
+COHORTS = {
+    "dense": "a dense decoder: mobius/models/dense_families_build_test.py builds it for every "
+             "EP x dtype and runs the full ONNX checker",
+    "genai": "a decoder that onnxruntime-genai greedy-decodes on a checkpoint with every "
+             "parameter random, token for token with transformers "
+             "(mobius/models/dense_families_genai_test.py)",
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelFamily:
-    """One registry line: HF model_type(s) -> config normalization + module.
+    """One family, declared in its own file: HF model_type(s) -> config normalization + module.
 
     ``config_overrides`` returns the ArchitectureConfig fields a family implies
     without spelling them in config.json (Qwen2's QKV bias, for example);
@@ -29,7 +39,10 @@ class ModelFamily:
     task: Task = causal_lm.TASK
     config_overrides: Callable[[Mapping[str, Any]], dict[str, Any]] = lambda raw: {}
     architectures: tuple[str, ...] = ()
+    #: the preset (a key of the declaring module's TINY_PRESETS) the family's tests build
     tiny_preset: str | None = None
+    #: shared suites the family joins (keys of COHORTS)
+    cohorts: tuple[str, ...] = ()
     normalize_raw: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
     #: prefixes a checkpoint may put before the module's names (BertFor* -> "bert.")
     checkpoint_prefixes: tuple[str, ...] = ("",)
@@ -49,6 +62,11 @@ class ModelFamily:
     #: attention blocks outside the num_hidden_layers layers (SigLIP's attention-pooling
     #: head): what per-layer op counts (the EP suites' L2 tables) add
     extra_attention_blocks: int = 0
+
+    def __post_init__(self):
+        unknown = sorted(set(self.cohorts) - set(COHORTS))
+        if unknown:
+            raise ValueError(f"{self.name}: unknown cohorts {unknown}; known: {sorted(COHORTS)}")
 
     def make_config(self, raw: Mapping[str, Any],
                     generation: Mapping[str, Any] | None = None) -> ArchitectureConfig:

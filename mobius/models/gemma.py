@@ -18,6 +18,7 @@ from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
 from mobius.config.rope import RopeConfig
 from mobius.models.family import ModelFamily
+from mobius.tiny.bases import COMMON
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 
@@ -116,3 +117,28 @@ GEMMA3 = ModelFamily(
     name="gemma3_text", model_types=("gemma3_text",), architectures=("Gemma3ForCausalLM",),
     module=Gemma3ForCausalLM, config_overrides=_gemma3_overrides, tiny_preset="tiny-gemma3",
 )
+
+#: what the registry reads from this module, in lookup order
+FAMILIES = (GEMMA, GEMMA2, GEMMA3)
+
+#: Gemma 3's text decoder: tiny-gemma3, and tiny-gemma3-vl's text_config
+TINY_GEMMA3 = {
+    **COMMON, "model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"],
+    "head_dim": 16, "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
+    "query_pre_attn_scalar": 24, "sliding_window": 6,
+    "layer_types": ["sliding_attention", "full_attention"],
+    "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                        "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}},
+}
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-gemma": {**COMMON, "model_type": "gemma", "architectures": ["GemmaForCausalLM"],
+                   "head_dim": 16, "hidden_act": "gelu_pytorch_tanh", "tie_word_embeddings": True},
+    "tiny-gemma2": {
+        **COMMON, "model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"],
+        "head_dim": 16, "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
+        "query_pre_attn_scalar": 24, "sliding_window": 6, "attn_logit_softcapping": 50.0,
+        "final_logit_softcapping": 30.0, "layer_types": ["sliding_attention", "full_attention"],
+    },
+    "tiny-gemma3": TINY_GEMMA3,
+}

@@ -44,6 +44,7 @@ from mobius.models.vision_parts import POSITION_IDS, VLM_CHECKPOINT_ALIASES
 from mobius.tasks import genai_image_settings as settings
 from mobius.tasks import vision_language
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import VOCAB_SIZE
 
 #: transformers' Gemma3TextConfig defaults (Gemma 3 4B sizes aside), for text configs saved as diffs.
 _TEXT_DEFAULTS: Mapping[str, Any] = {
@@ -217,3 +218,25 @@ FAMILY = ModelFamily(
     ignored_tensors=_unread,
     checkpoint_aliases=VLM_CHECKPOINT_ALIASES,
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # Gemma 3 vision-language: tiny SigLIP tower (64 px images, 4 px patches: a 16 x 16 grid;
+    # hidden 48, 4 heads of 12, MLP 100) + projector (256 tokens per image, as
+    # onnxruntime-genai's gemma3 processor expands each image; the parity test pools to
+    # fewer) + the tiny-gemma3 text model. boi / eoi / image tokens: the last three ids.
+    "tiny-gemma3-vl": {
+        "model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+        "mm_tokens_per_image": 256, "boi_token_index": VOCAB_SIZE - 3,
+        "eoi_token_index": VOCAB_SIZE - 2, "image_token_index": VOCAB_SIZE - 1,
+        "tie_word_embeddings": True,
+        "text_config": {**{k: v for k, v in gemma.TINY_GEMMA3.items() if k != "architectures"},
+                        "max_position_embeddings": 512},  # 256 image tokens + text
+        "vision_config": {
+            "model_type": "siglip_vision_model", "hidden_size": 48, "intermediate_size": 100,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_channels": 3,
+            "image_size": 64, "patch_size": 4, "hidden_act": "gelu_pytorch_tanh",
+            "layer_norm_eps": 1e-6, "vision_use_head": False,
+        },
+    },
+}

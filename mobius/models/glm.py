@@ -21,6 +21,7 @@ from mobius.config.options import read_options
 from mobius.config.rope import with_partial_rotary_default
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
+from mobius.tiny.bases import COMMON
 
 GLM4_NORMS = ("input_layernorm", "post_self_attn_layernorm", "post_attention_layernorm",
               "post_mlp_layernorm")
@@ -73,10 +74,23 @@ def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
 GLM = ModelFamily(
     name="glm", model_types=("glm",), architectures=("GlmForCausalLM",),
     module=GlmForCausalLM, tiny_preset="tiny-glm", normalize_raw=normalize_glm,
+    cohorts=("dense", "genai"),
     config_overrides=_overrides,
 )
 GLM4 = ModelFamily(
     name="glm4", model_types=("glm4",), architectures=("Glm4ForCausalLM",),
     module=Glm4ForCausalLM, tiny_preset="tiny-glm4", normalize_raw=normalize_glm,
+    cohorts=("dense", "genai"),
     config_overrides=_overrides,
 )
+
+#: what the registry reads from this module, in lookup order
+FAMILIES = (GLM, GLM4)
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-glm": {**COMMON, "model_type": "glm", "architectures": ["GlmForCausalLM"],
+                 "head_dim": 32, "attention_bias": True, "partial_rotary_factor": 0.5},
+    "tiny-glm4": {**COMMON, "model_type": "glm4", "architectures": ["Glm4ForCausalLM"],
+                  "head_dim": 32, "attention_bias": True, "partial_rotary_factor": 0.5},
+}

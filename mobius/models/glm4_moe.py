@@ -33,6 +33,7 @@ from mobius.models.deepseek_moe import DeepseekMoE
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import COMMON
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,5 +120,21 @@ def _mtp_layers(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
 FAMILY = ModelFamily(
     name="glm4_moe", model_types=("glm4_moe",), architectures=("Glm4MoeForCausalLM",),
     module=Glm4MoeForCausalLM, tiny_preset="tiny-glm4_moe", normalize_raw=normalize_glm4_moe,
+    cohorts=("genai",),
     config_overrides=_overrides, ignored_tensors=_mtp_layers,
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # GLM-4.5-like MoE: layer 0 dense, layer 1 top-2 of 8 (sigmoid + correction bias, 2 of 4
+    # groups kept, renormalized, scaled 2.5) + a shared expert; qk norm, q/k/v bias, RoPE on
+    # half of each 32-wide head.
+    "tiny-glm4_moe": {
+        **COMMON, "model_type": "glm4_moe", "architectures": ["Glm4MoeForCausalLM"],
+        "head_dim": 32, "rms_norm_eps": 1e-5, "attention_bias": True, "use_qk_norm": True,
+        "partial_rotary_factor": 0.5, "first_k_dense_replace": 1, "moe_intermediate_size": 20,
+        "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1, "n_group": 4,
+        "topk_group": 2, "routed_scaling_factor": 2.5, "norm_topk_prob": True,
+        "num_nextn_predict_layers": 0,
+    },
+}

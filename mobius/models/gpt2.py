@@ -16,6 +16,7 @@ from mobius.components.linear import Linear, split_fused
 from mobius.components.mlp import MLP
 from mobius.config.architecture import ArchitectureConfig
 from mobius.models.family import ModelFamily
+from mobius.tiny.bases import VOCAB_SIZE
 
 
 class GPT2Block(nn.Module):
@@ -81,3 +82,13 @@ FAMILY = ModelFamily(
     module=GPT2LMHeadModel, tiny_preset="tiny-gpt2", normalize_raw=normalize_gpt2,
     config_overrides=lambda raw: {"rms_norm_eps": float(raw.get("layer_norm_eps", 1e-5))},
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-gpt2": {
+        "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": VOCAB_SIZE,
+        "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 256, "n_inner": 172,
+        "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+        "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "tie_word_embeddings": True,
+    },
+}

@@ -35,6 +35,7 @@ from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
 from mobius.models.mixtral import moe_int
+from mobius.tiny.bases import COMMON
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,4 +121,18 @@ def _defaults(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="gpt_oss", model_types=("gpt_oss",), architectures=("GptOssForCausalLM",),
     module=GptOssForCausalLM, normalize_raw=_defaults, tiny_preset="tiny-gpt_oss",
+    cohorts=("genai",),
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-gpt_oss": {
+        **COMMON, "model_type": "gpt_oss", "architectures": ["GptOssForCausalLM"],
+        "head_dim": 16, "intermediate_size": 96, "num_local_experts": 5, "num_experts_per_tok": 2,
+        "rms_norm_eps": 1e-5, "attention_bias": True, "sliding_window": 4,
+        "layer_types": ["sliding_attention", "full_attention"], "swiglu_limit": 7.0,
+        "swiglu_alpha": 1.702, "rope_theta": 150000.0, "rope_parameters": {
+            "rope_type": "yarn", "rope_theta": 150000.0, "factor": 4.0, "beta_fast": 32.0,
+            "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 64},
+    },
+}

@@ -14,6 +14,7 @@ from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
+from mobius.tiny.bases import COMMON
 
 
 class GraniteForCausalLM(CausalLM):
@@ -39,3 +40,12 @@ FAMILY = ModelFamily(
     name="granite", model_types=("granite",), architectures=("GraniteForCausalLM",),
     module=GraniteForCausalLM, tiny_preset="tiny-granite",
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-granite": {
+        **COMMON, "model_type": "granite", "architectures": ["GraniteForCausalLM"],
+        "embedding_multiplier": 12.0, "residual_multiplier": 0.22, "attention_multiplier": 0.0078125,
+        "logits_scaling": 8.0,
+    },
+}

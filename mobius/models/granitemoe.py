@@ -22,6 +22,7 @@ from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
 from mobius.models.mixtral import moe_int
+from mobius.tiny.bases import COMMON
 
 
 def _stacked(shape: list[int], stacked_shape: list[int], name: str, expert: int,
@@ -78,3 +79,13 @@ FAMILY = ModelFamily(
     name="granitemoe", model_types=("granitemoe",), architectures=("GraniteMoeForCausalLM",),
     module=GraniteMoeForCausalLM, tiny_preset="tiny-granitemoe",
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-granitemoe": {
+        **COMMON, "model_type": "granitemoe", "architectures": ["GraniteMoeForCausalLM"],
+        "intermediate_size": 36, "num_local_experts": 6, "num_experts_per_tok": 2,
+        "embedding_multiplier": 12.0, "residual_multiplier": 0.22,
+        "attention_multiplier": 0.0078125, "logits_scaling": 8.0,
+    },
+}

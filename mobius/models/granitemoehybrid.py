@@ -28,6 +28,7 @@ from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.granitemoe import granitemoe_block
 from mobius.models.llama import llama_attention
+from mobius.tiny.bases import COMMON
 
 MAMBA, ATTENTION = "linear_attention", "full_attention"
 LEGACY_LAYER_TYPES = {"mamba": MAMBA, "attention": ATTENTION}
@@ -208,5 +209,23 @@ FAMILY = ModelFamily(
     name="granitemoehybrid", model_types=("granitemoehybrid",),
     architectures=("GraniteMoeHybridForCausalLM",),
     module=GraniteMoeHybridForCausalLM, tiny_preset="tiny-granitemoehybrid",
+    cohorts=("genai",),
     config_overrides=checked,
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # Mamba2 + attention hybrid: 8 Mamba heads of 16 in 2 groups, state 12, conv 4;
+    # NoPE attention (Granite 4.0-H), 4 experts of 36 + a shared MLP of 52.
+    "tiny-granitemoehybrid": {
+        **COMMON, "model_type": "granitemoehybrid",
+        "architectures": ["GraniteMoeHybridForCausalLM"], "num_hidden_layers": 3,
+        "layer_types": ["linear_attention", "full_attention", "linear_attention"],
+        "intermediate_size": 36, "shared_intermediate_size": 52, "num_local_experts": 4,
+        "num_experts_per_tok": 2, "mamba_n_heads": 8, "mamba_d_head": 16, "mamba_n_groups": 2,
+        "mamba_d_state": 12, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_chunk_size": 256,
+        "mamba_conv_bias": True, "mamba_proj_bias": False, "position_embedding_type": "nope",
+        "embedding_multiplier": 12.0, "residual_multiplier": 0.22,
+        "attention_multiplier": 0.0078125, "logits_scaling": 8.0,
+    },
+}

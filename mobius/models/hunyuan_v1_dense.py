@@ -17,6 +17,7 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_decoder_layer
+from mobius.tiny.bases import COMMON
 
 
 class HunYuanDenseV1ForCausalLM(CausalLM):
@@ -57,4 +58,12 @@ FAMILY = ModelFamily(
     name="hunyuan_v1_dense", model_types=("hunyuan_v1_dense",),
     architectures=("HunYuanDenseV1ForCausalLM",), module=HunYuanDenseV1ForCausalLM,
     tiny_preset="tiny-hunyuan_v1_dense", normalize_raw=normalize_hunyuan,
+    cohorts=("dense", "genai"),
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-hunyuan_v1_dense": {**COMMON, "model_type": "hunyuan_v1_dense",
+                              "architectures": ["HunYuanDenseV1ForCausalLM"], "head_dim": 16,
+                              "rms_norm_eps": 1e-5, "attention_bias": True},
+}

@@ -34,6 +34,7 @@ from mobius.config.options import read_options
 from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
+from mobius.tiny.bases import COMMON
 
 LAYER_KINDS = ("full_attention", "conv")
 
@@ -214,4 +215,19 @@ FAMILY = ModelFamily(
     normalize_raw=normalize,
     config_overrides=overrides,
     tiny_preset="tiny-lfm2",
+    cohorts=("genai",),
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # hybrid: conv, attention, conv layers; the MLP width is 2/3 of 172 times 1.5, rounded
+    # up to a multiple of 12 (= 180). No conv biases, as released LFM2s: a left-padded row
+    # then equals the row alone (transformers zeroes the padding's conv input, a bias is
+    # not zeroed); lfm2_families_test.py covers conv_bias.
+    "tiny-lfm2": {
+        **COMMON, "model_type": "lfm2", "architectures": ["Lfm2ForCausalLM"],
+        "num_hidden_layers": 3, "full_attn_idxs": [1], "conv_L_cache": 3, "conv_bias": False,
+        "block_auto_adjust_ff_dim": True, "block_ffn_dim_multiplier": 1.5,
+        "block_multiple_of": 12, "norm_eps": 1e-5,
+    },
+}

@@ -31,6 +31,7 @@ from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.lfm2 import Lfm2ForCausalLM, feed_forward, normalize_hybrid
+from mobius.tiny.bases import COMMON
 
 F32 = ir.DataType.FLOAT
 
@@ -117,4 +118,18 @@ FAMILY = ModelFamily(
     normalize_raw=normalize_hybrid,
     config_overrides=_overrides,
     tiny_preset="tiny-lfm2-moe",
+    cohorts=("genai",),
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # LFM2-MoE: a dense first layer (intermediate_size as written), then 6 experts of 28,
+    # top-2 chosen on sigmoid + expert_bias, renormalized, scaled by 1.5.
+    "tiny-lfm2-moe": {
+        **COMMON, "model_type": "lfm2_moe", "architectures": ["Lfm2MoeForCausalLM"],
+        "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"],
+        "conv_L_cache": 3, "conv_bias": False, "norm_eps": 1e-5, "num_dense_layers": 1,
+        "num_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 28,
+        "use_expert_bias": True, "routed_scaling_factor": 1.5, "norm_topk_prob": True,
+    },
+}

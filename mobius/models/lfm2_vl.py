@@ -48,6 +48,7 @@ from mobius.tasks import genai_image_settings as settings
 from mobius.tasks import image_processor, vision_language
 from mobius.tasks.task import TensorSpec
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import VOCAB_SIZE
 
 PROCESSOR_FILE = "processor_config.json"
 #: Lfm2VlImageProcessor's defaults: mean / std 0.5, 64..256 image tokens per tile
@@ -269,3 +270,25 @@ FAMILY = ModelFamily(
         ("language_model.lm_head.", ("lm_head.", "language_model.lm_head.")),
     ),
 )
+
+# LFM2-VL: the tiny-lfm2 hybrid decoder (conv, attention, conv), a 2-layer SigLIP2 NaFlex
+# tower (hidden 32, 2 heads, MLP 40) on 4 px patches with a 4 x 4 position grid, 2 x 2
+# pixel unshuffle, layer-normed projector (hidden 48, gelu, biased). The image token is
+# the vocabulary's last entry, the image start / end tokens the two before it.
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-lfm2-vl": {
+        "model_type": "lfm2_vl", "architectures": ["Lfm2VlForConditionalGeneration"],
+        "image_token_id": VOCAB_SIZE - 1, "tie_word_embeddings": True,
+        "projector_hidden_size": 48, "projector_hidden_act": "gelu", "projector_bias": True,
+        "projector_use_layernorm": True, "downsample_factor": 2,
+        "text_config": {k: v for k, v in lfm2.TINY_PRESETS["tiny-lfm2"].items()
+                        if k != "architectures"},
+        "vision_config": {
+            "model_type": "siglip2_vision_model", "hidden_size": 32, "intermediate_size": 40,
+            "num_hidden_layers": 2, "num_attention_heads": 2, "num_channels": 3, "patch_size": 4,
+            "num_patches": 16, "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6,
+            "vision_use_head": False,
+        },
+    },
+}

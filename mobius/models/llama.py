@@ -15,6 +15,7 @@ from mobius.components.mlp import GatedMLP
 from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
 from mobius.models.family import ModelFamily
+from mobius.tiny.bases import COMMON
 
 
 def llama_attention(config: ArchitectureConfig, **overrides) -> Attention:
@@ -59,3 +60,8 @@ FAMILY = ModelFamily(
     module=LlamaForCausalLM,
     tiny_preset="tiny-llama",
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-llama": {**COMMON, "model_type": "llama", "architectures": ["LlamaForCausalLM"]},
+}

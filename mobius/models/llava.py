@@ -46,6 +46,7 @@ from mobius.models.family import ModelFamily
 from mobius.models.vision_parts import VLM_CHECKPOINT_ALIASES
 from mobius.tasks import vision_language
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import COMMON, VOCAB_SIZE
 
 #: text_config model_type -> the family whose decoder classes and config switches LLaVA reuses.
 TEXT_FAMILIES: Mapping[str, ModelFamily] = {
@@ -214,3 +215,25 @@ FAMILY = ModelFamily(
     ignored_tensors=_unread_vision_layers,
     checkpoint_aliases=VLM_CHECKPOINT_ALIASES,
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # Vision-language: tiny CLIP tower (32 px images, 8 px patches: 16 image tokens per
+    # image; hidden 48, 4 heads of 12, MLP 100) + projector + tiny Llama text model.
+    # The image token is a real vocabulary entry (transformers embeds it before
+    # overwriting), the last one so random prompts rarely hit it.
+    "tiny-llava": {
+        "model_type": "llava", "architectures": ["LlavaForConditionalGeneration"],
+        "image_token_index": VOCAB_SIZE - 1, "image_seq_length": 16,
+        "projector_hidden_act": "gelu", "vision_feature_layer": -2,
+        "vision_feature_select_strategy": "default", "multimodal_projector_bias": True,
+        "tie_word_embeddings": False,
+        "text_config": {**COMMON, "model_type": "llama", "architectures": ["LlamaForCausalLM"]},
+        "vision_config": {
+            "model_type": "clip_vision_model", "hidden_size": 48, "intermediate_size": 100,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_channels": 3,
+            "image_size": 32, "patch_size": 8, "hidden_act": "quick_gelu",
+            "layer_norm_eps": 1e-5, "projection_dim": 40,
+        },
+    },
+}

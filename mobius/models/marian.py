@@ -29,6 +29,7 @@ from mobius.models.family import ModelFamily
 from mobius.tasks import text2text
 from mobius.weights.attach import IgnoredTensors
 from mobius.weights.dtypes import numpy_dtype
+from mobius.tiny.bases import VOCAB_SIZE
 
 #: transformers' MarianConfig defaults, for keys a config.json leaves out.
 _MARIAN_DEFAULTS: Mapping[str, Any] = {
@@ -89,3 +90,16 @@ FAMILY = ModelFamily(
                        "older opus-mt files save the sinusoids; they are recomputed"),
     ),
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # Marian (opus-mt): BART's shape with sinusoidal positions, swish, no embedding norm.
+    "tiny-marian": {
+        "model_type": "marian", "architectures": ["MarianMTModel"],
+        "vocab_size": VOCAB_SIZE, "d_model": 48, "encoder_layers": 2, "decoder_layers": 2,
+        "encoder_attention_heads": 4, "decoder_attention_heads": 6, "encoder_ffn_dim": 100,
+        "decoder_ffn_dim": 88, "max_position_embeddings": 40, "activation_function": "swish",
+        "scale_embedding": True, "pad_token_id": 0, "eos_token_id": 2,
+        "decoder_start_token_id": 0, "forced_eos_token_id": None, "tie_word_embeddings": True,
+    },
+}

@@ -26,6 +26,7 @@ from mobius.models import bert, distilbert, mpnet
 from mobius.models.family import ModelFamily
 from mobius.tasks import fill_mask
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import masked_lm_head
 
 
 def _decoder(config: ArchitectureConfig, tied_to: str, tied_bias: str | None = None) -> Linear:
@@ -179,3 +180,12 @@ FAMILIES = (
     _masked_lm(mpnet.FAMILY, MPNetForMaskedLM, ("MPNetForMaskedLM",),
                _ignored(r"lm_head\.decoder", r"lm_head\.bias")),
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    **masked_lm_head("tiny-bert", bert.TINY_PRESETS["tiny-bert"], "Bert"),
+    **masked_lm_head("tiny-roberta", bert.TINY_PRESETS["tiny-roberta"], "Roberta"),
+    **masked_lm_head("tiny-xlm-roberta", bert.TINY_PRESETS["tiny-xlm-roberta"], "XLMRoberta"),
+    **masked_lm_head("tiny-distilbert", distilbert.TINY_PRESETS["tiny-distilbert"], "DistilBert"),
+    **masked_lm_head("tiny-mpnet", mpnet.TINY_PRESETS["tiny-mpnet"], "MPNet"),
+}

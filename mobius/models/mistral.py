@@ -2,6 +2,7 @@
 
 from mobius.models.family import ModelFamily
 from mobius.models.llama import LlamaForCausalLM
+from mobius.tiny.bases import COMMON
 
 FAMILY = ModelFamily(
     name="mistral",
@@ -10,3 +11,13 @@ FAMILY = ModelFamily(
     module=LlamaForCausalLM,
     tiny_preset="tiny-mistral",
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-mistral": {
+        **COMMON,
+        "model_type": "mistral",
+        "architectures": ["MistralForCausalLM"],
+        "sliding_window": 8,
+    },
+}

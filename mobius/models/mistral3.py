@@ -46,6 +46,7 @@ from mobius.tasks import genai_image_settings as settings
 from mobius.tasks import image_processor, vision_language
 from mobius.tasks.task import TensorSpec
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import COMMON, VOCAB_SIZE
 
 TEXT_FAMILIES: Mapping[str, ModelFamily] = {"mistral": mistral.FAMILY, "llama": llama.FAMILY}
 #: Mistral3Config's text_config defaults (transformers), for text configs saved as diffs
@@ -271,3 +272,24 @@ FAMILY = ModelFamily(
                      "model.language_model.embed_tokens.")),
     ),
 )
+
+# Mistral 3 (mobius/models/mistral3.py): the common decoder as Mistral (head_dim 16, no
+# sliding window) + a 2-layer Pixtral tower (hidden 48, 4 heads of 12, MLP 100, 4 px
+# patches, images up to 64 px) and a 2 x 2 patch merger. [IMG] / [IMG_BREAK] /
+# [IMG_END] / [INST] are the vocabulary's last four ids.
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-mistral3": {
+        "model_type": "mistral3", "architectures": ["Mistral3ForConditionalGeneration"],
+        "image_token_index": VOCAB_SIZE - 1, "spatial_merge_size": 2,
+        "projector_hidden_act": "gelu", "vision_feature_layer": -1,
+        "multimodal_projector_bias": False, "tie_word_embeddings": False,
+        "text_config": {**COMMON, "model_type": "mistral", "head_dim": 16, "sliding_window": None},
+        "vision_config": {
+            "model_type": "pixtral", "hidden_size": 48, "intermediate_size": 100,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_channels": 3,
+            "image_size": 64, "patch_size": 4, "hidden_act": "gelu",
+            "rope_parameters": {"rope_type": "axial", "rope_theta": 10000.0},
+        },
+    },
+}

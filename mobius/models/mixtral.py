@@ -17,6 +17,7 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
+from mobius.tiny.bases import COMMON
 
 
 def moe_int(config: ArchitectureConfig, key: str, default: int | None = None, *,
@@ -79,3 +80,10 @@ FAMILY = ModelFamily(
     module=MixtralForCausalLM,
     tiny_preset="tiny-mixtral",
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # MoE: expert sizes, expert counts and hidden sizes differ from every other dim.
+    "tiny-mixtral": {**COMMON, "model_type": "mixtral", "architectures": ["MixtralForCausalLM"],
+                     "intermediate_size": 88, "num_local_experts": 4, "num_experts_per_tok": 2},
+}

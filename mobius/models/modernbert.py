@@ -30,6 +30,7 @@ from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.tasks import encoder
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import VOCAB_SIZE
 
 FULL, SLIDING = "full_attention", "sliding_attention"
 #: transformers' defaults: (global, local) RoPE base
@@ -228,3 +229,19 @@ FAMILY = ModelFamily(
                        "fill-mask / classifier heads: not part of feature extraction"),),
     config_overrides=_overrides,
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # ModernBERT: 3 layers, global every 2nd (full, sliding, full; the default 3 would make
+    # layer 2 local), local window 4 (2 either side) well inside the test sequence, distinct
+    # global/local RoPE bases; GeGLU intermediate 88 (Wi: 176). Biases off, as released.
+    "tiny-modernbert": {
+        "model_type": "modernbert", "architectures": ["ModernBertModel"],
+        "vocab_size": VOCAB_SIZE, "hidden_size": 64, "intermediate_size": 88,
+        "num_hidden_layers": 3, "num_attention_heads": 4, "max_position_embeddings": 256,
+        "global_attn_every_n_layers": 2, "local_attention": 4, "global_rope_theta": 160000.0,
+        "local_rope_theta": 10000.0, "hidden_activation": "gelu", "norm_eps": 1e-5,
+        "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 1,
+        "sep_token_id": 2,
+    },
+}

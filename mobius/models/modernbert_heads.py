@@ -26,6 +26,8 @@ from mobius.models.modernbert import FAMILY, ModernBertModel, ModernBertPredicti
 from mobius.tasks import fill_mask, text_classification, token_classification
 from mobius.tasks.labels import id2label
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import classifier_heads, masked_lm_head
+from mobius.models import modernbert
 
 _TIED = "model.embeddings.tok_embeddings.weight"
 
@@ -92,3 +94,9 @@ FAMILIES = (
           lambda config: (IgnoredTensors(r"decoder\.weight", "tied: the token embeddings"),)
           if config.tie_word_embeddings else ()),
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    **classifier_heads("tiny-modernbert", modernbert.TINY_PRESETS["tiny-modernbert"], "ModernBert"),
+    **masked_lm_head("tiny-modernbert", modernbert.TINY_PRESETS["tiny-modernbert"], "ModernBert"),
+}

@@ -16,7 +16,7 @@ import pytest
 from mobius import build
 from mobius.errors import ConfigError
 from mobius.models import modernbert, modernbert_heads
-from mobius.tiny.presets import VOCAB_SIZE
+from mobius.tiny.bases import VOCAB_SIZE
 from testing.encoder_runs import encoder_parity, run_reference
 from testing.model_runs import build_package, make_family_checkpoint, ort_session
 

@@ -33,6 +33,7 @@ from mobius.models.bert import padded_positions
 from mobius.models.family import ModelFamily
 from mobius.tasks import encoder
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import VOCAB_SIZE
 
 PADDING_IDX = 1  #: MPNetEmbeddings' padding_idx (not config.pad_token_id)
 BUCKETS, MAX_DISTANCE = 32, 128  #: what transformers' compute_position_bias uses
@@ -178,3 +179,16 @@ FAMILY = ModelFamily(
     ),
     config_overrides=_overrides,
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # MPNet: positions count from padding_idx 1 + 1 (hence 258); 40 bias-table rows where
+    # transformers indexes 32 buckets: reading the table size as the bucket count fails.
+    "tiny-mpnet": {
+        "model_type": "mpnet", "architectures": ["MPNetModel"], "vocab_size": VOCAB_SIZE,
+        "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "max_position_embeddings": 258,
+        "relative_attention_num_buckets": 40, "hidden_act": "gelu", "layer_norm_eps": 1e-5,
+        "pad_token_id": 1,
+    },
+}

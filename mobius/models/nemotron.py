@@ -17,6 +17,7 @@ from mobius.config.options import read_options
 from mobius.config.rope import with_partial_rotary_default
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
+from mobius.tiny.bases import COMMON
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,5 +53,13 @@ def normalize_nemotron(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="nemotron", model_types=("nemotron",), architectures=("NemotronForCausalLM",),
     module=NemotronForCausalLM, tiny_preset="tiny-nemotron", normalize_raw=normalize_nemotron,
+    cohorts=("dense", "genai"),
     config_overrides=lambda raw: {"hidden_act": read_options(NemotronOptions, raw).hidden_act},
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-nemotron": {**COMMON, "model_type": "nemotron", "architectures": ["NemotronForCausalLM"],
+                      "hidden_act": "relu2", "norm_eps": 1e-5, "attention_bias": True,
+                      "mlp_bias": True, "partial_rotary_factor": 0.5},
+}

@@ -14,6 +14,7 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.config.options import read_options, validated
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
+from mobius.tiny.bases import COMMON
 
 EPS = 1e-5  # fixed in OLMo's LayerNorm, not read from config.json
 
@@ -44,4 +45,11 @@ class OlmoForCausalLM(CausalLM):
 FAMILY = ModelFamily(
     name="olmo", model_types=("olmo",), architectures=("OlmoForCausalLM",),
     module=OlmoForCausalLM, tiny_preset="tiny-olmo", config_overrides=validated(OlmoOptions),
+    cohorts=("dense", "genai"),
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-olmo": {**COMMON, "model_type": "olmo", "architectures": ["OlmoForCausalLM"],
+                  "attention_bias": True, "clip_qkv": 0.1},
+}

@@ -10,6 +10,7 @@ from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
+from mobius.tiny.bases import COMMON
 
 
 class Olmo2ForCausalLM(CausalLM):
@@ -35,3 +36,9 @@ FAMILY = ModelFamily(
     name="olmo2", model_types=("olmo2",), architectures=("Olmo2ForCausalLM",),
     module=Olmo2ForCausalLM, tiny_preset="tiny-olmo2",
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-olmo2": {**COMMON, "model_type": "olmo2", "architectures": ["Olmo2ForCausalLM"],
+                   "rms_norm_eps": 1e-5},
+}

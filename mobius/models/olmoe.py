@@ -19,6 +19,7 @@ from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
 from mobius.models.mixtral import moe_int
+from mobius.tiny.bases import COMMON
 
 
 def _moe(config: ArchitectureConfig) -> SparseMoE:
@@ -54,3 +55,12 @@ FAMILY = ModelFamily(
     name="olmoe", model_types=("olmoe",), architectures=("OlmoeForCausalLM",),
     module=OlmoeForCausalLM, tiny_preset="tiny-olmoe",
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-olmoe": {
+        **COMMON, "model_type": "olmoe", "architectures": ["OlmoeForCausalLM"],
+        "intermediate_size": 44, "num_experts": 5, "num_experts_per_tok": 2,
+        "norm_topk_prob": False, "rms_norm_eps": 1e-5, "clip_qkv": None,
+    },
+}

@@ -11,6 +11,7 @@ from mobius.components.linear import Linear
 from mobius.components.mlp import MLP
 from mobius.config.architecture import ArchitectureConfig
 from mobius.models.family import ModelFamily
+from mobius.tiny.bases import COMMON
 
 
 def _layer(config: ArchitectureConfig, i: int) -> ParallelDecoderLayer:
@@ -52,3 +53,12 @@ FAMILY = ModelFamily(
     config_overrides=lambda raw: {"hidden_act": raw.get("hidden_act", "gelu_new"),
                                   "rms_norm_eps": float(raw.get("layer_norm_eps", 1e-5))},
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-phi": {
+        **COMMON, "model_type": "phi", "architectures": ["PhiForCausalLM"],
+        "num_key_value_heads": 4, "hidden_act": "gelu_new", "layer_norm_eps": 1e-5,
+        "partial_rotary_factor": 0.5,
+    },
+}

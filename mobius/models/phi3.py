@@ -12,6 +12,7 @@ from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
+from mobius.tiny.bases import COMMON
 
 
 def _layer(config: ArchitectureConfig, i: int) -> PreNormDecoderLayer:
@@ -39,3 +40,16 @@ FAMILY = ModelFamily(
     name="phi3", model_types=("phi3",), architectures=("Phi3ForCausalLM",),
     module=Phi3ForCausalLM, tiny_preset="tiny-phi3",
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-phi3": {**COMMON, "model_type": "phi3", "architectures": ["Phi3ForCausalLM"],
+                  "pad_token_id": 0, "rms_norm_eps": 1e-5},
+    "tiny-phi3.5": {
+        **COMMON, "model_type": "phi3", "architectures": ["Phi3ForCausalLM"],
+        "max_position_embeddings": 128, "original_max_position_embeddings": 32,
+        "rope_scaling": {"type": "longrope", "short_factor": [1.0 + 0.05 * i for i in range(8)],
+                         "long_factor": [1.5 + 0.25 * i for i in range(8)]},
+        "partial_rotary_factor": 1.0,
+    },
+}

@@ -37,6 +37,7 @@ from mobius.models.phi4mm_vision import Phi4ImageEmbedding
 from mobius.tasks import vision_language
 from mobius.tasks.task import TensorSpec
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import COMMON, VOCAB_SIZE
 
 #: transformers' Phi4MultimodalVisionConfig defaults
 VISION_DEFAULTS: Mapping[str, Any] = {
@@ -235,3 +236,29 @@ FAMILY = ModelFamily(
         ("audio_embed.", ("model.embed_tokens_extend.audio_embed.", "audio_embed.")),
     ),
 )
+
+# Phi-4-multimodal (mobius/models/phi4_multimodal.py): the common decoder as Phi-3 with
+# partial rotary 0.75 (12 of 16 dims); a 2-layer SigLIP tower (hidden 32, 2 heads, MLP
+# 48) on genai's fixed 448 px crops of 14 px patches (32 x 32 -> 16 x 16 pooled tokens),
+# read at hidden state -2; a 1-block conformer audio tower the package does not build.
+# The image/audio tokens are the vocabulary's last entries.
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-phi4mm": {
+        **COMMON, "model_type": "phi4_multimodal", "architectures": ["Phi4MultimodalForCausalLM"],
+        "pad_token_id": 0, "rms_norm_eps": 1e-5, "max_position_embeddings": 4096,
+        "original_max_position_embeddings": 4096, "tie_word_embeddings": False,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                            "partial_rotary_factor": 0.75},
+        "vision_config": {
+            "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+            "num_attention_heads": 2, "image_size": 448, "patch_size": 14, "crop_size": 448,
+            "image_token_id": VOCAB_SIZE - 1, "feature_layer": -2,
+        },
+        "audio_config": {
+            "hidden_size": 32, "intermediate_size": 48, "num_blocks": 1, "num_attention_heads": 2,
+            "ext_pw_out_channel": 32, "depthwise_separable_out_channel": 32,
+            "nemo_conv_channels": 32, "audio_token_id": VOCAB_SIZE - 2,
+        },
+    },
+}

@@ -39,6 +39,7 @@ from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
 from mobius.models.mixtral import moe_int
+from mobius.tiny.bases import COMMON
 
 F32 = ir.DataType.FLOAT
 
@@ -152,4 +153,21 @@ class PhimoeForCausalLM(CausalLM):
 FAMILY = ModelFamily(
     name="phimoe", model_types=("phimoe",), architectures=("PhimoeForCausalLM",),
     module=PhimoeForCausalLM, normalize_raw=_rope_mscale, tiny_preset="tiny-phimoe",
+    cohorts=("genai",),
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-phimoe": {
+        **COMMON, "model_type": "phimoe", "architectures": ["PhimoeForCausalLM"],
+        "intermediate_size": 52, "num_local_experts": 5, "num_experts_per_tok": 2,
+        # SparseMixer drops experts whose score is more than 2 * router_jitter_noise
+        # below the best: a discontinuity where two f16 graphs that round in a
+        # different order keep different experts for a token at the cut (0.03
+        # logits apart at 0.01). The preset keeps the cut out of the way so EP-vs-
+        # generic f16 parity measures the graphs; the cut itself is tested in f32
+        # (sparse_moe_families_test: router_jitter_noise 0.4).
+        "rms_norm_eps": 1e-5, "router_jitter_noise": 10.0, "input_jitter_noise": 0.01,
+        "attention_bias": True, "lm_head_bias": True, "sliding_window": None,
+    },
+}

@@ -36,6 +36,7 @@ from mobius.models.qwen2_5_vl_vision import QwenVisionConfig, QwenVisionTransfor
 from mobius.tasks import genai_image_settings as settings
 from mobius.tasks import image_processor, vision_language
 from mobius.tasks.task import TensorSpec
+from mobius.tiny.bases import COMMON, VOCAB_SIZE
 
 #: Qwen2_5_VLConfig's own defaults (transformers).
 _VL_DEFAULTS: Mapping[str, Any] = {
@@ -235,3 +236,25 @@ FAMILY = ModelFamily(
     config_overrides=lambda raw: {"qkv_bias": True, "o_bias": False},
     checkpoint_aliases=QWEN_VL_CHECKPOINT_ALIASES,
 )
+
+#: the text decoder of the Qwen-VL presets (M-RoPE: no top-level rope_theta)
+QWEN_VL_TEXT = {k: v for k, v in COMMON.items() if k != "rope_theta"}
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-qwen2_5_vl": {
+        "model_type": "qwen2_5_vl", "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+        "image_token_id": VOCAB_SIZE - 1, "video_token_id": VOCAB_SIZE - 2,
+        "vision_start_token_id": VOCAB_SIZE - 3, "vision_end_token_id": VOCAB_SIZE - 4,
+        "tie_word_embeddings": False,
+        "text_config": {**QWEN_VL_TEXT, "model_type": "qwen2_5_vl_text",
+                        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                            "mrope_section": [2, 3, 3]}},
+        "vision_config": {
+            "model_type": "qwen2_5_vl_vision", "depth": 2, "hidden_size": 32,
+            "intermediate_size": 40, "num_heads": 2, "in_channels": 3, "patch_size": 4,
+            "spatial_merge_size": 2, "temporal_patch_size": 2, "window_size": 16,
+            "fullatt_block_indexes": [1], "out_hidden_size": 64, "tokens_per_second": 4,
+            "hidden_act": "silu",
+        },
+    },
+}

@@ -33,6 +33,8 @@ from mobius.models.qwen2_5_vl import (QWEN_VL_CHECKPOINT_ALIASES,
 from mobius.models.qwen3_vl_vision import Qwen3VisionConfig, Qwen3VisionTransformer
 from mobius.tasks import vision_language
 from mobius.weights.dtypes import numpy_dtype
+from mobius.tiny.bases import VOCAB_SIZE
+from mobius.models.qwen2_5_vl import QWEN_VL_TEXT
 
 #: Qwen3VLTextRotaryEmbedding's mrope_section when rope_parameters has none
 DEFAULT_SECTION = [24, 20, 20]
@@ -114,3 +116,28 @@ FAMILY = ModelFamily(
     config_overrides=lambda raw: {"qk_norm": True},
     checkpoint_aliases=QWEN_VL_CHECKPOINT_ALIASES,
 )
+
+# Qwen3-VL (mobius/models/qwen3_vl.py): the common decoder with QK norm and interleaved
+# M-RoPE sections 2/3/3; a 3-layer vision tower (LayerNorm, GELU MLP 40) on 4 px patches,
+# 2x2 merge, a learned 4x4 position grid, deepstack features of vision layers 0 and 2
+# added after decoder layers 0 and 1.
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-qwen3_vl": {
+        "model_type": "qwen3_vl", "architectures": ["Qwen3VLForConditionalGeneration"],
+        "image_token_id": VOCAB_SIZE - 1, "video_token_id": VOCAB_SIZE - 2,
+        "vision_start_token_id": VOCAB_SIZE - 3, "vision_end_token_id": VOCAB_SIZE - 4,
+        "tie_word_embeddings": False,
+        "text_config": {**QWEN_VL_TEXT, "model_type": "qwen3_vl_text", "head_dim": 16,
+                        "attention_bias": False,
+                        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                            "mrope_section": [2, 3, 3], "mrope_interleaved": True}},
+        "vision_config": {
+            "model_type": "qwen3_vl_vision", "depth": 3, "hidden_size": 32,
+            "intermediate_size": 40, "num_heads": 2, "in_channels": 3, "patch_size": 4,
+            "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 64,
+            "num_position_embeddings": 16, "deepstack_visual_indexes": [0, 2],
+            "hidden_act": "gelu_pytorch_tanh",
+        },
+    },
+}

@@ -22,6 +22,7 @@ from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
 from mobius.models.mixtral import moe_int
+from mobius.tiny.bases import COMMON
 
 
 def is_sparse_layer(config: ArchitectureConfig, layer: int) -> bool:
@@ -78,3 +79,22 @@ QWEN2_MOE = ModelFamily(
     config_overrides=lambda raw: {"qkv_bias": bool(raw.get("qkv_bias", True)), "o_bias": False},
     tiny_preset="tiny-qwen2-moe",
 )
+
+#: what the registry reads from this module, in lookup order
+FAMILIES = (QWEN3_MOE, QWEN2_MOE)
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-qwen3-moe": {
+        **COMMON, "model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"],
+        "hidden_size": 80, "head_dim": 16, "moe_intermediate_size": 40, "num_experts": 6,
+        "num_experts_per_tok": 2, "norm_topk_prob": False, "mlp_only_layers": [1],
+        "tie_word_embeddings": True,
+    },
+    "tiny-qwen2-moe": {
+        **COMMON, "model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"],
+        "hidden_size": 48, "head_dim": 16, "moe_intermediate_size": 36, "num_experts": 5,
+        "num_experts_per_tok": 3, "norm_topk_prob": True, "shared_expert_intermediate_size": 52,
+        "decoder_sparse_step": 1, "use_sliding_window": False,
+    },
+}

@@ -1,110 +1,62 @@
 """The model registry: HF model_type (or architecture name) -> ModelFamily.
 
-Adding a family is one file under mobius/models and one line here.
+Families are discovered, not listed: every module of mobius.models that declares
+``FAMILIES`` (a tuple, in lookup order) or ``FAMILY`` is a family module, read in
+module-name order. Adding a family is one file under mobius/models (docs/adding_a_model.md).
 """
 
 from __future__ import annotations
 
-from mobius.errors import UnsupportedModelError
-from mobius.models import bert, gemma, gpt2, granite, llama, mistral, olmo2, phi, phi3, qwen, smollm3
-from mobius.models import llava, mixtral, qwen_moe
-from mobius.models import classifiers, distilbert, masked_lm, whisper
-from mobius.models import cohere, ernie4_5, exaone4, falcon, glm, hunyuan_v1_dense, nemotron
-from mobius.models import olmo, stablelm, starcoder2
-from mobius.models import granitemoe, olmoe, phimoe
-from mobius.models import granitemoehybrid
-from mobius.models import deepseek
-from mobius.models import lfm2, lfm2_moe
-from mobius.models import clip_models, dinov2, siglip, vit
-from mobius.models import wav2vec2
-from mobius.models import gpt_oss
-from mobius.models import deberta_v2, modernbert, modernbert_heads, mpnet
-from mobius.models import bart, marian, t5
-from mobius.models import ernie4_5_moe
-from mobius.models import glm4_moe
-from mobius.models import gemma3
-from mobius.models import qwen2_5_vl
-from mobius.models import qwen3_vl
-from mobius.models import mistral3
-from mobius.models import lfm2_vl
-from mobius.models import phi4_multimodal
-from mobius.models.family import ModelFamily
+import importlib
+import pkgutil
+from types import ModuleType
 
-FAMILIES: tuple[ModelFamily, ...] = (
-    llama.FAMILY,
-    mistral.FAMILY,
-    qwen.QWEN2,
-    qwen.QWEN3,
-    mixtral.FAMILY,
-    qwen_moe.QWEN3_MOE,
-    qwen_moe.QWEN2_MOE,
-    olmoe.FAMILY,
-    granitemoe.FAMILY,
-    granitemoehybrid.FAMILY,
-    phimoe.FAMILY,
-    *deepseek.FAMILIES,
-    gpt_oss.FAMILY,
-    lfm2.FAMILY,
-    lfm2_moe.FAMILY,
-    gemma.GEMMA,
-    gemma.GEMMA2,
-    gemma.GEMMA3,
-    granite.FAMILY,
-    olmo2.FAMILY,
-    olmo.FAMILY,
-    starcoder2.FAMILY,
-    stablelm.FAMILY,
-    cohere.COHERE,
-    cohere.COHERE2,
-    glm.GLM,
-    glm.GLM4,
-    nemotron.FAMILY,
-    falcon.FAMILY,
-    exaone4.FAMILY,
-    ernie4_5.FAMILY,
-    hunyuan_v1_dense.FAMILY,
-    smollm3.FAMILY,
-    phi3.FAMILY,
-    phi.FAMILY,
-    gpt2.FAMILY,
-    bert.FAMILY,
-    bert.ROBERTA,
-    bert.XLM_ROBERTA,
-    distilbert.FAMILY,
-    mpnet.FAMILY,
-    modernbert.FAMILY,
-    *classifiers.FAMILIES,
-    *masked_lm.FAMILIES,
-    *modernbert_heads.FAMILIES,
-    *deberta_v2.FAMILIES,
-    llava.FAMILY,
-    gemma3.FAMILY,
-    whisper.FAMILY,
-    vit.FAMILY,
-    vit.CLASSIFIER,
-    dinov2.FAMILY,
-    dinov2.CLASSIFIER,
-    siglip.VISION_FAMILY,
-    siglip.CLASSIFIER,
-    siglip.ZERO_SHOT,
-    clip_models.VISION_FAMILY,
-    clip_models.CLASSIFIER,
-    clip_models.ZERO_SHOT,
-    wav2vec2.FAMILY,
-    wav2vec2.HUBERT,
-    *t5.FAMILIES,
-    bart.FAMILY,
-    marian.FAMILY,
-    ernie4_5_moe.FAMILY,
-    glm4_moe.FAMILY,
-    qwen2_5_vl.FAMILY,
-    qwen3_vl.FAMILY,
-    mistral3.FAMILY,
-    lfm2_vl.FAMILY,
-    phi4_multimodal.FAMILY,
-)
+from mobius import models
+from mobius.errors import UnsupportedModelError
+from mobius.models.family import COHORTS, ModelFamily
+
+#: modules of mobius.models that are not families (the registry and its readers)
+_NOT_FAMILY_MODULES = frozenset({"catalog", "family", "registry"})
+
+
+def _family_modules() -> tuple[ModuleType, ...]:
+    names = sorted(info.name for info in pkgutil.iter_modules(models.__path__)
+                   if not info.name.endswith("_test") and info.name not in _NOT_FAMILY_MODULES)
+    found = (importlib.import_module(f"{models.__name__}.{name}") for name in names)
+    return tuple(m for m in found if hasattr(m, "FAMILIES") or hasattr(m, "FAMILY"))
+
+
+def declared_families(module: ModuleType) -> tuple[ModelFamily, ...]:
+    """The families a family module declares: its FAMILIES, else its FAMILY."""
+    return tuple(getattr(module, "FAMILIES", None) or (module.FAMILY,))
+
+
+def _collect(modules: tuple[ModuleType, ...]) -> tuple[ModelFamily, ...]:
+    """Every declared family once; a key (model_type, architecture) claimed twice is an
+    error, since lookup would depend on discovery order."""
+    families, owner = [], {}
+    for module in modules:
+        for family in declared_families(module):
+            for key in (family.name, *family.model_types, *family.architectures):
+                if owner.setdefault(key, (family, module.__name__))[0] is not family:
+                    raise ValueError(
+                        f"{key!r} is declared by {owner[key][1]} and {module.__name__}")
+            if family not in families:
+                families.append(family)
+    return tuple(families)
+
+
+FAMILY_MODULES: tuple[ModuleType, ...] = _family_modules()
+FAMILIES: tuple[ModelFamily, ...] = _collect(FAMILY_MODULES)
 
 _BY_KEY = {key: family for family in FAMILIES for key in (*family.model_types, *family.architectures)}
+
+
+def cohort(name: str) -> tuple[ModelFamily, ...]:
+    """The families that joined the shared suite ``name`` (mobius.models.family.COHORTS)."""
+    if name not in COHORTS:
+        raise ValueError(f"unknown cohort {name!r}; known: {sorted(COHORTS)}")
+    return tuple(f for f in FAMILIES if name in f.cohorts)
 
 
 def supported_model_types() -> list[str]:

@@ -35,6 +35,7 @@ from mobius.tasks import (image_classification, image_feature_extraction,
 from mobius.tasks.image_processor import BICUBIC, HALF, resize_processor
 from mobius.tasks.labels import id2label
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import IMAGE_LABELS, TEXT, VISION
 
 SIGLIP_VISION = {
     "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
@@ -227,3 +228,22 @@ ZERO_SHOT = ModelFamily(
     ignored_tensors=lambda config: (POSITION_IDS,),
     extra_attention_blocks=1,  # the vision tower's MAP head
 )
+
+#: what the registry reads from this module, in lookup order
+FAMILIES = (VISION_FAMILY, CLASSIFIER, ZERO_SHOT)
+
+_SIGLIP_TEXT = {**TEXT, "model_type": "siglip_text_model", "hidden_act": "gelu_pytorch_tanh",
+                "layer_norm_eps": 1e-6, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
+                "projection_size": 48}  # = vision hidden (SigLIP)
+_SIGLIP_VISION = {**VISION, "model_type": "siglip_vision_model",
+                  "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6}
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-siglip-vision": {**_SIGLIP_VISION, "architectures": ["SiglipVisionModel"]},
+    "tiny-siglip-img-cls": {"model_type": "siglip",
+                            "architectures": ["SiglipForImageClassification"],
+                            "text_config": _SIGLIP_TEXT, "vision_config": _SIGLIP_VISION,
+                            **IMAGE_LABELS},
+    "tiny-siglip": {"model_type": "siglip", "architectures": ["SiglipModel"],
+                    "text_config": _SIGLIP_TEXT, "vision_config": _SIGLIP_VISION},
+}

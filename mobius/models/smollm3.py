@@ -8,6 +8,7 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_decoder_layer
+from mobius.tiny.bases import COMMON
 
 
 def uses_rope(config: ArchitectureConfig) -> list[bool]:
@@ -37,3 +38,10 @@ FAMILY = ModelFamily(
     name="smollm3", model_types=("smollm3",), architectures=("SmolLM3ForCausalLM",),
     module=SmolLM3ForCausalLM, tiny_preset="tiny-smollm3",
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-smollm3": {**COMMON, "model_type": "smollm3", "architectures": ["SmolLM3ForCausalLM"],
+                     "num_hidden_layers": 4, "no_rope_layers": [1, 1, 1, 0],
+                     "no_rope_layer_interval": 4},
+}

@@ -18,6 +18,7 @@ from mobius.config.options import read_options, validated
 from mobius.config.rope import with_partial_rotary_default
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
+from mobius.tiny.bases import COMMON
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,5 +62,13 @@ def normalize_stablelm(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="stablelm", model_types=("stablelm",), architectures=("StableLmForCausalLM",),
     module=StableLmForCausalLM, tiny_preset="tiny-stablelm", normalize_raw=normalize_stablelm,
+    cohorts=("dense", "genai"),
     config_overrides=validated(StableLmOptions),
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-stablelm": {**COMMON, "model_type": "stablelm", "architectures": ["StableLmForCausalLM"],
+                      "layer_norm_eps": 1e-5, "use_qkv_bias": True, "qk_layernorm": True,
+                      "partial_rotary_factor": 0.25},
+}

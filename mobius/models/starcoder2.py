@@ -15,6 +15,7 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.config.options import read_options
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
+from mobius.tiny.bases import COMMON
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,4 +51,12 @@ def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="starcoder2", model_types=("starcoder2",), architectures=("Starcoder2ForCausalLM",),
     module=Starcoder2ForCausalLM, tiny_preset="tiny-starcoder2", config_overrides=_overrides,
+    cohorts=("dense", "genai"),
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-starcoder2": {**COMMON, "model_type": "starcoder2",
+                        "architectures": ["Starcoder2ForCausalLM"], "hidden_act": "gelu_pytorch_tanh",
+                        "norm_epsilon": 1e-5, "use_bias": True, "tie_word_embeddings": True},
+}

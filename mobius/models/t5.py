@@ -52,6 +52,7 @@ from mobius.models.family import ModelFamily
 from mobius.tasks import text2text
 from mobius.weights.attach import IgnoredTensors
 from mobius.weights.dtypes import numpy_dtype
+from mobius.tiny.bases import VOCAB_SIZE
 
 #: transformers' T5Config defaults (t5-small), for keys a config.json leaves out.
 _T5_DEFAULTS: Mapping[str, Any] = {
@@ -351,3 +352,26 @@ MT5 = ModelFamily(
 )
 
 FAMILIES = (T5, MT5)
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # Text2text: d_model 48 but 4 heads of d_kv 16 (inner 64); 8 buckets over distance 6, so
+    # the exact, logarithmic and saturated buckets all occur at tiny lengths. tiny-t5: ReLU
+    # feed-forward, head tied to `shared` (scaled); tiny-mt5: gated-gelu, 3 + 1 layers.
+    "tiny-t5": {
+        "model_type": "t5", "architectures": ["T5ForConditionalGeneration"],
+        "vocab_size": VOCAB_SIZE, "d_model": 48, "d_kv": 16, "d_ff": 88, "num_layers": 2,
+        "num_decoder_layers": 2, "num_heads": 4, "relative_attention_num_buckets": 8,
+        "relative_attention_max_distance": 6, "feed_forward_proj": "relu",
+        "layer_norm_epsilon": 1e-6, "pad_token_id": 0, "eos_token_id": 2,
+        "decoder_start_token_id": 0, "tie_word_embeddings": True,
+    },
+    "tiny-mt5": {
+        "model_type": "mt5", "architectures": ["MT5ForConditionalGeneration"],
+        "vocab_size": VOCAB_SIZE, "d_model": 48, "d_kv": 16, "d_ff": 88, "num_layers": 3,
+        "num_decoder_layers": 1, "num_heads": 4, "relative_attention_num_buckets": 8,
+        "relative_attention_max_distance": 6, "feed_forward_proj": "gated-gelu",
+        "layer_norm_epsilon": 1e-6, "pad_token_id": 0, "eos_token_id": 2,
+        "decoder_start_token_id": 0,
+    },
+}

@@ -29,6 +29,7 @@ from mobius.tasks import image_classification, image_feature_extraction
 from mobius.tasks.image_processor import BILINEAR, HALF, resize_processor
 from mobius.tasks.labels import id2label
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import IMAGE_LABELS, VISION
 
 #: transformers' ViTConfig defaults
 VIT_DEFAULTS = {
@@ -209,3 +210,14 @@ CLASSIFIER = ModelFamily(
     ignored_tensors=lambda config: (POSITION_IDS, IgnoredTensors(
         r"vit\.pooler\..*", "the classifier reads the normed class token")),
 )
+
+#: what the registry reads from this module, in lookup order
+FAMILIES = (FAMILY, CLASSIFIER)
+
+_VIT = {**VISION, "model_type": "vit", "hidden_act": "gelu", "layer_norm_eps": 1e-12,
+        "qkv_bias": True}
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    "tiny-vit": {**_VIT, "architectures": ["ViTModel"]},
+    "tiny-vit-img-cls": {**_VIT, "architectures": ["ViTForImageClassification"], **IMAGE_LABELS},
+}

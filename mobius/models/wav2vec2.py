@@ -411,3 +411,33 @@ HUBERT = ModelFamily(
     module=HubertForCTC, task=ctc.TASK, tiny_preset="tiny-hubert",
     normalize_raw=normalize_raw, config_overrides=_overrides, ignored_tensors=_ignored("hubert"),
 )
+
+#: what the registry reads from this module, in lookup order
+FAMILIES = (FAMILY, HUBERT)
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # CTC speech recognition on raw waveforms: 3 convs (strides 5, 2, 2: 20 samples a frame),
+    # a 37-token character vocabulary, an even positional-conv kernel (6, groups 4).
+    # wav2vec2: group-norm feature encoder, post-norm layers, bias-less convs (wav2vec2-base);
+    # hubert: layer-norm feature encoder (takes attention_mask), pre-norm layers, conv biases.
+    "tiny-wav2vec2": {
+        "model_type": "wav2vec2", "architectures": ["Wav2Vec2ForCTC"], "vocab_size": 37,
+        "hidden_size": 64, "intermediate_size": 88, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "hidden_act": "gelu", "layer_norm_eps": 1e-5,
+        "conv_dim": [24, 24, 40], "conv_stride": [5, 2, 2], "conv_kernel": [10, 3, 3],
+        "conv_bias": False, "feat_extract_norm": "group", "feat_extract_activation": "gelu",
+        "num_conv_pos_embeddings": 6, "num_conv_pos_embedding_groups": 4,
+        "do_stable_layer_norm": False, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+    },
+    "tiny-hubert": {
+        "model_type": "hubert", "architectures": ["HubertForCTC"], "vocab_size": 37,
+        "hidden_size": 64, "intermediate_size": 88, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "hidden_act": "gelu", "layer_norm_eps": 1e-5,
+        "conv_dim": [24, 24, 40], "conv_stride": [5, 2, 2], "conv_kernel": [10, 3, 3],
+        "conv_bias": True, "feat_extract_norm": "layer", "feat_extract_activation": "gelu",
+        "num_conv_pos_embeddings": 6, "num_conv_pos_embedding_groups": 4,
+        "do_stable_layer_norm": True, "feat_proj_layer_norm": True, "pad_token_id": 0,
+        "bos_token_id": 1, "eos_token_id": 2,
+    },
+}

@@ -74,6 +74,7 @@ from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.tasks import speech_seq2seq
+from mobius.tiny.bases import VOCAB_SIZE
 
 #: PyTorch nn.LayerNorm's default epsilon (Whisper never overrides it).
 LAYER_NORM_EPS = 1e-5
@@ -315,3 +316,18 @@ FAMILY = ModelFamily(
     config_overrides=lambda raw: {"rms_norm_eps": LAYER_NORM_EPS},
     checkpoint_aliases=(("model.", ("model.", "")),),  # WhisperModel saves without "model."
 )
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # Speech seq2seq: 20 mel bins x 60 frames -> 30 encoder positions (conv2 stride 2);
+    # d_model 48, 4 heads of 12, encoder MLP 100, decoder MLP 88, 40 decoder positions.
+    "tiny-whisper": {
+        "model_type": "whisper", "architectures": ["WhisperForConditionalGeneration"],
+        "vocab_size": VOCAB_SIZE, "num_mel_bins": 20, "d_model": 48,
+        "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+        "decoder_attention_heads": 4, "encoder_ffn_dim": 100, "decoder_ffn_dim": 88,
+        "max_source_positions": 30, "max_target_positions": 40, "activation_function": "gelu",
+        "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "decoder_start_token_id": 3,
+        "begin_suppress_tokens": None, "suppress_tokens": None, "tie_word_embeddings": True,
+    },
+}

@@ -23,10 +23,10 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 
 def _bzl_preset_families() -> dict[str, str]:
-    with open(os.path.join(_ROOT, "rules", "tiny.bzl")) as f:
+    with open(os.path.join(_ROOT, "rules", "families.bzl")) as f:
         text = f.read()
     match = re.search(r"^TINY_PRESET_FAMILIES = (\{.*?\})$", text, re.S | re.M)
-    assert match, "rules/tiny.bzl has no TINY_PRESET_FAMILIES dict"
+    assert match, "rules/families.bzl has no TINY_PRESET_FAMILIES dict"
     return ast.literal_eval(match.group(1))
 
 
@@ -61,7 +61,7 @@ def _expected_files(name: str) -> set[str]:
 
 def test_bzl_table_is_every_preset_and_its_family_module():
     table = _bzl_preset_families()
-    assert sorted(table) == sorted(TINY_PRESETS), "update TINY_PRESET_FAMILIES in rules/tiny.bzl"
+    assert sorted(table) == sorted(TINY_PRESETS), "run ./bazelw run //tools:families -- --update"
     for name, module in table.items():
         assert module == _declaring_module(family_for(TINY_PRESETS[name])), name
 

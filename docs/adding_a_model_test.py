@@ -1,0 +1,102 @@
+"""docs/adding_a_model.md is enough to add a family: its template file, dropped into a copy
+of the source tree with nothing else edited, is discovered by the registry, gets its Bazel
+library from the generator, builds from its tiny preset, and matches transformers'
+LlamaForCausalLM in f32 (the template is a Llama under a new model_type)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the source tree
+#: what the registry, the generator and deps_check read (ep/ and docs/ hold no library)
+_COPIED = ("BUILD.bazel", "WORKSPACE", "mobius", "rules", "testing", "third_party", "tools")
+
+_DRIVER = '''
+import json, os, sys
+
+import torch
+import transformers
+
+import mobius
+from mobius.models.registry import family_for
+from mobius.tiny.presets import TINY_PRESETS
+from testing.hf_checkpoints import randomize_parameters
+from testing.model_runs import build_package, f32_parity
+
+folder, out = sys.argv[1], sys.argv[2]
+raw = TINY_PRESETS["tiny-llama_clone"]
+assert family_for(raw).name == "llama_clone", family_for(raw).name
+mobius.build("tiny-llama_clone", execution_provider="cpu").save(os.path.join(out, "tiny"))
+
+config = transformers.LlamaConfig(
+    **{k: v for k, v in raw.items() if k not in ("model_type", "architectures")})
+torch.manual_seed(0)
+model = transformers.LlamaForCausalLM(config).eval()
+randomize_parameters(model, 0)
+model.save_pretrained(folder, safe_serialization=True)
+with open(os.path.join(folder, "config.json")) as f:
+    saved = json.load(f)
+saved.update(model_type=raw["model_type"], architectures=raw["architectures"])
+with open(os.path.join(folder, "config.json"), "w") as f:
+    json.dump(saved, f)
+print("max_abs_diff", f32_parity(build_package(folder, os.path.join(out, "hf")), model).max_abs_diff)
+'''
+
+
+def _template() -> str:
+    """The python block after the doc's <!-- family-template --> marker."""
+    with open(os.path.join(ROOT, "docs", "adding_a_model.md")) as f:
+        text = f.read()
+    assert "<!-- family-template -->" in text, "docs/adding_a_model.md lost its template"
+    block = text.split("<!-- family-template -->", 1)[1]
+    return block.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tree")
+    ignore = shutil.ignore_patterns("__pycache__", "bazel-*")
+    for name in _COPIED:
+        source = os.path.join(ROOT, name)
+        if os.path.isdir(source):
+            shutil.copytree(source, root / name, ignore=ignore)
+        else:
+            shutil.copy(source, root / name)
+    (root / "mobius" / "models" / "llama_clone.py").write_text(_template())
+    return root
+
+
+def _run(tree, *args) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "BUILD_WORKSPACE_DIRECTORY"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
+    env.pop("MOBIUS_TINY_DIR", None)  # the new preset is generated, not prebuilt:
+    env["MOBIUS_CACHE"] = str(tree / "cache")  # into the copy
+    return subprocess.run([sys.executable, *args], cwd=tree, env=env, capture_output=True,
+                          text=True)
+
+
+def test_the_generator_gives_the_new_family_its_bazel_library(tree):
+    run = _run(tree, "-m", "tools.families")
+    assert run.returncode == 1 and "stale" in run.stdout, run.stdout + run.stderr
+    run = _run(tree, "-m", "tools.families", "--update")
+    assert run.returncode == 0, run.stdout + run.stderr
+    text = (tree / "rules" / "families.bzl").read_text()
+    assert '"llama_clone": [\n        ":llama",' in text
+    assert '"tiny-llama_clone": "llama_clone",' in text
+    run = _run(tree, "-m", "tools.deps_check")
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_new_family_builds_and_matches_transformers(tree, tmp_path):
+    driver = tmp_path / "driver.py"
+    driver.write_text(_DRIVER)
+    (tmp_path / "hf").mkdir()
+    run = _run(tree, str(driver), str(tmp_path / "hf"), str(tmp_path / "out"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    diff = float(run.stdout.split("max_abs_diff")[-1])
+    assert diff < 1e-4, diff

@@ -1,0 +1,123 @@
+"""Writes rules/families.bzl: what Bazel needs to know of the family files, derived from them.
+
+A family file (mobius/models/<module>.py) declares its families and tiny presets; the
+registry discovers it. Bazel cannot import Python, so this tool writes the facts its
+BUILD files need: each family module's py_library deps (read from the module's imports)
+which module declares each tiny preset (its family:<module> scope tag) and its task.
+
+    ./bazelw run //tools:families -- --update     # after adding or editing a family file
+    python -m tools.families --update             # the same, without Bazel
+
+//tools:families_test fails while the committed file differs from what this writes.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+
+from tools.build_graph import BuildGraph, workspace_packages
+from tools.deps_check import file_label, imported_modules, module_file
+
+PATH = os.path.join("rules", "families.bzl")
+_PACKAGE = "//mobius/models"
+#: deps mobius_model() adds to every family library
+_IMPLIED = {":family", ":init"}
+
+_HEADER = '''"""Generated from the family files of mobius/models by //tools:families: do not edit.
+
+    ./bazelw run //tools:families -- --update
+
+FAMILY_DEPS: each family module's py_library deps, from its imports (mobius_model adds
+:family and :init). TINY_PRESET_FAMILIES: each tiny preset -> the module that declares it
+(the family:<module> scope tag of its packages, //tools:affected). TINY_PRESET_TASKS:
+each tiny preset -> its family's task (the zoo leaves out EPs that do not serve it).
+"""
+'''
+
+
+def _third_party(path: str) -> set[str]:
+    """Top-level names of the non-relative imports of ``path``."""
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def family_deps(root: str, module: str, families: set[str], graph: BuildGraph) -> list[str]:
+    """The deps of //mobius/models:<module>: the owner of each first-party module it imports
+    (a family module's own target for another family) and //third_party:<name> for each
+    third-party package with such a target."""
+    packages = set(workspace_packages(root))
+    owners: dict[str, str] = {}
+    for target in graph.targets.values():
+        for src in target.srcs:
+            owners.setdefault(src, target.label)
+    path = os.path.join(root, "mobius", "models", module + ".py")
+    deps = set()
+    for _, dotted in imported_modules(root, path):
+        source = module_file(root, dotted)
+        if source is None:
+            continue
+        name = os.path.splitext(os.path.basename(source))[0]
+        if os.path.dirname(source) == os.path.join("mobius", "models") and name in families:
+            deps.add(":" + name)
+            continue
+        label = owners.get(file_label(source, packages))
+        if label is None:
+            raise ValueError(f"{path}: {dotted} is in no Bazel target")
+        deps.add(label.replace(_PACKAGE + ":", ":", 1))
+    deps |= {f"//third_party:{n}" for n in _third_party(path)
+             if f"//third_party:{n}" in graph.targets}
+    deps -= _IMPLIED | {":" + module}
+    return sorted(d for d in deps if d.startswith(":")) + sorted(
+        d for d in deps if not d.startswith(":"))
+
+
+def render(root: str) -> str:
+    from mobius.models.registry import FAMILY_MODULES, family_for
+    from mobius.tiny.presets import PRESET_MODULES, TINY_PRESETS
+
+    families = [m.__name__.rsplit(".", 1)[-1] for m in FAMILY_MODULES]
+    graph = BuildGraph(root)
+    lines = [_HEADER, "FAMILY_DEPS = {"]
+    for module in families:
+        deps = family_deps(root, module, set(families), graph)
+        lines += [f'    "{module}": [', *(f'        "{d}",' for d in deps), "    ],"]
+    lines += ["}", "", "TINY_PRESET_FAMILIES = {"]
+    lines += [f'    "{preset}": "{PRESET_MODULES[preset]}",' for preset in sorted(PRESET_MODULES)]
+    lines += ["}", "", "TINY_PRESET_TASKS = {"]
+    lines += [f'    "{preset}": "{family_for(TINY_PRESETS[preset]).task.name}",'
+              for preset in sorted(TINY_PRESETS)]
+    lines += ["}", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    root = os.environ.get("BUILD_WORKSPACE_DIRECTORY") or os.getcwd()
+    text = render(root)
+    path = os.path.join(root, PATH)
+    current = ""
+    if os.path.exists(path):
+        with open(path) as f:
+            current = f.read()
+    if current == text:
+        print(f"{PATH} is current")
+        return 0
+    if "--update" not in argv:
+        print(f"{PATH} is stale: run ./bazelw run //tools:families -- --update")
+        return 1
+    with open(path, "w") as f:
+        f.write(text)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
