@@ -28,7 +28,8 @@ from testing import ep_parity, genai_harness, parity
 CPU = get_ep("cpu")
 #: the cpu EP without a GatherBlockQuantized kernel: the separately quantized reference
 NO_GATHER_KERNEL = dataclasses.replace(
-    CPU, name="cpu-no-gbq", contrib_ops=CPU.contrib_ops - {contrib_ops.GATHER_BLOCK_QUANTIZED})
+    CPU, name="cpu-no-gbq", contrib_ops=CPU.contrib_ops - {contrib_ops.GATHER_BLOCK_QUANTIZED},
+    quant_embedding=False)
 VOCAB, HIDDEN = 1031, 64  # tiny-qwen2
 PROMPT = [17, 93, 251, 407, 12, 99, 64, 5]
 
