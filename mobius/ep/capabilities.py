@@ -69,8 +69,8 @@ class EpCapabilities:
             default, at the build's bits (GatherBlockQuantized; only where the EP
             has the kernel: elsewhere the lookup would dequantize the whole table
             every step). int4 costs SmolLM2 +0.016 nats of KL against the body's
-            0.68 and makes an untied 200M Llama 124 MB instead of 237 MB
-            (docs/benchmarks.md, "package size").
+            0.68 and makes an untied 200M Llama 126 MB instead of 237 MB
+            (docs/benchmarks.md, "Package size").
         quant_tied_embedding: whether a tied embedding matrix is, by default,
             quantized once and shared with the quantized LM head (where the EP
             has GatherBlockQuantized and MatMulNBits; mobius/quantize/emit_tied.py).
