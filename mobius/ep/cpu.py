@@ -25,6 +25,7 @@ CAPABILITIES = EpCapabilities(
     # onnxruntime 1.32's CPU MoE kernel takes float32 only (its QMoE also f16 / bf16)
     moe_dtypes={ir.DataType.FLOAT},
     quant_tied_embedding=True,  # as onnxruntime-genai's builder does for int4
+    quant_embedding=True,  # GatherBlockQuantized at the build's bits (capabilities.py)
     contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.FUSED_MATMUL,
                                           contrib_ops.GATHER_BLOCK_QUANTIZED,
                                           contrib_ops.MOE, contrib_ops.QMOE},

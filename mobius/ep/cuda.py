@@ -18,6 +18,7 @@ CAPABILITIES = EpCapabilities(
     supports_skip_layer_norm=True,
     moe_dtypes=FLOAT_DTYPES,
     quant_tied_embedding=True,  # as onnxruntime-genai's builder does for int4
+    quant_embedding=True,  # GatherBlockQuantized at the build's bits (capabilities.py)
     contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.MOE, contrib_ops.QMOE, contrib_ops.PACKED_MHA,
                                               contrib_ops.GATHER_BLOCK_QUANTIZED},
     provider_options={"cuda": {}},

@@ -22,6 +22,7 @@ CAPABILITIES = EpCapabilities(
     use_concrete_dims=True,
     default_int4_accuracy_level=4,
     quant_tied_embedding=True,  # as onnxruntime-genai's builder does for int4
+    quant_embedding=True,  # GatherBlockQuantized at the build's bits (capabilities.py)
     contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.GATHER_BLOCK_QUANTIZED},
     provider_options={"webgpu": {}},
     ort_provider="WebGpuExecutionProvider",

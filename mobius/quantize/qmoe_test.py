@@ -78,14 +78,15 @@ def test_moe_qmoe_cannot_take_stays_float(tmp_path, caplog, normalize, kwargs, r
 
 
 def _gpt_oss_checkpoint(folder) -> str:
-    """tiny-gpt_oss with every quantized weight on the int4 grid: 2-D [out, in] weights and
-    the stacked experts ([E, in, out] in the checkpoint; blocks run along in)."""
+    """tiny-gpt_oss with every quantized weight on the int4 grid: 2-D [out, in] weights (the
+    token table [V, H] too: quantized by default) and the stacked experts ([E, in, out] in
+    the checkpoint; blocks run along in)."""
     make_hf_checkpoint(folder, "tiny-gpt_oss")
     path = f"{folder}/model.safetensors"
     tensors = load_file(path)
     rng = np.random.default_rng(0)
     for name, array in tensors.items():
-        if array.ndim == 2 and "embed_tokens" not in name:
+        if array.ndim == 2:
             tensors[name] = on_grid(array.shape, 32, True, rng)
         elif array.ndim == 3:  # [E, in, out]
             stacked = np.stack([on_grid(a.T.shape, 32, True, rng).T for a in array])

@@ -28,7 +28,8 @@ from testing import ep_parity, genai_harness, parity
 CPU = get_ep("cpu")
 #: the cpu EP without a GatherBlockQuantized kernel: the separately quantized reference
 NO_GATHER_KERNEL = dataclasses.replace(
-    CPU, name="cpu-no-gbq", contrib_ops=CPU.contrib_ops - {contrib_ops.GATHER_BLOCK_QUANTIZED})
+    CPU, name="cpu-no-gbq", contrib_ops=CPU.contrib_ops - {contrib_ops.GATHER_BLOCK_QUANTIZED},
+    quant_embedding=False)
 VOCAB, HIDDEN = 1031, 64  # tiny-qwen2
 PROMPT = [17, 93, 251, 407, 12, 99, 64, 5]
 
@@ -82,6 +83,20 @@ def test_a_tied_table_is_shared_by_default_and_float_when_asked(folder, tmp_path
     assert float_tables == ([] if shared else ["model.embed_tokens.weight"])
 
 
+@pytest.mark.parametrize("quant_embedding", [None, True])
+def test_a_float_head_keeps_one_float_table(folder, quant_embedding):
+    """--no-quant-lm-head on a tied model: the lookup and the head read one float table
+    (quantizing the lookup alone would add a copy, not replace one)."""
+    package = mobius.build(folder, execution_provider=CPU, quant="int4", quant_lm_head=False,
+                           quant_embedding=quant_embedding)
+    graph = package.model.graph
+    assert not any(n.op_type in ("GatherBlockQuantized", "MatMulNBits")
+                   and n.inputs[1].name in ("input_ids", "model.embed_tokens_Q")
+                   for n in graph)
+    readers = {u.node.op_type for u in graph.initializers["model.embed_tokens.weight"].uses()}
+    assert "Gather" in readers and len(readers) == 2
+
+
 def test_one_quantized_copy_read_by_both_ops(folder, tmp_path):
     package = _build(folder)
     lookup, head = _lookup_and_head(package)
@@ -130,16 +145,18 @@ def test_logits_equal_the_separately_quantized_build(folder, options):
     np.testing.assert_allclose(shared, apart, rtol=0, atol=1e-5 * scale)
 
 
-@pytest.mark.parametrize("options, lookups", [
-    ({"quant_symmetric": False}, 1), ({"quant_override": "lm_head=int8"}, 1),
-    ({"quant_block_size": 128}, 0)], ids=["asymmetric", "head-int8", "block-over-hidden"])
-def test_falls_back_to_separate_copies(folder, options, lookups):
+@pytest.mark.parametrize("options, lookups, head_bits", [
+    ({"quant_symmetric": False}, 1, 4), ({"quant_override": "lm_head=int8"}, 1, 8),
+    ({"quant_block_size": 128}, 0, 4)], ids=["asymmetric", "head-int8", "block-over-hidden"])
+def test_falls_back_to_separate_copies(folder, options, lookups, head_bits):
     """Asymmetric (the kernels' zero-point layouts of the blocked form differ), other bits
-    for the head, or a block that does not divide H (the lookup stays float): apart."""
+    for the head, or a block that does not divide H (the lookup stays float): apart. The
+    head is still the head once the lookup has its own copy (lm_head overrides reach it)."""
     package = _build(folder, **options)
     graph = package.model.graph
     found = [n for n in graph if n.op_type == "GatherBlockQuantized"]
     head = _lookup_and_head(package)[1]
+    assert head.attributes["bits"].value == head_bits
     assert len(found) == lookups
     assert all(n.inputs[0] is not head.inputs[1] for n in found)
     assert all(n.attributes["quantize_axis"].value == 1 for n in found)

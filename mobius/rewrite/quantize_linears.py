@@ -46,16 +46,17 @@ class QuantizeLinears(Rule):
     def apply(self, model: ir.Model, ctx: RuleContext) -> int:
         spec = ctx.quant
         count = 0
+        tied = _tied_tables(model)  # before any lookup is replaced
         for node in list(model.graph):
             if node.graph is None:  # removed with a tied embedding
                 continue
             if self._tied(model, node, ctx):
                 count += 2
                 continue
-            if self._experts(model, node, ctx) or self._embedding(model, node, ctx):
+            if self._experts(model, node, ctx) or self._embedding(model, node, ctx, tied):
                 count += 1
                 continue
-            if self._head(model, node, spec):
+            if self._head(model, node, spec, tied):
                 count += 1
                 continue
             weight = _constant_weight(node)
@@ -80,16 +81,16 @@ class QuantizeLinears(Rule):
 
 
     @staticmethod
-    def _head(model: ir.Model, node: ir.Node, spec) -> bool:
+    def _head(model: ir.Model, node: ir.Node, spec, tied: set) -> bool:
         """The LM head: Gemm(rows, W[N, K], transB=1) reading the [vocab, hidden]
         matrix as stored (mobius/components/lm_head.py). W is already the
         quantized layout's [N, K]; a matrix the embedding's Gather also reads
-        (tied) is named as the head for --quant-lm-head and overrides."""
+        (``tied``, even once the lookup has its own quantized copy) is named as
+        the head for --quant-lm-head and overrides."""
         if not _is_head(node):
             return False
         weight = node.inputs[1]
-        tied = any(use.node is not node for use in weight.uses())
-        name = "lm_head.weight" if tied else (weight.name or "lm_head.weight")
+        name = "lm_head.weight" if weight in tied else (weight.name or "lm_head.weight")
         bits = spec.bits_for(name)
         if bits is None:
             return False
@@ -114,9 +115,12 @@ class QuantizeLinears(Rule):
 
 
     @staticmethod
-    def _embedding(model: ir.Model, node: ir.Node, ctx: RuleContext) -> bool:
-        """Gather(E[V, H] initializer, ids, axis=0) where the build quantizes embeddings."""
+    def _embedding(model: ir.Model, node: ir.Node, ctx: RuleContext, tied: set) -> bool:
+        """Gather(E[V, H] initializer, ids, axis=0) where the build quantizes embeddings;
+        a tied table whose head stays float stays float too (one copy, not two)."""
         table = _token_table(node) if ctx.quant.embedding else None
+        if table in tied and ctx.quant.bits_for("lm_head.weight") is None:
+            return False
         bits = None if table is None else ctx.quant.bits_for(table.name or "")
         return bits is not None and emit_quantized_gather(
             model, node, bits, ctx.quant.block_size, ctx.quant.symmetric, ctx.quant.form,
@@ -144,6 +148,12 @@ class QuantizeLinears(Rule):
         emit_tied_quantized(model, node, head, bits, spec.block_size, spec.accuracy_level,
                             spec.method)
         return True
+
+
+def _tied_tables(model: ir.Model) -> set:
+    """Token tables (see _token_table) that an LM head reads too."""
+    tables = (_token_table(node) for node in model.graph)
+    return {t for t in tables if t is not None and any(_is_head(u.node) for u in t.uses())}
 
 
 def _token_table(node: ir.Node) -> ir.Value | None:
