@@ -35,19 +35,26 @@ TARGETS = {"decode": 1.1, "prefill": 1.0, "size": 1.15}
 
 # convert_hf_to_gguf.py refuses a BPE pre-tokenizer it has no hash for (the
 # random benchmark checkpoint's tiny tokenizer); llama-bench never tokenizes,
-# so such a tokenizer is written with llama.cpp's "default" pre-tokenizer.
+# so such a tokenizer is written with llama.cpp's "default" pre-tokenizer. It
+# also imports sentencepiece before it looks for tokenizer.model: without that
+# file (every checkpoint here) the converter's own BPE fallback is taken.
 _CONVERT = """
 import os, runpy, sys
 script = sys.argv[1]
 sys.path.insert(0, os.path.dirname(script))
 from conversion import base
-known = base.TextModel.get_vocab_base_pre
-def lenient(self, tokenizer):
+known_pre, known_sp = base.TextModel.get_vocab_base_pre, base.TextModel._create_vocab_sentencepiece
+def lenient_pre(self, tokenizer):
     try:
-        return known(self, tokenizer)
+        return known_pre(self, tokenizer)
     except NotImplementedError:
         return "default"
-base.TextModel.get_vocab_base_pre = lenient
+def sentencepiece_if_any(self):
+    if not (self.dir_model / "tokenizer.model").is_file():
+        raise FileNotFoundError(self.dir_model / "tokenizer.model")
+    return known_sp(self)
+base.TextModel.get_vocab_base_pre = lenient_pre
+base.TextModel._create_vocab_sentencepiece = sentencepiece_if_any
 sys.argv = sys.argv[1:]
 runpy.run_path(script, run_name="__main__")
 """

@@ -28,13 +28,13 @@ avx512=OFF
 if grep -qw avx512f /proc/cpuinfo; then avx512=ON; fi
 
 build="${src}/build"
-nice -n 19 cmake -S "${src}/vendor/llama.cpp" -B "${build}" -G Ninja \
+nice -n "${NICE:-10}" cmake -S "${src}/vendor/llama.cpp" -B "${build}" -G Ninja \
   -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
   -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
   -DGGML_BMI2=ON -DGGML_AVX512="${avx512}" \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
   -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF
-nice -n 19 cmake --build "${build}" -j "${jobs}" --target llama-bench llama-quantize
+nice -n "${NICE:-10}" cmake --build "${build}" -j "${jobs}" --target llama-bench llama-quantize
 
 echo "llama.cpp tools in ${build}/bin (AVX-512 ${avx512})"
 echo "export MOBIUS_LLAMA_CPP=${src}"
