@@ -452,6 +452,7 @@ def cmd_llamacpp(args) -> int:
     import bench_llamacpp
 
     root = _repo_root()
+    tools = bench_llamacpp.find_tools(args.llama_cpp)  # before minutes of checkpoint writing
     if args.smollm2:
         from testing import real_weights
 
@@ -460,7 +461,7 @@ def cmd_llamacpp(args) -> int:
     else:
         checkpoint, label = _setup(args)[1], args.shape
     command = _tool_commands(checkpoint, "OUT", "")["mobius"]
-    result = bench_llamacpp.run(args, checkpoint=checkpoint, label=label, command=command,
+    result = bench_llamacpp.run(args, tools, checkpoint=checkpoint, label=label, command=command,
                                 bench_script=os.path.abspath(__file__),
                                 env=measure.child_env(root), cwd=root,
                                 log=lambda m: print(m, file=sys.stderr))

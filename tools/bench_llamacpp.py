@@ -283,12 +283,12 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def run(args, *, checkpoint: str, label: str, command: list[str], bench_script: str,
-        env: dict, cwd: str, log) -> dict:
-    """The whole benchmark of one checkpoint; ``command`` builds mobius' f32 package to OUT."""
+def run(args, tools: dict, *, checkpoint: str, label: str, command: list[str],
+        bench_script: str, env: dict, cwd: str, log) -> dict:
+    """The whole benchmark of one checkpoint with ``tools`` (find_tools); ``command``
+    builds mobius' f32 package to OUT."""
     from bench.measure import machine_description, versions
 
-    tools = find_tools(args.llama_cpp)
     out_root = os.path.join(args.workdir, "llamacpp", label)
     packages = mobius_packages(command, out_root, args.variants, env, cwd, log)
     ggufs = gguf_files(tools, checkpoint, os.path.join(out_root, "gguf"),
