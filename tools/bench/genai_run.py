@@ -7,6 +7,7 @@ counts of model.onnx.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import statistics
@@ -45,13 +46,27 @@ def graph_stats(folder: str, num_layers: int) -> dict:
     }
 
 
-def run_one(folder: str, prompt_tokens: int, decode_tokens: int, repeat: int) -> dict:
+def open_model(folder: str, threads: int | None = None):
+    """og.Model of ``folder``; ``threads`` overrides the decoder session's intra-op
+    thread count (genai_config.json left as built), so runtimes compare at equal threads."""
+    import onnxruntime_genai as og
+
+    if not threads:
+        return og.Model(folder)
+    config = og.Config(folder)
+    config.overlay(json.dumps({"model": {"decoder": {"session_options": {
+        "intra_op_num_threads": threads}}}}))
+    return og.Model(config)
+
+
+def run_one(folder: str, prompt_tokens: int, decode_tokens: int, repeat: int,
+            threads: int | None = None) -> dict:
     """Times prefill and decode of one package with onnxruntime-genai (in this process)."""
     import numpy as np
     import onnxruntime_genai as og
 
     start = time.perf_counter()
-    model = og.Model(folder)
+    model = open_model(folder, threads)
     load_s = time.perf_counter() - start
     rng = np.random.default_rng(0)
     # Ids inside the tokenizer's vocabulary (600) and past the special tokens.
