@@ -27,8 +27,8 @@ ENV = "MOBIUS_LLAMA_CPP"
 VARIANTS = {
     "f32": ([], "F32"),
     "int8": (["--quant", "int8"], "Q8_0"),
-    "int4": (["--quant", "int4"], "Q4_0"),
-    "int4-emb": (["--quant", "int4", "--quant-embedding"], "Q4_0"),
+    "int4": (["--quant", "int4"], "Q4_0"),  # token table int4 where the EP can (the default)
+    "int4-float-emb": (["--quant", "int4", "--no-quant-embedding"], "Q4_0"),
 }
 #: issue 23: mobius/llama.cpp ratios for the int4 package (size: at most)
 TARGETS = {"decode": 1.1, "prefill": 1.0, "size": 1.15}
