@@ -26,7 +26,7 @@ from mobius.errors import MobiusError
 #: tokens per window (one prefill each)
 WINDOW = 256
 #: tokens used at most (the first ones of the file)
-MAX_TOKENS = 8192
+MAX_TOKENS = 4096
 TOKENIZER_FILE = "tokenizer.json"
 
 

@@ -39,16 +39,16 @@ DAMPING = 0.01
 _BATCH_ROWS = 128
 
 
-def quantize_gptq_kn(weight: np.ndarray, hessian: np.ndarray, bits: int, block_size: int,
-                     symmetric: bool, method: str = MSE,
-                     damping: float = DAMPING) -> QuantizedWeight:
-    """weight: float [K, N] (the MatMul layout); hessian: [K, K], sum of x^T x over
-    the calibration's inputs x [tokens, K] of this MatMul."""
+def quantize_gptq_kn(weight: np.ndarray, factor: np.ndarray, bits: int, block_size: int,
+                     symmetric: bool, method: str = MSE) -> QuantizedWeight:
+    """weight: float [K, N] (the MatMul layout); factor: :func:`inverse_cholesky` of the
+    Gram matrix of this MatMul's inputs (one factor serves every weight that
+    reads the same input)."""
     work = np.array(weight, dtype=np.float32, copy=True)
     cols, rows = work.shape
-    if hessian.shape != (cols, cols):
-        raise ValueError(f"hessian shape {list(hessian.shape)} does not match K = {cols}")
-    upper = _inverse_cholesky(hessian, damping)
+    if factor.shape != (cols, cols):
+        raise ValueError(f"hessian shape {list(factor.shape)} does not match K = {cols}")
+    upper = factor
     blocks = -(-cols // block_size)
     codes = np.empty((rows, cols), dtype=np.uint8)
     scales = np.empty((rows, blocks), dtype=np.float32)
@@ -62,9 +62,10 @@ def quantize_gptq_kn(weight: np.ndarray, hessian: np.ndarray, bits: int, block_s
     return QuantizedWeight(codes, scales, None if symmetric else zeros, bits, block_size)
 
 
-def _inverse_cholesky(hessian: np.ndarray, damping: float) -> np.ndarray:
+def inverse_cholesky(hessian: np.ndarray, damping: float = DAMPING) -> np.ndarray:
     """float32 upper U with U^T U = (H + damping * mean(diag H) * I)^-1; dead channels
-    (zero diagonal) become independent unit channels."""
+    (zero diagonal) become independent unit channels. ``hessian``: [K, K], the sum
+    of x^T x over the calibration's inputs x [tokens, K]."""
     h = np.array(hessian, dtype=np.float64, copy=True)
     diagonal = np.diag(h).copy()
     dead = diagonal <= 0

@@ -10,7 +10,7 @@ missing or wrong leaves GPTQ at (or above) RTN's error, failing the ratio.
 import numpy as np
 import pytest
 
-from mobius.quantize.gptq import quantize_gptq_kn
+from mobius.quantize.gptq import inverse_cholesky, quantize_gptq_kn
 from mobius.quantize.rtn import MINMAX, MSE, quantize_rtn_kn
 
 K, N, TOKENS = 256, 96, 2048
@@ -26,6 +26,10 @@ def _layer(seed: int = 0):
     return weight, fit.T.astype(np.float64) @ fit, held_out
 
 
+def _gptq(weight, gram, bits=4, block=32, symmetric=True, method=MSE):
+    return quantize_gptq_kn(weight, inverse_cholesky(gram), bits, block, symmetric, method)
+
+
 def _output_error(x: np.ndarray, weight: np.ndarray, quantized) -> float:
     return float(np.linalg.norm(x @ weight - x @ quantized.dequantize().T))
 
@@ -36,7 +40,7 @@ def _output_error(x: np.ndarray, weight: np.ndarray, quantized) -> float:
 def test_output_error_below_rtn_on_held_out_inputs(bits, symmetric, method):
     weight, gram, x = _layer()
     rtn = quantize_rtn_kn(weight, bits, 32, symmetric, method)
-    gptq = quantize_gptq_kn(weight, gram, bits, 32, symmetric, method)
+    gptq = _gptq(weight, gram, bits, 32, symmetric, method)
     assert (gptq.zero_points is None) == symmetric
     assert gptq.codes.max() < 2**bits
     ratio = _output_error(x, weight, gptq) / _output_error(x, weight, rtn)
@@ -47,7 +51,7 @@ def test_weight_error_stays_bounded():
     """Error feedback moves weights, it does not run away: each weight stays within a
     few steps of its float value."""
     weight, gram, _ = _layer(1)
-    gptq = quantize_gptq_kn(weight, gram, 4, 32, True)
+    gptq = _gptq(weight, gram)
     step = np.abs(gptq.scales[:, gptq.block_of_channel()])
     assert (np.abs(gptq.dequantize() - weight.T) / step).max() < 8
 
@@ -56,7 +60,7 @@ def test_weight_error_stays_bounded():
 def test_uncorrelated_inputs_give_rtn_exactly(symmetric):
     weight, _, _ = _layer(2)
     scales = np.diag(np.random.default_rng(3).uniform(0.5, 2.0, size=K))
-    gptq = quantize_gptq_kn(weight, scales, 4, 32, symmetric)
+    gptq = _gptq(weight, scales, symmetric=symmetric)
     rtn = quantize_rtn_kn(weight, 4, 32, symmetric)
     np.testing.assert_array_equal(gptq.codes, rtn.codes)
     np.testing.assert_array_equal(gptq.scales, rtn.scales)
@@ -68,7 +72,7 @@ def test_channels_never_seen_are_rounded_plainly():
     weight, gram, x = _layer(4)
     weight, gram, x = weight[:200], gram[:200, :200].copy(), x[:, :200]
     gram[7, :] = gram[:, 7] = 0
-    gptq = quantize_gptq_kn(weight, gram, 4, 32, True)
+    gptq = _gptq(weight, gram)
     assert np.isfinite(gptq.dequantize()).all()
     assert gptq.scales.shape == (N, 7)
     rtn = quantize_rtn_kn(weight, 4, 32, True)
@@ -78,4 +82,4 @@ def test_channels_never_seen_are_rounded_plainly():
 def test_hessian_of_another_layer_is_refused():
     weight, gram, _ = _layer()
     with pytest.raises(ValueError, match="hessian shape"):
-        quantize_gptq_kn(weight, gram[:128, :128], 4, 32, True)
+        _gptq(weight, gram[:128, :128])

@@ -40,7 +40,7 @@ from mobius.quantize.emit import MATMUL_NBITS, Layout, emit_quantized_matmul, re
 from mobius.quantize.emit_gather import emit_quantized_gather
 from mobius.quantize.emit_moe import emit_qmoe
 from mobius.quantize.emit_tied import emit_tied_quantized
-from mobius.quantize.gptq import quantize_gptq_kn
+from mobius.quantize.gptq import inverse_cholesky, quantize_gptq_kn
 from mobius.quantize.prequantized import emit_prequantized, plan_for, sources_of
 from mobius.quantize.rtn import quantize_rtn_kn, quantize_rtn_rows
 from mobius.rewrite.rule import Rule, RuleContext, attr, initializer_array
@@ -58,7 +58,7 @@ class QuantizeLinears(Rule):
 
     def apply(self, model: ir.Model, ctx: RuleContext) -> int:
         spec = ctx.quant
-        grams = _calibrate(model, spec)
+        factors = _calibrate(model, spec)
         count = 0
         for node in list(model.graph):
             if node.graph is None:  # removed with a tied embedding
@@ -69,7 +69,7 @@ class QuantizeLinears(Rule):
             if self._experts(model, node, ctx) or self._embedding(model, node, ctx):
                 count += 1
                 continue
-            if self._head(model, node, spec, grams):
+            if self._head(model, node, spec, factors):
                 count += 1
                 continue
             weight = _constant_weight(node)
@@ -87,7 +87,7 @@ class QuantizeLinears(Rule):
             k, n = weight.shape
             layout = Layout(k, n, bits, spec.block_size, spec.symmetric, weight.const_value.dtype)
             produce = _producer(weight.const_value, layout, spec.method,
-                                grams.get(node.inputs[0].name))
+                                factors.get(node.inputs[0].name))
             emit_quantized_matmul(model, node, produce, layout, spec.form, spec.accuracy_level,
                                   _stem(weight.name))
             count += 1
@@ -95,7 +95,7 @@ class QuantizeLinears(Rule):
 
 
     @staticmethod
-    def _head(model: ir.Model, node: ir.Node, spec, grams: dict) -> bool:
+    def _head(model: ir.Model, node: ir.Node, spec, factors: dict) -> bool:
         """The LM head: Gemm(rows, W[N, K], transB=1) reading the [vocab, hidden]
         matrix as stored (mobius/components/lm_head.py). W is already the
         quantized layout's [N, K]; a matrix the embedding's Gather also reads
@@ -113,7 +113,7 @@ class QuantizeLinears(Rule):
         if len(node.inputs) == 3:  # Gemm(x, W, b) -> Add(Gemm(x, W), b): the bias stays float
             node = _split_bias(model, node)
         produce = _producer(weight.const_value, layout, spec.method,
-                            grams.get(node.inputs[0].name), transposed=True)
+                            factors.get(node.inputs[0].name), transposed=True)
         emit_quantized_matmul(model, node, produce, layout, spec.form, spec.accuracy_level,
                               _stem(name))
         return True
@@ -224,15 +224,15 @@ def _is_float_matrix(value: ir.Value | None) -> bool:
     return shape is not None and len(shape) == 2 and all(isinstance(d, int) for d in shape)
 
 
-def _producer(source: ir.TensorProtocol, layout: Layout, method: str, gram=None,
+def _producer(source: ir.TensorProtocol, layout: Layout, method: str, factor=None,
               transposed: bool = False):
-    """RTN (GPTQ where ``gram``, the input's calibration statistics, is given) when the
-    saver asks; ``transposed``: ``source`` is [N, K] (the LM head's Gemm), read a
-    band of rows at a time where RTN can."""
+    """RTN (GPTQ where ``factor``, from the input's calibration statistics, is given) when
+    the saver asks; ``transposed``: ``source`` is [N, K] (the LM head's Gemm), read
+    a band of rows at a time where RTN can."""
     def produce():
-        if gram is not None:
+        if factor is not None:
             weight = source.numpy()
-            return quantize_gptq_kn(weight.T if transposed else weight, gram, layout.bits,
+            return quantize_gptq_kn(weight.T if transposed else weight, factor, layout.bits,
                                     layout.block_size, layout.symmetric, method)
         if transposed:
             return quantize_rtn_rows(source, layout.bits, layout.block_size, layout.symmetric,
@@ -244,9 +244,10 @@ def _producer(source: ir.TensorProtocol, layout: Layout, method: str, gram=None,
 
 
 def _calibrate(model: ir.Model, spec) -> dict:
-    """Input name -> Gram matrix of every MatMul and head that the pass will quantize from
-    float, where the build has calibration text and the graph takes token ids
-    (``{}`` otherwise: RTN)."""
+    """Input name -> GPTQ factor (of the Gram matrix) of every MatMul and head that the
+    pass will quantize from float, where the build has calibration text and the
+    graph takes token ids (``{}`` otherwise: RTN). Made here, once per input:
+    projections that share an input share it."""
     if spec.calibration is None:
         return {}
     if not can_calibrate(model.graph):
@@ -260,7 +261,8 @@ def _calibrate(model: ir.Model, spec) -> dict:
                 or spec.bits_for(weight.name or "") is None):
             continue
         inputs.append(node.inputs[0])
-    return gram_matrices(model, inputs, spec.calibration) if inputs else {}
+    grams = gram_matrices(model, inputs, spec.calibration) if inputs else {}
+    return {name: inverse_cholesky(grams.pop(name)) for name in list(grams)}
 
 
 def _stem(name: str | None) -> str:
