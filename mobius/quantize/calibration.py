@@ -71,7 +71,10 @@ def load_calibration(path: str, checkpoint: str, max_positions: int | None,
                           f"to tokenize it with")
     from tokenizers import Tokenizer
 
-    ids = Tokenizer.from_file(tokenizer_path).encode(text, add_special_tokens=False).ids
+    tokenizer = Tokenizer.from_file(tokenizer_path)
+    tokenizer.no_truncation()  # an encoder's tokenizer.json may cut every text at 128
+    tokenizer.no_padding()
+    ids = tokenizer.encode(text, add_special_tokens=False).ids
     window = min(WINDOW, max_positions or WINDOW)
     if len(ids) < window:
         raise MobiusError(f"--quant-calibration {path}: {len(ids)} tokens; calibration needs at "

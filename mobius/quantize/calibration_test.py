@@ -79,6 +79,19 @@ def test_calibrated_encoder_builds_and_runs(tmp_path, text_file):
     assert package.save(str(tmp_path / "out"))
 
 
+def test_tokenizer_truncation_does_not_cut_the_text(folder, tmp_path, text_file):
+    """A tokenizer.json that truncates (sentence-transformers ship 128) still yields
+    every window of the text."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(f"{folder}/tokenizer.json")
+    tokenizer.enable_truncation(16)
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    loaded = calibration.load_calibration(text_file, str(tmp_path), 512)
+    assert loaded.windows.shape == (calibration.MAX_TOKENS // calibration.WINDOW,
+                                    calibration.WINDOW)
+
+
 def _bytes_file(tmp_path, name: str, data: bytes) -> str:
     path = tmp_path / name
     path.write_bytes(data)
