@@ -160,6 +160,7 @@ def calibrated(options: dict, workdir: str) -> dict:
         return options
     from testing.calibration_text import write_calibration_text
 
+    os.makedirs(workdir, exist_ok=True)
     path = write_calibration_text(os.path.join(workdir, "calibration.txt"))
     return {**options, "quant_calibration": path}
 
