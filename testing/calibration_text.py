@@ -5,6 +5,9 @@ speeches); calibrating on the same text would fit the weights to the very
 tokens they are scored on. This is the repository's own prose instead:
 docs/*.md and README.md with fenced code blocks, tables, headings' markup
 and HTML dropped, so what is left is English sentences about software.
+Calibration reads the first 4,096 tokens (README.md, then the start of
+docs/adding_a_model.md), so the text, and the calibrated packages, change
+when README.md does.
 """
 
 from __future__ import annotations
