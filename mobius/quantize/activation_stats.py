@@ -19,7 +19,8 @@ reported by the caller and quantized without calibration.
 
 from __future__ import annotations
 
-import logging
+import os
+import tempfile
 from collections.abc import Sequence
 
 import numpy as np
@@ -28,7 +29,6 @@ import onnx_ir as ir
 from mobius.errors import MobiusError
 from mobius.quantize.calibration import CalibrationText
 
-logger = logging.getLogger(__name__)
 
 TOKEN_IDS = "input_ids"
 _POSITIONS = "position_ids"
@@ -68,25 +68,28 @@ def gram_matrices(model: ir.Model, activations: Sequence[ir.Value],
 
 def _session(model: ir.Model, values: list[ir.Value]):
     """A CPU-EP session of ``model`` with ``values`` as extra outputs (the model is left
-    as it was)."""
+    as it was). Saved with external data to a temporary folder: an in-memory
+    protobuf stops at 2 GB, less than a 1B model's float32 weights."""
     import onnxruntime as ort
 
     outputs = list(model.graph.outputs)
-    model.graph.outputs.extend(v for v in values if v not in outputs)
-    try:
-        proto = ir.serde.serialize_model(model)
-    finally:
-        model.graph.outputs.clear()
-        model.graph.outputs.extend(outputs)
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    try:
-        return ort.InferenceSession(proto.SerializeToString(), options,
-                                    providers=["CPUExecutionProvider"])
-    except Exception as error:  # onnxruntime raises its own exception types
-        raise MobiusError(f"--quant-calibration: onnxruntime's CPU EP cannot run this float "
-                          f"graph to calibrate it ({str(error).splitlines()[0][:200]}); "
-                          f"build without calibration or for --ep cpu") from None
+    with tempfile.TemporaryDirectory(prefix="mobius-calibration-") as folder:
+        path = os.path.join(folder, "model.onnx")
+        model.graph.outputs.extend(v for v in values if v not in outputs)
+        try:
+            ir.save(model, path, external_data="model.onnx.data")
+        finally:
+            model.graph.outputs.clear()
+            model.graph.outputs.extend(outputs)
+        try:
+            return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        except Exception as error:  # onnxruntime raises its own exception types
+            raise MobiusError(f"--quant-calibration: onnxruntime's CPU EP cannot run this "
+                              f"float graph to calibrate it "
+                              f"({str(error).splitlines()[0][:200]}); build without "
+                              f"calibration or for --ep cpu") from None
 
 
 def _feedable(value: ir.Value) -> bool:
