@@ -55,6 +55,8 @@ def check_build_args(args: Mapping[str, Any]) -> None:
             _optional_int(name, value, _OPTIONAL_INTS[name])
         elif name == "quant_override":
             _quant_override(value)
+        elif name == "quant_calibration" and value is not None:
+            _need(name, value, _PATH, "a str or path or None")
         elif name == "adapter":
             _adapter(value)
 

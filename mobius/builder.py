@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from mobius.package.sliding_window import apply_sliding_window_cache
 from mobius.package.tokenizer_files import find_tokenizer_files
 from mobius.package.transformers_js import (GENAI, TRANSFORMERS_JS, check_layout,
                                             client_capabilities)
+from mobius.quantize.calibration import load_calibration
 from mobius.quantize.prequantized import prequantized_spec
 from mobius.quantize.spec import QuantSpec, check_overrides_match, resolve_quant
 from mobius.roles import DECODER
@@ -62,6 +64,7 @@ def build(
     quant_embedding: bool | None = None,
     quant_override: str | tuple = (),
     quant_method: str | None = None,
+    quant_calibration: str | os.PathLike | None = None,
     layout: str = GENAI,
     logits_to_keep: bool | None = None,
     prefill_logits: str | None = None,
@@ -76,7 +79,9 @@ def build(
     ``quant`` ("int4" / "int8") quantizes every Linear's weights (``dtype`` is
     then the activations'); the ``quant_*`` options default per EP
     (EpCapabilities). The EP, dtype and quantization are validated before
-    anything is downloaded or read.
+    anything is downloaded or read. ``quant_calibration``: a UTF-8 text file;
+    the float model's activations on it fit the quantized weights (GPTQ,
+    mobius/quantize/gptq.py), instead of rounding each weight alone.
 
     ``layout``: "genai" or "transformers.js" (the folder's client).
     ``logits_to_keep`` adds the decoder input ``num_logits_to_keep``
@@ -102,7 +107,8 @@ def build(
     caps, build_dtype, quant_spec = check_request(
         execution_provider, dtype, layout, quant, block_size=quant_block_size,
         symmetric=quant_symmetric, accuracy_level=quant_accuracy_level, lm_head=quant_lm_head,
-        embedding=quant_embedding, overrides=quant_override, method=quant_method)
+        embedding=quant_embedding, overrides=quant_override, method=quant_method,
+        calibration=None if quant_calibration is None else os.fspath(quant_calibration))
     folder = resolve_checkpoint(os.fspath(model))
     gguf = open_gguf(folder)
     raw, generation = (gguf.raw, gguf.generation) if gguf else load_config(folder)
@@ -115,6 +121,9 @@ def build(
     config = family.make_config(raw, generation)  # config errors before any weight is opened
     config.check_token_ids(family.task.token_ids)
     checkpoint = gguf.checkpoint(quant_spec) if gguf else open_checkpoint(folder, raw)
+    if quant_calibration is not None and quant_spec is not None:
+        quant_spec = dataclasses.replace(quant_spec, calibration=load_calibration(
+            os.fspath(quant_calibration), folder, config.max_position_embeddings, progress))
     if quant_spec is None and isinstance(checkpoint, PrequantizedCheckpoint):
         quant_spec = prequantized_spec(caps, checkpoint.format, quant_accuracy_level)
         quant = f"int{quant_spec.bits}"  # what the package holds (file names, layout checks)

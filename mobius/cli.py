@@ -104,6 +104,9 @@ def _quant_arguments(build: argparse.ArgumentParser) -> None:
                        help="how each block's range is chosen: minmax (the exact span) or mse "
                             "(default: the candidate range with the least squared error; "
                             "docs/benchmarks.md, int4 quality on real weights)")
+    group.add_argument("--quant-calibration", metavar="FILE.txt",
+                       help="fit the quantized weights to the float model's activations on this "
+                            "UTF-8 text (GPTQ; docs/quantization.md); opt-in, slower")
 
 
 def _layouts() -> tuple[str, ...]:
@@ -178,7 +181,7 @@ def _run(args: argparse.Namespace) -> int:
                   block_size=args.quant_block_size, symmetric=args.quant_symmetric,
                   accuracy_level=args.quant_accuracy_level, lm_head=args.quant_lm_head,
                   embedding=args.quant_embedding, overrides=args.quant_override,
-                  method=args.quant_method)
+                  method=args.quant_method, calibration=args.quant_calibration)
     folder = resolve_checkpoint(args.model)
     ModelPackage.check_output(output, overwrite=args.overwrite, source=folder)
     package = build(folder, execution_provider=args.ep, dtype=args.dtype,
@@ -188,6 +191,7 @@ def _run(args: argparse.Namespace) -> int:
                     quant_accuracy_level=args.quant_accuracy_level,
                     quant_lm_head=args.quant_lm_head, quant_embedding=args.quant_embedding,
                     quant_override=args.quant_override, quant_method=args.quant_method,
+                    quant_calibration=args.quant_calibration,
                     layout=args.layout, logits_to_keep=args.logits_to_keep,
                     prefill_logits=args.prefill_logits,
                     context_length=args.context_length, adapter=args.adapter,

@@ -22,6 +22,11 @@ onnxruntime's own MatMulNBits quantizer applied to mobius' float32 package
 (block 32, symmetric, accuracy level 4: the cpu EP's int4 settings) applied
 to mobius' float32 ``default`` EP package (plain MatMul, which it takes).
 Every build is on the cpu EP with its defaults unless the row says otherwise.
+
+Calibrated rows (``--quant-calibration``, GPTQ: mobius/quantize/gptq.py)
+calibrate on the repository's own prose (README.md and docs/*.md without
+code or tables: testing/calibration_text.py), never on testing/text: the
+text they are scored on is not the text they were fitted to.
 """
 
 from __future__ import annotations
@@ -49,7 +54,16 @@ LM_BUILDS = (
      {"quant": "int4", "quant_symmetric": False, "quant_method": "minmax"}),
     ("mobius int4 --quant-block-size 16", {"quant": "int4", "quant_block_size": 16}),
 )
-ENCODER_BUILDS = LM_BUILDS[:6]
+#: stands for the calibration file (written into the bench's work folder)
+CALIBRATION = "<calibration text>"
+CALIBRATED_BUILDS = (
+    ("mobius int4 --quant-calibration (GPTQ)", {"quant": "int4",
+                                                 "quant_calibration": CALIBRATION}),
+    ("mobius int4 --quant-calibration --quant-asymmetric",
+     {"quant": "int4", "quant_symmetric": False, "quant_calibration": CALIBRATION}),
+)
+ENCODER_BUILDS = LM_BUILDS[:6] + CALIBRATED_BUILDS
+LM_BUILDS += CALIBRATED_BUILDS
 #: the same rows for SmolLM2 made untied (lm_head.weight its own copy of the table):
 #: what the embedding table and the head cost at each width
 UNTIED_BUILDS = (
@@ -144,7 +158,7 @@ def causal_lm(workdir: str) -> list[dict]:
     for source, name, options in builds:
         out = os.path.join(workdir, "lm", re.sub(r"\W+", "_", name))
         mobius.build(source, execution_provider="cpu", prefill_logits="all",
-                     **options).save(out, overwrite=True)
+                     **calibrated(options, workdir)).save(out, overwrite=True)
         scores = lm_scores(out, windows, reference)
         reference = scores.pop("_log_probs", reference)
         rows.append({"package": name, **scores, "mb": _size_mb(out)})
@@ -153,6 +167,17 @@ def causal_lm(workdir: str) -> list[dict]:
         rows.append({"package": f"peer {precision}", **lm_scores(out, windows, reference),
                      "mb": _size_mb(out)})
     return rows
+
+
+def calibrated(options: dict, workdir: str) -> dict:
+    """``options`` with CALIBRATION replaced by the calibration file's path."""
+    if options.get("quant_calibration") != CALIBRATION:
+        return options
+    from testing.calibration_text import write_calibration_text
+
+    os.makedirs(workdir, exist_ok=True)
+    path = write_calibration_text(os.path.join(workdir, "calibration.txt"))
+    return {**options, "quant_calibration": path}
 
 
 def sentences() -> list[str]:
@@ -185,7 +210,8 @@ def encoder(workdir: str) -> list[dict]:
     rows, reference = [], None
     for name, options in ENCODER_BUILDS:
         out = os.path.join(workdir, "encoder", re.sub(r"\W+", "_", name))
-        mobius.build(checkpoint, execution_provider="cpu", **options).save(out, overwrite=True)
+        mobius.build(checkpoint, execution_provider="cpu",
+                     **calibrated(options, workdir)).save(out, overwrite=True)
         rows.append(_cosines(name, out, batch, reference))
         reference = reference if reference is not None else embeddings(out, batch)
     # onnxruntime's quantizer takes plain MatMul (the cpu package's projections are

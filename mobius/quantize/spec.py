@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import ep_registry
 from mobius.errors import MobiusError
+from mobius.quantize.calibration import CalibrationText, read_text
 from mobius.quantize.rtn import METHODS, MSE
 
 #: --quant values -> bits
@@ -41,6 +42,8 @@ class QuantSpec:
             pattern matches a dotted suffix of a weight's name (".weight"
             stripped) decides its kind.
         method: how RTN chooses each block's range (quantize/rtn.py METHODS).
+        calibration: token windows whose float activations fit int4/int8 by GPTQ
+            (quantize/gptq.py); None: RTN alone.
     """
 
     bits: int
@@ -53,6 +56,8 @@ class QuantSpec:
     tied_embedding: bool = False
     overrides: tuple[tuple[str, str], ...] = ()
     method: str = MSE
+    calibration: CalibrationText | None = dataclasses.field(default=None, compare=False,
+                                                            repr=False)
 
     def bits_for(self, name: str) -> int | None:
         """Bits for the weight called ``name`` (None: keep it float)."""
@@ -112,10 +117,16 @@ def _checked_override(pattern: str, kind: str, written: str) -> tuple[str, str]:
 def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | None = None,
                   symmetric: bool | None = None, accuracy_level: int | None = None,
                   lm_head: bool | None = None, embedding: bool | None = None,
-                  overrides=(), method: str | None = None) -> QuantSpec | None:
-    """The QuantSpec for ``--quant`` on ``caps`` (None for a float build)."""
+                  overrides=(), method: str | None = None,
+                  calibration: str | None = None) -> QuantSpec | None:
+    """The QuantSpec for ``--quant`` on ``caps`` (None for a float build).
+
+    ``calibration``: the --quant-calibration file, read here only to refuse a
+    missing, blank or non-UTF-8 one before anything else is read; the builder
+    tokenizes it once it has the checkpoint (QuantSpec.calibration).
+    """
     if quant is None:
-        given = {"--quant-block-size": block_size is not None, "--quant-override": overrides,
+        given = {"--quant-calibration": calibration is not None,"--quant-block-size": block_size is not None, "--quant-override": overrides,
                  "--quant-symmetric": symmetric is not None, "--quant-embedding": embedding,
                  "--quant-method": method is not None}
         if any(given.values()):
@@ -124,6 +135,8 @@ def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | 
         return None
     if quant not in QUANT_TYPES:
         raise MobiusError(f"unknown --quant {quant!r}; expected one of {', '.join(QUANT_TYPES)}")
+    if calibration is not None:
+        read_text(calibration)
     if method is not None and method not in METHODS:
         raise MobiusError(f"--quant-method: unknown method {method!r}; expected one of "
                           f"{', '.join(METHODS)}")

@@ -16,23 +16,36 @@ quantized once and shared by GatherBlockQuantized and MatMulNBits where the
 EP has both kernels (mobius.quantize.emit_tied); elsewhere the lookup and
 the head are quantized apart. Legal where the build asked for quantization
 (``ctx.quant``).
+
+With calibration text (``QuantSpec.calibration``), the graph as it stands
+here, still float, is run once over the text first (mobius.quantize.
+activation_stats), and each MatMul's and the head's weight is quantized by
+GPTQ from its input's statistics (mobius.quantize.gptq). Expert weights, a
+quantized embedding table and a tied matrix shared by the lookup and the
+head stay RTN: a table row is read as it is, not through a product with
+calibrated inputs.
 """
 
 from __future__ import annotations
+
+import logging
 
 import onnx_ir as ir
 
 from mobius.contrib.function_registry import MS_DOMAIN
 from mobius.ep import contrib_ops
 from mobius.ep.contrib_ops import QMOE
+from mobius.quantize.activation_stats import can_calibrate, gram_matrices
 from mobius.quantize.emit import MATMUL_NBITS, Layout, emit_quantized_matmul, replace_node
 from mobius.quantize.emit_gather import emit_quantized_gather
 from mobius.quantize.emit_moe import emit_qmoe
 from mobius.quantize.emit_tied import emit_tied_quantized
+from mobius.quantize.gptq import inverse_cholesky, quantize_gptq_kn
 from mobius.quantize.prequantized import emit_prequantized, plan_for, sources_of
 from mobius.quantize.rtn import quantize_rtn_kn, quantize_rtn_rows
 from mobius.rewrite.rule import Rule, RuleContext, attr, initializer_array
 
+logger = logging.getLogger(__name__)
 TOKEN_IDS = "input_ids"  # the graph contract's token input (DESIGN.md)
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
@@ -45,6 +58,7 @@ class QuantizeLinears(Rule):
 
     def apply(self, model: ir.Model, ctx: RuleContext) -> int:
         spec = ctx.quant
+        factors = _calibrate(model, spec)
         count = 0
         tied = _tied_tables(model)  # before any lookup is replaced
         for node in list(model.graph):
@@ -56,7 +70,7 @@ class QuantizeLinears(Rule):
             if self._experts(model, node, ctx) or self._embedding(model, node, ctx, tied):
                 count += 1
                 continue
-            if self._head(model, node, spec, tied):
+            if self._head(model, node, spec, tied, factors):
                 count += 1
                 continue
             weight = _constant_weight(node)
@@ -73,15 +87,16 @@ class QuantizeLinears(Rule):
                 continue
             k, n = weight.shape
             layout = Layout(k, n, bits, spec.block_size, spec.symmetric, weight.const_value.dtype)
-            emit_quantized_matmul(model, node, _rtn(weight.const_value, layout, spec.method),
-                                  layout,
-                                  spec.form, spec.accuracy_level, _stem(weight.name))
+            produce = _producer(weight.const_value, layout, spec.method,
+                                factors.get(node.inputs[0].name))
+            emit_quantized_matmul(model, node, produce, layout, spec.form, spec.accuracy_level,
+                                  _stem(weight.name))
             count += 1
         return count
 
 
     @staticmethod
-    def _head(model: ir.Model, node: ir.Node, spec, tied: set) -> bool:
+    def _head(model: ir.Model, node: ir.Node, spec, tied: set, factors: dict) -> bool:
         """The LM head: Gemm(rows, W[N, K], transB=1) reading the [vocab, hidden]
         matrix as stored (mobius/components/lm_head.py). W is already the
         quantized layout's [N, K]; a matrix the embedding's Gather also reads
@@ -98,9 +113,9 @@ class QuantizeLinears(Rule):
         layout = Layout(k, n, bits, spec.block_size, spec.symmetric, weight.const_value.dtype)
         if len(node.inputs) == 3:  # Gemm(x, W, b) -> Add(Gemm(x, W), b): the bias stays float
             node = _split_bias(model, node)
-        emit_quantized_matmul(model, node,
-                              _rtn(weight.const_value, layout, spec.method, transposed=True),
-                              layout, spec.form, spec.accuracy_level,
+        produce = _producer(weight.const_value, layout, spec.method,
+                            factors.get(node.inputs[0].name), transposed=True)
+        emit_quantized_matmul(model, node, produce, layout, spec.form, spec.accuracy_level,
                               _stem(name))
         return True
 
@@ -219,10 +234,16 @@ def _is_float_matrix(value: ir.Value | None) -> bool:
     return shape is not None and len(shape) == 2 and all(isinstance(d, int) for d in shape)
 
 
-def _rtn(source: ir.TensorProtocol, layout: Layout, method: str, transposed: bool = False):
-    """RTN when the saver asks; ``transposed``: ``source`` is [N, K] (the LM head's Gemm),
-    read a band of rows at a time where it can be."""
+def _producer(source: ir.TensorProtocol, layout: Layout, method: str, factor=None,
+              transposed: bool = False):
+    """RTN (GPTQ where ``factor``, from the input's calibration statistics, is given) when
+    the saver asks; ``transposed``: ``source`` is [N, K] (the LM head's Gemm), read
+    a band of rows at a time where RTN can."""
     def produce():
+        if factor is not None:
+            weight = source.numpy()
+            return quantize_gptq_kn(weight.T if transposed else weight, factor, layout.bits,
+                                    layout.block_size, layout.symmetric, method)
         if transposed:
             return quantize_rtn_rows(source, layout.bits, layout.block_size, layout.symmetric,
                                      method)
@@ -230,6 +251,28 @@ def _rtn(source: ir.TensorProtocol, layout: Layout, method: str, transposed: boo
                                method)
 
     return produce
+
+
+def _calibrate(model: ir.Model, spec) -> dict:
+    """Input name -> GPTQ factor (of the Gram matrix) of every MatMul and head that the
+    pass will quantize from float, where the build has calibration text and the
+    graph takes token ids (``{}`` otherwise: RTN). Made here, once per input:
+    projections that share an input share it."""
+    if spec.calibration is None:
+        return {}
+    if not can_calibrate(model.graph):
+        logger.warning("--quant-calibration: graph %r does not take token ids alone; its "
+                       "weights are quantized without calibration", model.graph.name)
+        return {}
+    inputs = []
+    for node in model.graph:
+        weight = node.inputs[1] if _is_head(node) else _constant_weight(node)
+        if (weight is None or sources_of(weight.const_value) is not None
+                or spec.bits_for(weight.name or "") is None):
+            continue
+        inputs.append(node.inputs[0])
+    grams = gram_matrices(model, inputs, spec.calibration) if inputs else {}
+    return {name: inverse_cholesky(grams.pop(name)) for name in list(grams)}
 
 
 def _stem(name: str | None) -> str:
