@@ -63,8 +63,9 @@ def test_calibrated_int4_closer_to_float_than_rtn(folder, text_file):
     reference = _logits(mobius.build(folder, execution_provider="cpu", prefill_logits="all"), ids)
     errors = {}
     for name, options in (("rtn", {}), ("gptq", {"quant_calibration": text_file})):
+        # The token table is RTN either way: keep it float so only calibration differs.
         package = mobius.build(folder, execution_provider="cpu", prefill_logits="all",
-                               quant="int4", **options)
+                               quant="int4", quant_embedding=False, **options)
         assert sum(n.op_type == "MatMulNBits" for n in package.model.graph) >= 7
         errors[name] = float(np.sqrt(((_logits(package, ids) - reference) ** 2).mean()))
     assert errors["gptq"] < 0.9 * errors["rtn"], errors
