@@ -3,7 +3,7 @@
 A float32 package's data file is GBs written in hundreds of pieces (mostly
 file-to-file copies). Left alone, ext4 allocates its blocks piece by piece
 as delayed allocation is resolved at writeback, and that bookkeeping was a
-fifth of a llama3.1-8b-4l build's CPU (perf, docs/benchmarks.md). Its final
+fifth of a llama3.1-8b-4l build's CPU (perf; docs/benchmarks.md as of fedc923). Its final
 size is known before the first byte (the sum of the external initializers),
 so ``Preallocation`` reserves it in one ``fallocate`` when the writing starts:
 the 8b-4l write took 6.3-8.0 s instead of 7.8-10.8 s, alternating.

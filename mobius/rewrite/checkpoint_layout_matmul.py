@@ -5,12 +5,12 @@
 A Linear's MatMul weight W [in, out] is the checkpoint's [out, in] tensor
 transposed when the package is saved: at real sizes the transpose, and the
 page-cache pages it fills through a fresh mapping, were most of a float32
-build's CPU (docs/benchmarks.md). Where the EP repacks every constant 2-D
+build's CPU (docs/benchmarks.md as of fedc923). Where the EP repacks every constant 2-D
 MatMul weight into its own layout when the session loads
 (``caps.prepacks_2d_weights``), the stored layout costs nothing at run time:
 onnxruntime's CPU kernel packs B [N, K] read with transB=1 into the same
-buffer as B^T [K, N] (logits equal bit for bit, same speed; measured in
-docs/benchmarks.md). The weight is then saved as the checkpoint stores it,
+buffer as B^T [K, N] (logits equal bit for bit; decode at the peer's speed:
+docs/benchmarks.md, "f32 decode, paired"). The weight is then saved as the checkpoint stores it,
 copied file to file where its bytes are the checkpoint's.
 
 Matched: a default-domain MatMul whose B is a float32 2-D initializer read by
