@@ -23,7 +23,7 @@ import onnx_ir as ir
 from mobius.ep.registry import get_ep
 from testing import ep_suite as s, golden
 
-QUANT = "int4"
+QUANT = s.GOLDEN_QUANT
 QUANTIZED_OPS = ("com.microsoft::MatMulNBits", "DequantizeLinear")
 
 

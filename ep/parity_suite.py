@@ -42,15 +42,17 @@ def tests_for(ep: str) -> dict[str, Callable]:
     @pytest.mark.parametrize("family,dtype", s.params(cpu_matrix))
     def test_unpadded(builds, family, dtype):
         built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
-        diff = ep_parity.ep_vs_generic(built.model, generic.model, built.config, dtype, pad=0)
+        diff = ep_parity.ep_vs_generic(built.onnx_bytes(), generic.onnx_bytes(), built.config,
+                                       dtype, pad=0)
         ep_parity.assert_close(diff, dtype, f"{ep}/{dtype} {family} vs default, unpadded")
 
     @pytest.mark.parametrize("family,dtype", s.params(cpu_matrix))
     def test_left_padded(builds, family, dtype):
         built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
         fused_rope = ep_parity.uses_fused_rotary(built.model)
-        diff = ep_parity.ep_vs_generic(built.model, generic.model, built.config, dtype, pad=3,
-                                       steps=0 if fused_rope else 3, presents=not fused_rope)
+        diff = ep_parity.ep_vs_generic(built.onnx_bytes(), generic.onnx_bytes(), built.config,
+                                       dtype, pad=3, steps=0 if fused_rope else 3,
+                                       presents=not fused_rope)
         what = "prefill logits only (fused RoPE)" if fused_rope else "3 decode steps"
         ep_parity.assert_close(diff, dtype,
                                f"{ep}/{dtype} {family} vs default, left-padded, {what}")
@@ -73,15 +75,15 @@ def tests_for(ep: str) -> dict[str, Callable]:
     def test_function_bodies_on_onnx_reference(builds, family, dtype):
         """Graphs the CPU EP cannot run: same meaning, via onnx.reference (contrib-op bodies)."""
         built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
-        diff = ep_parity.ep_vs_generic(built.model, generic.model, built.config, dtype, pad=3,
-                                       backend="reference")
+        diff = ep_parity.ep_vs_generic(built.onnx_bytes(), generic.onnx_bytes(), built.config,
+                                       dtype, pad=3, backend="reference")
         ep_parity.assert_close(diff, dtype, f"{ep}/{dtype} {family} vs default (onnx.reference)")
 
     @pytest.mark.parametrize("dtype", other_dtypes)
     def test_not_cpu_runnable(builds, dtype):
         """What docs/eps.md lists as not CPU-runnable really fails on the CPU EP."""
         built = builds.get("llama", ep, dtype)
-        ep_parity.assert_not_cpu_runnable(built.model, built.config, dtype)
+        ep_parity.assert_not_cpu_runnable(built.onnx_bytes(), built.config, dtype)
 
     tests["test_function_bodies_on_onnx_reference"] = test_function_bodies_on_onnx_reference
     tests["test_not_cpu_runnable"] = test_not_cpu_runnable

@@ -4,6 +4,7 @@
     ep_suite(ep_dir = "cpu")
 
 expands into
+  :builds       every build the three below look at, made once (testing/ep_builds.py)
   :fusion       L2 expectation table per build dtype (<dir>_fusion_test.py)
   :parity       L3 EP graph vs generic graph on onnxruntime's CPU EP (<dir>_parity_test.py)
   :golden       L5 op-histogram snapshots in golden/<family>.json, and the --quant int4
@@ -21,6 +22,39 @@ load("//rules:defs.bzl", "mobius_py_test")
 # transformers' tiny checkpoints, built once (testing/ep_suite.Checkpoints reads them).
 _DATA = ["//testing/tiny:hf"]
 
+# The generic graphs every EP's fusion and parity tables compare against.
+_GENERIC_BUILDS = "//ep/default:builds"
+
+def _ep_builds_impl(ctx):
+    out = ctx.actions.declare_directory(ctx.label.name)
+    hf = ctx.file.checkpoints
+    ctx.actions.run(
+        outputs = [out],
+        inputs = [hf],
+        executable = ctx.executable._writer,
+        arguments = [ctx.attr.ep, hf.path, out.path],
+        mnemonic = "EpBuilds",
+        progress_message = "Building the %s EP suite's tiny packages" % ctx.attr.ep,
+        use_default_shell_env = True,
+    )
+    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
+
+ep_builds = rule(
+    implementation = _ep_builds_impl,
+    doc = """Every build one EP's fusion, parity and golden targets look at, made once
+    (testing/ep_builds.py): directory <package>/<name>/<family>/<dtype>[-<quant>]/, which
+    testing/ep_suite.Builds loads instead of building again in each test process.""",
+    attrs = {
+        "ep": attr.string(mandatory = True),
+        "checkpoints": attr.label(default = "//testing/tiny:hf", allow_single_file = True),
+        "_writer": attr.label(
+            default = "//testing:write_ep_builds",
+            executable = True,
+            cfg = "exec",
+        ),
+    },
+)
+
 _DEPS = [
     "//ep:init",
     "//testing:ep_suite",
@@ -31,13 +65,16 @@ _DEPS = [
 def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
     # "ep:<dir>" is the scope tag //tools:affected matches against //mobius/ep:<dir>.
     tags = ["ep:" + ep_dir]
+    ep_builds(name = "builds", ep = ep_dir.replace("_", "-"), tags = tags, testonly = True,
+              visibility = ["//ep:__subpackages__"])
+    builds = [":builds"] + ([] if ep_dir == "default" else [_GENERIC_BUILDS])
     mobius_py_test(
         name = "fusion",
         size = "medium",
         srcs = ["__init__.py", ep_dir + "_fusion_test.py"],
         shard_count = fusion_shards,
         tags = tags,
-        data = _DATA,
+        data = _DATA + builds,
         deps = _DEPS,
     )
     mobius_py_test(
@@ -46,7 +83,7 @@ def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
         srcs = ["__init__.py", ep_dir + "_parity_test.py"],
         shard_count = parity_shards,
         tags = tags,
-        data = _DATA,
+        data = _DATA + builds,
         deps = _DEPS + ["//ep:parity_suite", "//testing:ep_parity"],
     )
     native.test_suite(
@@ -59,6 +96,6 @@ def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
         srcs = ["__init__.py", ep_dir + "_golden_test.py"],
         shard_count = golden_shards,
         tags = tags,
-        data = _DATA + native.glob(["golden/*.json", "golden_int4/*.json"]),
+        data = _DATA + [":builds"] + native.glob(["golden/*.json", "golden_int4/*.json"]),
         deps = _DEPS + ["//ep:golden_suite", "//testing:golden"],
     )

@@ -27,16 +27,18 @@ from testing import ep_suite, parity
 NP_DTYPES = {"f32": np.float32, "f16": np.float16}
 
 
-def session(model: ir.Model, threads: int = 1):
-    """An onnxruntime CPU-EP session for an in-memory model (weights included)."""
+def session(model: ir.Model | bytes, threads: int = 1):
+    """An onnxruntime CPU-EP session for an in-memory model (weights included), or for its
+    ONNX bytes (ep_suite.Built.onnx_bytes: serialized once for all of a build's sessions)."""
     import onnxruntime as ort
 
-    proto = ir.serde.serialize_model(model)
+    if isinstance(model, ir.Model):
+        model = ir.serde.serialize_model(model).SerializeToString()
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
-    return ort.InferenceSession(proto.SerializeToString(), options,
+    return ort.InferenceSession(model, options,
                                 providers=["CPUExecutionProvider"])
 
 
@@ -200,18 +202,21 @@ class ReferenceSession:
         def __init__(self, name, type_, shape=()):
             self.name, self.type, self.shape = name, type_, shape
 
-    def __init__(self, model: ir.Model):
+    def __init__(self, model: ir.Model | bytes):
+        import onnx
         from onnx.reference import ReferenceEvaluator
 
         from onnx_ir.passes.common import InlinePass
 
-        copy = ir.serde.deserialize_model(ir.serde.serialize_model(model))
+        if isinstance(model, ir.Model):
+            model = ir.serde.serialize_model(model).SerializeToString()
+        copy = ir.serde.deserialize_model(onnx.ModelProto.FromString(model))
         InlinePass()(copy)
         self._evaluator = ReferenceEvaluator(ir.serde.serialize_model(copy))
         self._inputs = [self._Arg(v.name, f"tensor({_TYPE_NAMES.get(v.dtype, 'other')})",
                                   [d if isinstance(d, int) else str(d) for d in v.shape or ()])
-                        for v in model.graph.inputs]
-        self._outputs = [self._Arg(v.name, None) for v in model.graph.outputs]
+                        for v in copy.graph.inputs]
+        self._outputs = [self._Arg(v.name, None) for v in copy.graph.outputs]
 
     def get_inputs(self):
         return self._inputs
@@ -234,7 +239,8 @@ def np_dtype(dtype: str):
     return NP_DTYPES[dtype]
 
 
-def ep_vs_generic(ep_model: ir.Model, generic_model: ir.Model, config, dtype: str, *,
+def ep_vs_generic(ep_model: ir.Model | bytes, generic_model: ir.Model | bytes, config,
+                  dtype: str, *,
                   pad: int, steps: int = 3, prompt_len: int = 10, seed: int = 0,
                   backend: str = "ort", presents: bool = True) -> Diff:
     """Runs both graphs on the same batch (row 1 left-padded by ``pad``) and compares.
@@ -280,7 +286,7 @@ def cpu_runnable(ep: str, dtype: str) -> bool:
     return (ep, dtype) not in NOT_CPU_RUNNABLE
 
 
-def assert_not_cpu_runnable(model: ir.Model, config, dtype: str) -> None:
+def assert_not_cpu_runnable(model: ir.Model | bytes, config, dtype: str) -> None:
     """The graph must fail on the CPU EP (keeps NOT_CPU_RUNNABLE and docs/eps.md truthful)."""
     try:
         sess = session(model)

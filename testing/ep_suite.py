@@ -24,6 +24,7 @@ import warnings
 from collections import Counter
 from typing import Iterable
 
+import onnx
 import onnx_ir as ir
 import pytest
 
@@ -59,6 +60,10 @@ def _suite_dtypes(ep: str) -> tuple[str, ...]:
 
 #: The dtypes each built-in EP is tested with, primary (golden) dtype first.
 EP_DTYPES: dict[str, tuple[str, ...]] = {ep: _suite_dtypes(ep) for ep in ep_registry.names()}
+
+
+#: The quantized build each golden suite checks beside the float one (ep/int4_checks.py).
+GOLDEN_QUANT = "int4"
 
 
 def primary_dtype(ep: str) -> str:
@@ -154,10 +159,23 @@ class Built:
     package: object  # mobius ModelPackage
     warnings: list[str]
     quant: str | None = None  # "int4" / "int8" for quantized builds (EP-default options)
+    #: model key -> its ONNX bytes: serialized once, or as the ep_builds action stored them
+    serialized: dict[str, bytes] = dataclasses.field(default_factory=dict)
 
     @property
     def models(self) -> dict[str, ir.Model]:
+        if not self.package.models and self.serialized:  # loaded bytes: parsed on first use
+            self.package.models = {key: ir.serde.deserialize_model(onnx.ModelProto.FromString(b))
+                                   for key, b in self.serialized.items()}
         return self.package.models
+
+    def onnx_bytes(self, key: str | None = None) -> bytes:
+        """Model ``key``'s (the main model's) ONNX bytes, what onnxruntime sessions load."""
+        keys = list(self.serialized or self.models)
+        key = key or ("model" if "model" in keys else keys[0])
+        if key not in self.serialized:
+            self.serialized[key] = ir.serde.serialize_model(self.models[key]).SerializeToString()
+        return self.serialized[key]
 
     @property
     def roles(self) -> dict[str, str]:
@@ -193,18 +211,37 @@ class Built:
 
 
 class Builds:
-    """Builds (family, EP, dtype) once per test module; keeps the results."""
+    """(family, EP, dtype, quant) builds, once per test module.
+
+    Under Bazel the EP's ``ep_builds`` action (testing/ep_builds.py) built them already,
+    once for the EP's fusion, parity and golden targets: they are loaded from its output,
+    and asking for a build it does not hold is an error (its key list must name it).
+    Elsewhere they are built here.
+    """
 
     def __init__(self, checkpoints: Checkpoints):
         self.checkpoints = checkpoints
-        self._built: dict[tuple[str, str, str], Built] = {}
+        self._built: dict[tuple[str, str, str, str | None], Built] = {}
 
     def get(self, family_name: str, ep: str, dtype: str, quant: str | None = None) -> Built:
         key = (family_name, ep, dtype, quant)
         if key not in self._built:
-            self._built[key] = build(self.checkpoints.folder(family_name), family_name, ep, dtype,
-                                     quant)
+            self._built[key] = self._prebuilt(*key) or build(
+                self.checkpoints.folder(family_name), family_name, ep, dtype, quant)
         return self._built[key]
+
+    @staticmethod
+    def _prebuilt(family_name: str, ep: str, dtype: str, quant: str | None) -> Built | None:
+        from testing import ep_builds
+
+        root = ep_builds.prebuilt_dir(ep)
+        if root is None:
+            return None
+        folder = ep_builds.build_dir(root, family_name, dtype, quant)
+        if not os.path.isdir(folder):
+            raise KeyError(f"{family_name}/{ep}/{dtype}/{quant} is not among the {ep} ep_builds "
+                           f"action's builds: add it to testing/write_ep_builds.suite_keys")
+        return ep_builds.read(folder)
 
 
 def build(folder: str, family_name: str, ep: str, dtype: str, quant: str | None = None) -> Built:

@@ -95,11 +95,11 @@ class Chain:
 
     def __init__(self, built):
         self.config = built.config
-        self.vision = ep_parity.session(built.models["vision"])
-        self.embedding = ep_parity.session(built.models["embedding"])
-        self.speech = ep_parity.session(built.models["speech"]) if "speech" in built.models \
+        self.vision = ep_parity.session(built.onnx_bytes("vision"))
+        self.embedding = ep_parity.session(built.onnx_bytes("embedding"))
+        self.speech = ep_parity.session(built.onnx_bytes("speech")) if "speech" in built.models \
             else None
-        self.decoder = ep_parity.session(built.models["model"])
+        self.decoder = ep_parity.session(built.onnx_bytes("model"))
         self.np_dtype = ep_parity.np_dtype(built.dtype)
 
     def features(self, feeds):

@@ -1,0 +1,60 @@
+"""The stored form of the EP suites' builds (testing/ep_builds.py): what a test loads is
+what was built, a failed build fails only the tests that ask for it, and a build the
+action never made is an error, not a silent in-process rebuild."""
+
+from __future__ import annotations
+
+import os
+
+import onnx_ir as ir
+import pytest
+
+from testing import ep_builds, ep_suite
+from testing.ep_suite import Builds, Checkpoints
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    builds = Builds(Checkpoints(tmp_path_factory.mktemp("checkpoints")))
+    return builds.get("llama", "cpu", "f32")
+
+
+def test_a_stored_build_loads_as_built(built, tmp_path):
+    folder = ep_builds.build_dir(str(tmp_path), "llama", "f32", None)
+    ep_builds.write(built, folder)
+    loaded = ep_builds.read(folder)
+    assert (loaded.family, loaded.ep, loaded.dtype, loaded.quant) == ("llama", "cpu", "f32", None)
+    assert loaded.warnings == built.warnings
+    assert loaded.config.num_hidden_layers == built.config.num_hidden_layers
+    assert list(loaded.models) == list(built.models)
+    assert loaded.histogram == built.histogram
+    assert loaded.onnx_bytes() == built.onnx_bytes()
+    initializers = {n: v.const_value.numpy().tobytes()
+                    for n, v in built.model.graph.initializers.items()}
+    assert {n: v.const_value.numpy().tobytes()
+            for n, v in loaded.model.graph.initializers.items()} == initializers
+
+
+def test_a_failed_build_raises_its_own_message(tmp_path):
+    folder = tmp_path / "llama" / "f16"
+    folder.mkdir(parents=True)
+    (folder / ep_builds.ERROR).write_text("ValueError: no f16 today\n")
+    with pytest.raises(ep_builds.BuildFailed, match="no f16 today"):
+        ep_builds.read(str(folder))
+
+
+def test_a_build_missing_from_the_action_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(ep_builds, "prebuilt_dir", lambda ep: str(tmp_path))
+    builds = Builds(Checkpoints(tmp_path / "checkpoints"))
+    with pytest.raises(KeyError, match="write_ep_builds.suite_keys"):
+        builds.get("llama", "cpu", "bf16")
+    assert not os.listdir(tmp_path)
+
+
+def test_built_models_parse_lazily_from_the_stored_bytes(built, tmp_path):
+    folder = str(tmp_path / "b")
+    ep_builds.write(built, folder)
+    loaded = ep_builds.read(folder)
+    assert loaded.package.models == {}  # onnxruntime needs only the bytes
+    assert isinstance(loaded.model, ir.Model)
+    assert ep_suite.op_histogram(loaded.model) == built.histogram
