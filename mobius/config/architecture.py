@@ -93,6 +93,9 @@ class ArchitectureConfig:
     ids_outside_vocab: tuple[tuple[str, str, int], ...] = dataclasses.field(
         default=(), compare=False, repr=False)
     raw: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    #: the family's typed switches (ModelFamily.options, read by config/options.read_options):
+    #: what a model module reads from config.json beyond the fields above
+    options: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_dict(

@@ -50,6 +50,8 @@ def _checked(key: str, value: Any, hint: Any) -> Any:
             return float(value)
         if kind is str and isinstance(value, str):
             return value
+        if kind is dict and isinstance(value, dict):  # a sub-config, read by its own options
+            return value
         if typing.get_origin(kind) is tuple and isinstance(value, (list, tuple)):
             item = typing.get_args(kind)[0]
             return tuple(_checked(key, v, item) for v in value)

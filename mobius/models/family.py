@@ -8,6 +8,7 @@ from typing import Any, Callable, Mapping
 from onnxscript import nn
 
 from mobius.config.architecture import ArchitectureConfig
+from mobius.config.options import read_options
 from mobius.tasks import causal_lm
 from mobius.tasks.task import Task
 from mobius.weights.attach import IgnoredTensors
@@ -62,6 +63,10 @@ class ModelFamily:
     #: attention blocks outside the num_hidden_layers layers (SigLIP's attention-pooling
     #: head): what per-layer op counts (the EP suites' L2 tables) add
     extra_attention_blocks: int = 0
+    #: the family's switches beyond ArchitectureConfig's fields: a frozen dataclass that
+    #: mobius/config/options.read_options fills from config.json into ``config.options``
+    #: (a wrong type fails with the config, before any weight is read)
+    options: type | None = None
 
     def __post_init__(self):
         unknown = sorted(set(self.cohorts) - set(COHORTS))
@@ -73,4 +78,6 @@ class ModelFamily:
         if self.normalize_raw is not None:  # keeps what Task.read_extras added ("mobius_*")
             extras = {k: v for k, v in raw.items() if k.startswith("mobius_")}
             raw = {**self.normalize_raw(raw), **extras}
-        return ArchitectureConfig.from_dict(raw, generation, **self.config_overrides(raw))
+        options = read_options(self.options, raw) if self.options is not None else None
+        return ArchitectureConfig.from_dict(raw, generation, **self.config_overrides(raw),
+                                            options=options)

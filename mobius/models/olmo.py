@@ -11,7 +11,6 @@ from mobius.components.decoder_layer import PreNormDecoderLayer
 from mobius.components.layer_norm import LayerNorm
 from mobius.components.mlp import GatedMLP
 from mobius.config.architecture import ArchitectureConfig
-from mobius.config.options import read_options, validated
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
 from mobius.tiny.bases import COMMON
@@ -30,10 +29,9 @@ def _norm(config: ArchitectureConfig) -> LayerNorm:
 
 class OlmoForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        options = read_options(OlmoOptions, config.raw)
         layers = [
             PreNormDecoderLayer(
-                llama_attention(config, clip_qkv=options.clip_qkv),
+                llama_attention(config, clip_qkv=config.options.clip_qkv),
                 GatedMLP(config.hidden_size, config.intermediate_size, config.hidden_act),
                 _norm(config), _norm(config),
             )
@@ -44,7 +42,7 @@ class OlmoForCausalLM(CausalLM):
 
 FAMILY = ModelFamily(
     name="olmo", model_types=("olmo",), architectures=("OlmoForCausalLM",),
-    module=OlmoForCausalLM, tiny_preset="tiny-olmo", config_overrides=validated(OlmoOptions),
+    module=OlmoForCausalLM, tiny_preset="tiny-olmo", options=OlmoOptions,
     cohorts=("dense", "genai"),
 )
 

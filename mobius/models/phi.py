@@ -3,6 +3,8 @@ biases everywhere, GELU (tanh) MLP, partial rotary, LM head with bias."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from mobius.components.attention import Attention
 from mobius.components.causal_transformer import CausalLM, CausalTransformer
 from mobius.components.decoder_layer import ParallelDecoderLayer
@@ -14,10 +16,15 @@ from mobius.models.family import ModelFamily
 from mobius.tiny.bases import COMMON
 
 
+@dataclasses.dataclass(frozen=True)
+class PhiOptions:
+    qk_layernorm: bool = False  # transformers names the norms q_layernorm / k_layernorm
+
+
 def _layer(config: ArchitectureConfig, i: int) -> ParallelDecoderLayer:
     eps, d = config.rms_norm_eps, config.head_dim
     q_norm = k_norm = None
-    if config.raw.get("qk_layernorm"):  # transformers names them q_layernorm / k_layernorm
+    if config.options.qk_layernorm:
         q_norm, k_norm = (_renamed(LayerNorm(d, eps), f"model.layers.{i}.self_attn.{name}")
                           for name in ("q_layernorm", "k_layernorm"))
     attention = Attention(
@@ -49,7 +56,7 @@ class PhiForCausalLM(CausalLM):
 
 FAMILY = ModelFamily(
     name="phi", model_types=("phi",), architectures=("PhiForCausalLM",),
-    module=PhiForCausalLM, tiny_preset="tiny-phi",
+    module=PhiForCausalLM, tiny_preset="tiny-phi", options=PhiOptions,
     config_overrides=lambda raw: {"hidden_act": raw.get("hidden_act", "gelu_new"),
                                   "rms_norm_eps": float(raw.get("layer_norm_eps", 1e-5))},
 )
