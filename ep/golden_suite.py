@@ -1,4 +1,5 @@
-"""L5 golden op-histogram snapshots of one EP, float and int4: the shared suite.
+"""L5 golden op-histogram snapshots of one EP, float and int4, and L1 (every build passes
+the full ONNX checker): the shared suite.
 
 ``ep/<name>/<name>_golden_test.py`` instantiates it with
 ``globals().update(golden_suite.tests_for("<ep>"))``. Every family's tiny
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import onnx
 import pytest
 
 # int4_checks asserts bare comparisons: have pytest explain them as in a test module
@@ -38,6 +40,14 @@ def tests_for(ep: str) -> dict[str, Callable]:
         float_built = builds.get(family, ep, dtype)  # built once: test_golden's
         int4_checks.check(float_built, builds.get(family, ep, dtype, int4_checks.QUANT))
 
+    @pytest.mark.parametrize("family,dtype", s.params(
+        [(f, d) for f in s.ep_family_names(ep) for d in s.l1_dtypes(ep)]))
+    def test_full_checker(builds, family, dtype):
+        """L1: every model of every build passes the full ONNX checker (strict inference)."""
+        built = builds.get(family, ep, dtype)
+        for key in built.models:
+            onnx.checker.check_model(built.onnx_bytes(key), full_check=True)
+
     @pytest.mark.parametrize("quant", [None, int4_checks.QUANT])
     def test_no_stale_snapshots(quant):
         stale = golden.stale_files(ep, s.ep_family_names(ep), quant=quant)
@@ -46,4 +56,5 @@ def tests_for(ep: str) -> dict[str, Callable]:
                            f"with ./bazelw run //tools:golden -- --update --ep {ep}{option}")
 
     return {"test_golden": test_golden, "test_int4": test_int4,
+            "test_full_checker": test_full_checker,
             "test_no_stale_snapshots": test_no_stale_snapshots}

@@ -66,6 +66,13 @@ EP_DTYPES: dict[str, tuple[str, ...]] = {ep: _suite_dtypes(ep) for ep in ep_regi
 GOLDEN_QUANT = "int4"
 
 
+def l1_dtypes(ep: str) -> tuple[str, ...]:
+    """Every dtype the EP builds (L1: each build passes the full ONNX checker): EP_DTYPES
+    first, then the ones its L2 / L3 tables leave out (the CPU EP's f16 and bf16)."""
+    built = sorted(SHORT_NAMES[d] for d in get_ep(ep).dtypes)
+    return EP_DTYPES[ep] + tuple(d for d in built if d not in EP_DTYPES[ep])
+
+
 def primary_dtype(ep: str) -> str:
     return EP_DTYPES[ep][0]
 

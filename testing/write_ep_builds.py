@@ -22,7 +22,7 @@ def suite_keys(ep: str) -> list[tuple[str, str, str | None]]:
     """(family, dtype, quant) of every build the EP's suites ask for under its own EP (the
     generic graphs they compare against are the default EP's, which serves every family)."""
     families = s.ep_family_names(ep)
-    keys = [(fam, dtype, None) for fam in families for dtype in s.EP_DTYPES[ep]]
+    keys = [(fam, dtype, None) for fam in families for dtype in s.l1_dtypes(ep)]
     return keys + [(fam, s.primary_dtype(ep), s.GOLDEN_QUANT) for fam in families]
 
 

@@ -184,7 +184,10 @@ class Lfm2VlForConditionalGeneration(nn.Module):
         hidden = self.vision_tower(op, pixel_values, pixel_attention_mask, spatial_shapes)
         blocks, is_token = unshuffle_tokens(op, hidden, spatial_shapes,
                                             self.options.downsample_factor)
-        return self.multi_modal_projector(op, op.Compress(blocks, is_token, axis=0))
+        # the rows of real tokens: Gather at NonZero, not Compress (whose ONNX type list has
+        # no bfloat16, so a bf16 graph with it fails the checker)
+        rows = op.Squeeze(op.NonZero(is_token), op.Constant(value_ints=[0]))
+        return self.multi_modal_projector(op, op.Gather(blocks, rows, axis=0))
 
     def embed(self, op, input_ids, image_features):
         is_image, token_ids = image_positions(op, input_ids, self.image_token_id)
