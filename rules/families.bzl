@@ -100,7 +100,6 @@ FAMILY_DEPS = {
         "//mobius/components:linear",
         "//mobius/components:weight",
         "//mobius/config:architecture",
-        "//mobius/config:fields",
         "//mobius/tasks:encoder",
         "//mobius/tasks:labels",
         "//mobius/tasks:text_classification",
@@ -544,7 +543,6 @@ FAMILY_DEPS = {
         "//mobius/components:layer_norm",
         "//mobius/components:mlp",
         "//mobius/config:architecture",
-        "//mobius/config:options",
         "//mobius/tiny:bases",
     ],
     "olmo2": [

@@ -50,7 +50,7 @@ class BertEmbeddings(nn.Module):
         self.padding_idx, self.token_types = padding_idx, token_types
         self.word_embeddings = Embedding(config.vocab_size, hidden)
         self.position_embeddings = Embedding(config.max_position_embeddings, hidden)
-        self.token_type_embeddings = Embedding(config.raw.get("type_vocab_size", 2), hidden)
+        self.token_type_embeddings = Embedding(config.options.type_vocab_size, hidden)
         self.LayerNorm = LayerNorm(hidden, config.rms_norm_eps)
 
     def _positions(self, op, input_ids):
@@ -197,6 +197,11 @@ class RobertaModel(BertModel):
                                          token_types=False)
 
 
+@dataclasses.dataclass(frozen=True)
+class BertOptions:
+    type_vocab_size: int = 2
+
+
 def _overrides(raw):
     return {"rms_norm_eps": float(raw.get("layer_norm_eps", 1e-12)),
             "hidden_act": raw.get("hidden_act", "gelu")}
@@ -220,7 +225,7 @@ FAMILY = ModelFamily(
     module=BertModel, task=encoder.TASK, tiny_preset="tiny-bert",
     checkpoint_prefixes=("", "bert."),
     ignored_tensors=_ignored("bert", r"cls\..*"),
-    config_overrides=_overrides,
+    config_overrides=_overrides, options=BertOptions,
 )
 
 ROBERTA = ModelFamily(
@@ -229,7 +234,7 @@ ROBERTA = ModelFamily(
     module=RobertaModel, task=encoder.TASK, tiny_preset="tiny-roberta",
     checkpoint_prefixes=("", "roberta."),
     ignored_tensors=_ignored("roberta", r"lm_head\..*"),
-    config_overrides=_overrides,
+    config_overrides=_overrides, options=BertOptions,
 )
 
 XLM_ROBERTA = dataclasses.replace(

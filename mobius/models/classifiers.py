@@ -24,12 +24,23 @@ from mobius.models import bert, distilbert, mpnet
 from mobius.models.bert import first_token
 from mobius.models.family import ModelFamily
 from mobius.tasks import text_classification, token_classification
-from mobius.tasks.labels import id2label
+from mobius.tasks.labels import LabelOptions, label_count
 from mobius.tiny.bases import classifier_heads
 
 
-def _labels(config: ArchitectureConfig) -> int:
-    return len(id2label(config.raw))
+@dataclasses.dataclass(frozen=True)
+class BertClassifierOptions(bert.BertOptions, LabelOptions):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class MPNetClassifierOptions(mpnet.MPNetOptions, LabelOptions):
+    pass
+
+
+#: a classifier's options: its base family's (by ModelFamily.options) and the labels
+_WITH_LABELS = {bert.BertOptions: BertClassifierOptions, mpnet.MPNetOptions: MPNetClassifierOptions,
+                None: LabelOptions}
 
 
 class BertForSequenceClassification(nn.Module):
@@ -38,7 +49,7 @@ class BertForSequenceClassification(nn.Module):
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
         self.bert = bert.BertModel(config, pooler=True)
-        self.classifier = Linear(config.hidden_size, _labels(config), True)
+        self.classifier = Linear(config.hidden_size, label_count(config.options), True)
 
     def forward(self, op, *inputs):
         return self.classifier(op, self.bert.pooler(op, self.bert(op, *inputs)))
@@ -48,7 +59,7 @@ class RobertaClassificationHead(nn.Module):
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
         self.dense = Linear(config.hidden_size, config.hidden_size, True)
-        self.out_proj = Linear(config.hidden_size, _labels(config), True)
+        self.out_proj = Linear(config.hidden_size, label_count(config.options), True)
 
     def forward(self, op, hidden):
         return self.out_proj(op, op.Tanh(self.dense(op, first_token(op, hidden))))
@@ -73,7 +84,7 @@ class DistilBertForSequenceClassification(nn.Module):
         super().__init__()
         self.distilbert = distilbert.DistilBertModel(config)
         self.pre_classifier = Linear(config.hidden_size, config.hidden_size, True)
-        self.classifier = Linear(config.hidden_size, _labels(config), True)
+        self.classifier = Linear(config.hidden_size, label_count(config.options), True)
 
     def forward(self, op, *inputs):
         first = first_token(op, self.distilbert(op, *inputs))
@@ -86,7 +97,7 @@ class BertForTokenClassification(nn.Module):
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
         self.bert = bert.BertModel(config)
-        self.classifier = Linear(config.hidden_size, _labels(config), True)
+        self.classifier = Linear(config.hidden_size, label_count(config.options), True)
 
     def forward(self, op, *inputs):
         return self.classifier(op, self.bert(op, *inputs))
@@ -98,7 +109,7 @@ class RobertaForTokenClassification(nn.Module):
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
         self.roberta = bert.RobertaModel(config)
-        self.classifier = Linear(config.hidden_size, _labels(config), True)
+        self.classifier = Linear(config.hidden_size, label_count(config.options), True)
 
     def forward(self, op, *inputs):
         return self.classifier(op, self.roberta(op, *inputs))
@@ -110,7 +121,7 @@ class DistilBertForTokenClassification(nn.Module):
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
         self.distilbert = distilbert.DistilBertModel(config)
-        self.classifier = Linear(config.hidden_size, _labels(config), True)
+        self.classifier = Linear(config.hidden_size, label_count(config.options), True)
 
     def forward(self, op, *inputs):
         return self.classifier(op, self.distilbert(op, *inputs))
@@ -134,7 +145,7 @@ class MPNetForTokenClassification(nn.Module):
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
         self.mpnet = mpnet.MPNetModel(config)
-        self.classifier = Linear(config.hidden_size, _labels(config), True)
+        self.classifier = Linear(config.hidden_size, label_count(config.options), True)
 
     def forward(self, op, *inputs):
         return self.classifier(op, self.mpnet(op, *inputs))
@@ -145,7 +156,8 @@ def _classifier(base: ModelFamily, kind: str, module, task, architectures) -> Mo
     return dataclasses.replace(
         base, name=f"{base.name}-{kind}", model_types=(), architectures=architectures,
         module=module, task=task, tiny_preset=f"tiny-{base.name}-{kind}",
-        checkpoint_prefixes=("",), ignored_tensors=lambda config: ())
+        checkpoint_prefixes=("",), ignored_tensors=lambda config: (),
+        options=_WITH_LABELS[base.options])
 
 
 _SEQ, _TOK = text_classification.TASK, token_classification.TASK

@@ -32,14 +32,14 @@ from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
 from mobius.models.clip import CLIPEncoder, CLIPVisionTransformer, _Table
 from mobius.models.family import ModelFamily
-from mobius.models.vision_parts import (POSITION_IDS, PatchConv, features_outputs, image_inputs,
-                                        logits_output, mean_tokens, normalize_vision, token,
-                                        vision_config, with_class_token)
+from mobius.models.vision_parts import (POSITION_IDS, PatchConv, VisionOptions, features_outputs,
+                                        image_inputs, logits_output, mean_tokens,
+                                        normalize_vision, token, vision_config, with_class_token)
 from mobius.tasks import (image_classification, image_feature_extraction,
                           zero_shot_image_classification)
 from mobius.tasks.image import BATCH, SEQ, TEXT_BATCH
 from mobius.tasks.image_processor import BICUBIC, crop_processor
-from mobius.tasks.labels import id2label
+from mobius.tasks.labels import LabelOptions, label_count
 from mobius.tasks.task import TensorSpec
 from mobius.weights.attach import IgnoredTensors
 from mobius.tiny.bases import IMAGE_LABELS, TEXT, VISION
@@ -55,6 +55,17 @@ CLIP_TEXT = {
     "layer_norm_eps": 1e-5, "eos_token_id": 49407, "projection_size": None,
 }
 CLIP_MEAN, CLIP_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
+
+
+@dataclasses.dataclass(frozen=True)
+class CLIPOptions(VisionOptions):
+    text_config: dict | None = None
+    projection_dim: int = 512
+
+
+@dataclasses.dataclass(frozen=True)
+class CLIPClassifierOptions(VisionOptions, LabelOptions):
+    pass
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,7 +191,7 @@ def _processor(vision) -> dict:
 class CLIPVisionModel(nn.Module):
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        self.vision = vision_config(config.raw, CLIP_VISION)
+        self.vision = vision_config(config.options, CLIP_VISION)
         self.vision_model = CLIPVisionTower(self.vision)
         self.inputs = image_inputs(self.vision)
         hidden = self.vision.hidden_size
@@ -197,9 +208,9 @@ class CLIPVisionModel(nn.Module):
 class CLIPForImageClassification(nn.Module):
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        self.vision = vision_config(config.raw, CLIP_VISION)
+        self.vision = vision_config(config.options, CLIP_VISION)
         self.vision_model = CLIPVisionTower(self.vision, post_layernorm=False)
-        labels = len(id2label(config.raw))
+        labels = label_count(config.options)
         self.classifier = Linear(self.vision.hidden_size, labels, True)
         self.inputs, self.outputs = image_inputs(self.vision), logits_output(labels)
 
@@ -225,9 +236,9 @@ class CLIPModel(nn.Module):
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        self.vision = vision_config(config.raw, CLIP_VISION)
-        self.text = TextTowerConfig.from_dict(config.raw.get("text_config"), CLIP_TEXT)
-        projection = config.raw.get("projection_dim") or 512
+        self.vision = vision_config(config.options, CLIP_VISION)
+        self.text = TextTowerConfig.from_dict(config.options.text_config, CLIP_TEXT)
+        projection = config.options.projection_dim
         self.text_model = TextTransformer(self.text)
         self.vision_model = CLIPVisionTower(self.vision)
         self.visual_projection = Linear(self.vision.hidden_size, projection)
@@ -266,7 +277,8 @@ _VISION_ALIAS = (("vision_model.", ("vision_model.", "")),)
 VISION_FAMILY = ModelFamily(
     name="clip-vision", model_types=("clip_vision_model",), architectures=("CLIPVisionModel",),
     module=CLIPVisionModel, task=image_feature_extraction.TASK, tiny_preset="tiny-clip-vision",
-    normalize_raw=normalize_vision(CLIP_VISION), checkpoint_aliases=_VISION_ALIAS,
+    normalize_raw=normalize_vision(CLIP_VISION), options=VisionOptions,
+    checkpoint_aliases=_VISION_ALIAS,
     ignored_tensors=lambda config: (POSITION_IDS,),
 )
 
@@ -274,7 +286,7 @@ CLASSIFIER = ModelFamily(
     name="clip-img-cls", model_types=(), architectures=("CLIPForImageClassification",),
     module=CLIPForImageClassification, task=image_classification.TASK,
     tiny_preset="tiny-clip-img-cls",
-    normalize_raw=normalize_vision(CLIP_VISION, classifier=True),
+    normalize_raw=normalize_vision(CLIP_VISION, classifier=True), options=CLIPClassifierOptions,
     unread_config=("text_config",),
     ignored_tensors=lambda config: (POSITION_IDS, IgnoredTensors(
         r"vision_model\.post_layernorm\..*", "the classifier reads the unnormed patch tokens")),
@@ -283,7 +295,7 @@ CLASSIFIER = ModelFamily(
 ZERO_SHOT = ModelFamily(
     name="clip", model_types=("clip",), architectures=("CLIPModel",),
     module=CLIPModel, task=zero_shot_image_classification.TASK, tiny_preset="tiny-clip",
-    normalize_raw=normalize_zero_shot(CLIP_VISION, CLIP_TEXT),
+    normalize_raw=normalize_zero_shot(CLIP_VISION, CLIP_TEXT), options=CLIPOptions,
     ignored_tensors=lambda config: (POSITION_IDS,),
 )
 

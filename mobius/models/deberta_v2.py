@@ -35,31 +35,87 @@ from mobius.components.layer_norm import LayerNorm
 from mobius.components.linear import Linear
 from mobius.components.weight import Weight
 from mobius.config.architecture import ArchitectureConfig
-from mobius.config.fields import boolean
 from mobius.context import get_build_dtype
 from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models.bert import BertIntermediate, BertResidualOutput, first_token
 from mobius.models.family import ModelFamily
 from mobius.tasks import encoder, text_classification, token_classification
-from mobius.tasks.labels import id2label
+from mobius.tasks.labels import LabelOptions, label_count
 from mobius.weights.attach import IgnoredTensors
 from mobius.tiny.bases import VOCAB_SIZE, classifier_heads
 
 
 @dataclasses.dataclass(frozen=True)
 class DebertaSettings:
-    """The config.json switches of the disentangled attention and the embeddings."""
+    """The config.json switches of the disentangled attention and the embeddings: the
+    families' options (refused or inconsistent values fail as the config is read)."""
 
     relative_attention: bool = False
-    c2p: bool = False
-    p2c: bool = False
+    pos_att_type: tuple[str, ...] | str = ()  #: c2p / p2c (older configs: "p2c|c2p")
     share_att_key: bool = False
     position_buckets: int = -1
-    max_relative_positions: int = 512
-    norm_rel_embeddings: bool = False
+    max_relative: int = dataclasses.field(default=-1, metadata={"key": "max_relative_positions"})
+    max_position_embeddings: int = 512
+    norm_rel_ebd: str = "none"
     position_biased_input: bool = True
-    type_vocab_size: int = 0
-    embedding_size: int = 0
+    type_vocab: int = dataclasses.field(default=0, metadata={"key": "type_vocab_size"})
+    hidden_size: int = 0
+    num_attention_heads: int = 0
+    embedding: int | None = dataclasses.field(default=None, metadata={"key": "embedding_size"})
+    pooler_hidden_size: int | None = None  #: refused unless hidden_size
+    attention_head_size: int | None = None  #: refused unless hidden_size / heads
+    conv_kernel_size: int = 0  #: refused when > 0
+
+    def __post_init__(self):
+        unknown = sorted(set(self.kinds) - {"c2p", "p2c"})
+        if unknown:
+            raise UnsupportedModelError(f"config.json: pos_att_type {unknown} is not supported "
+                                        f"(supported: c2p, p2c)")
+        if self.conv_kernel_size > 0:
+            raise UnsupportedModelError("config.json: DeBERTa-v2's convolution layer "
+                                        "(conv_kernel_size > 0) is not supported")
+        hidden, heads = self.hidden_size, self.num_attention_heads
+        for key, value, expected in (
+                ("pooler_hidden_size", self.pooler_hidden_size, hidden),
+                ("attention_head_size", self.attention_head_size, hidden // max(heads, 1))):
+            if value not in (None, expected):
+                raise UnsupportedModelError(f"config.json: {key} {value} != {expected} is not "
+                                            f"supported")
+        buckets = self.position_buckets
+        if buckets > 0 and self.max_relative_positions - 1 <= buckets // 2:
+            raise ConfigError(f"config.json: max_relative_positions "
+                              f"{self.max_relative_positions} must exceed position_buckets "
+                              f"// 2 + 1 ({buckets // 2 + 1}) for log-bucketed positions")
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        if isinstance(self.pos_att_type, str):  # the older "p2c|c2p" spelling
+            return tuple(k.strip() for k in self.pos_att_type.lower().split("|"))
+        return self.pos_att_type
+
+    @property
+    def c2p(self) -> bool:
+        return "c2p" in self.kinds
+
+    @property
+    def p2c(self) -> bool:
+        return "p2c" in self.kinds
+
+    @property
+    def max_relative_positions(self) -> int:
+        return self.max_relative if self.max_relative >= 1 else self.max_position_embeddings
+
+    @property
+    def norm_rel_embeddings(self) -> bool:
+        return "layer_norm" in [x.strip() for x in self.norm_rel_ebd.lower().split("|")]
+
+    @property
+    def type_vocab_size(self) -> int:
+        return max(self.type_vocab, 0)
+
+    @property
+    def embedding_size(self) -> int:
+        return self.hidden_size if self.embedding is None else self.embedding
 
     @property
     def span(self) -> int:
@@ -70,55 +126,14 @@ class DebertaSettings:
     def scale_factor(self) -> int:
         return 1 + self.c2p + self.p2c
 
-    @classmethod
-    def from_raw(cls, raw: Mapping[str, Any]) -> "DebertaSettings":
-        kinds = raw.get("pos_att_type") or []
-        if isinstance(kinds, str):  # the older "p2c|c2p" spelling
-            kinds = [k.strip() for k in kinds.lower().split("|")]
-        unknown = sorted(set(kinds) - {"c2p", "p2c"})
-        if unknown:
-            raise UnsupportedModelError(f"config.json: pos_att_type {unknown} is not supported "
-                                        f"(supported: c2p, p2c)")
-        if (raw.get("conv_kernel_size") or 0) > 0:
-            raise UnsupportedModelError("config.json: DeBERTa-v2's convolution layer "
-                                        "(conv_kernel_size > 0) is not supported")
-        hidden, heads = _int(raw, "hidden_size", 0), _int(raw, "num_attention_heads", 0)
-        for key, expected in (("pooler_hidden_size", hidden),
-                              ("attention_head_size", hidden // max(heads, 1))):
-            if raw.get(key) not in (None, expected):
-                raise UnsupportedModelError(f"config.json: {key} {raw[key]} != {expected} is not "
-                                            f"supported")
-        max_relative = _int(raw, "max_relative_positions", -1)
-        norm = [x.strip() for x in str(raw.get("norm_rel_ebd") or "none").lower().split("|")]
-        settings = cls(relative_attention=boolean(raw, "relative_attention", False),
-                   c2p="c2p" in kinds, p2c="p2c" in kinds,
-                   share_att_key=boolean(raw, "share_att_key", False),
-                   position_buckets=_int(raw, "position_buckets", -1),
-                   max_relative_positions=(max_relative if max_relative >= 1
-                                           else _int(raw, "max_position_embeddings", 512)),
-                   norm_rel_embeddings="layer_norm" in norm,
-                   position_biased_input=boolean(raw, "position_biased_input", True),
-                   type_vocab_size=max(_int(raw, "type_vocab_size", 0), 0),
-                   embedding_size=_int(raw, "embedding_size", hidden))
-        buckets = settings.position_buckets
-        if buckets > 0 and settings.max_relative_positions - 1 <= buckets // 2:
-            raise ConfigError(f"config.json: max_relative_positions "
-                              f"{settings.max_relative_positions} must exceed position_buckets "
-                              f"// 2 + 1 ({buckets // 2 + 1}) for log-bucketed positions")
-        return settings
 
-
-def _int(raw: Mapping[str, Any], key: str, default: int) -> int:
-    value = raw.get(key, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"config.json: {key!r} must be an integer, got {value!r}")
-    return value
+@dataclasses.dataclass(frozen=True)
+class DebertaClassifierOptions(DebertaSettings, LabelOptions):
+    pooler_hidden_act: str = "gelu"
 
 
 def settings(config: ArchitectureConfig) -> DebertaSettings:
-    return DebertaSettings.from_raw(config.raw)
+    return config.options
 
 
 def bucket_table(bucket_size: int, max_position: int) -> np.ndarray:
@@ -266,7 +281,7 @@ class RelativeEmbeddings(nn.Module):
 class ContextPooler(nn.Module):
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        self.activation = str(config.raw.get("pooler_hidden_act", "gelu"))
+        self.activation = config.options.pooler_hidden_act
         self.dense = Linear(config.hidden_size, config.hidden_size, True)
 
     def forward(self, op, hidden):
@@ -326,7 +341,7 @@ class DebertaV2ForSequenceClassification(nn.Module):
         self.text_inputs = text_inputs(config)
         self.deberta = DebertaV2Model(config)
         self.pooler = ContextPooler(config)
-        self.classifier = Linear(config.hidden_size, len(id2label(config.raw)), True)
+        self.classifier = Linear(config.hidden_size, label_count(config.options), True)
 
     def forward(self, op, *inputs):
         return self.classifier(op, self.pooler(op, self.deberta(op, *inputs)))
@@ -337,14 +352,13 @@ class DebertaV2ForTokenClassification(nn.Module):
         super().__init__()
         self.text_inputs = text_inputs(config)
         self.deberta = DebertaV2Model(config)
-        self.classifier = Linear(config.hidden_size, len(id2label(config.raw)), True)
+        self.classifier = Linear(config.hidden_size, label_count(config.options), True)
 
     def forward(self, op, *inputs):
         return self.classifier(op, self.deberta(op, *inputs))
 
 
 def config_overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
-    DebertaSettings.from_raw(raw)  # checked before any graph is built
     return {"rms_norm_eps": float(raw.get("layer_norm_eps", 1e-7)),
             "hidden_act": raw.get("hidden_act", "gelu")}
 
@@ -352,7 +366,8 @@ def config_overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
 def _family(kind: str, module, task, architecture: str) -> ModelFamily:
     return ModelFamily(name=f"deberta-v2-{kind}", model_types=(), architectures=(architecture,),
                        module=module, task=task, tiny_preset=f"tiny-deberta-v2-{kind}",
-                       config_overrides=config_overrides, ignored_tensors=_ignored)
+                       config_overrides=config_overrides, options=DebertaClassifierOptions,
+                       ignored_tensors=_ignored)
 
 
 def _ignored(config: ArchitectureConfig,
@@ -376,7 +391,8 @@ def _base_ignored(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
 BASE = ModelFamily(name="deberta-v2", model_types=("deberta-v2",),
                    architectures=("DebertaV2Model",), module=DebertaV2Model, task=encoder.TASK,
                    tiny_preset="tiny-deberta-v2", checkpoint_prefixes=("", "deberta."),
-                   config_overrides=config_overrides, ignored_tensors=_base_ignored)
+                   config_overrides=config_overrides, options=DebertaSettings,
+                   ignored_tensors=_base_ignored)
 
 FAMILIES = (
     _family("seq-cls", DebertaV2ForSequenceClassification, text_classification.TASK,

@@ -14,6 +14,7 @@ are refused.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from onnxscript import nn
@@ -27,12 +28,13 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.errors import UnsupportedModelError
 from mobius.models.clip import CLIPVisionConfig
 from mobius.models.family import ModelFamily
-from mobius.models.vision_parts import (POSITION_IDS, features_outputs, image_inputs, logits_output,
-                                        mean_tokens, normalize_vision, token, vision_config)
+from mobius.models.vision_parts import (POSITION_IDS, VisionOptions, features_outputs,
+                                        image_inputs, logits_output, mean_tokens,
+                                        normalize_vision, token, vision_config)
 from mobius.models.vit import Layers, ViTAttention, ViTEmbeddings
 from mobius.tasks import image_classification, image_feature_extraction
 from mobius.tasks.image_processor import BICUBIC, IMAGENET_MEAN, IMAGENET_STD, crop_processor
-from mobius.tasks.labels import id2label
+from mobius.tasks.labels import LabelOptions, label_count
 from mobius.weights.attach import IgnoredTensors
 from mobius.tiny.bases import IMAGE_LABELS, VISION
 
@@ -50,6 +52,18 @@ def _raw(raw: Mapping[str, Any]) -> dict[str, Any]:
         raise UnsupportedModelError("dinov2: use_swiglu_ffn (SwiGLU MLP) is not supported")
     hidden = raw.get("hidden_size") or DINOV2_DEFAULTS["hidden_size"]
     return {**raw, "intermediate_size": int(hidden * (raw.get("mlp_ratio") or 4))}
+
+
+@dataclasses.dataclass(frozen=True)
+class Dinov2Options(VisionOptions):
+    """intermediate_size is hidden * mlp_ratio here (normalize_raw sets it)."""
+
+    qkv_bias: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Dinov2ClassifierOptions(Dinov2Options, LabelOptions):
+    pass
 
 
 def _normalize(classifier: bool):
@@ -87,9 +101,9 @@ class Dinov2Model(nn.Module):
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        vision = self.vision = vision_config(_raw(config.raw), DINOV2_DEFAULTS)
+        vision = self.vision = vision_config(config.options, DINOV2_DEFAULTS)
         self.embeddings = ViTEmbeddings(vision)
-        qkv_bias = bool(config.raw.get("qkv_bias", True))
+        qkv_bias = config.options.qkv_bias
         self.encoder = Layers([Dinov2Layer(vision, qkv_bias)
                                for _ in range(vision.num_hidden_layers)])
         self.layernorm = LayerNorm(vision.hidden_size, vision.layer_norm_eps)
@@ -115,7 +129,7 @@ class Dinov2ForImageClassification(nn.Module):
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
         self.dinov2 = Dinov2Model(config)
-        labels = len(id2label(config.raw))
+        labels = label_count(config.options)
         self.classifier = Linear(2 * self.dinov2.vision.hidden_size, labels, True)
         self.inputs, self.outputs = self.dinov2.inputs, logits_output(labels)
 
@@ -137,14 +151,16 @@ FAMILY = ModelFamily(
     name="dinov2", model_types=("dinov2",), architectures=("Dinov2Model",),
     module=Dinov2Model, task=image_feature_extraction.TASK, tiny_preset="tiny-dinov2",
     checkpoint_prefixes=("", "dinov2."),
-    normalize_raw=_normalize(False), ignored_tensors=_ignored(r"dinov2\."),
+    normalize_raw=_normalize(False), options=Dinov2Options,
+    ignored_tensors=_ignored(r"dinov2\."),
 )
 
 CLASSIFIER = ModelFamily(
     name="dinov2-img-cls", model_types=(), architectures=("Dinov2ForImageClassification",),
     module=Dinov2ForImageClassification, task=image_classification.TASK,
     tiny_preset="tiny-dinov2-img-cls",
-    normalize_raw=_normalize(True), ignored_tensors=_ignored(r"dinov2\."),
+    normalize_raw=_normalize(True), options=Dinov2ClassifierOptions,
+    ignored_tensors=_ignored(r"dinov2\."),
 )
 
 #: what the registry reads from this module, in lookup order

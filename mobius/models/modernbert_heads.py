@@ -24,7 +24,7 @@ from mobius.models.bert import first_token
 from mobius.models.family import ModelFamily
 from mobius.models.modernbert import FAMILY, ModernBertModel, ModernBertPredictionHead, settings
 from mobius.tasks import fill_mask, text_classification, token_classification
-from mobius.tasks.labels import id2label
+from mobius.tasks.labels import LabelOptions, label_count
 from mobius.weights.attach import IgnoredTensors
 from mobius.tiny.bases import classifier_heads, masked_lm_head
 from mobius.models import modernbert
@@ -54,7 +54,7 @@ class ModernBertForSequenceClassification(nn.Module):
         self.pooling = settings(config).classifier_pooling
         self.model = ModernBertModel(config)
         self.head = ModernBertPredictionHead(config)
-        self.classifier = Linear(config.hidden_size, len(id2label(config.raw)), True)
+        self.classifier = Linear(config.hidden_size, label_count(config.options), True)
 
     def forward(self, op, input_ids, attention_mask):
         hidden = self.model(op, input_ids, attention_mask)
@@ -72,24 +72,26 @@ class ModernBertForTokenClassification(nn.Module):
         super().__init__()
         self.model = ModernBertModel(config)
         self.head = ModernBertPredictionHead(config)
-        self.classifier = Linear(config.hidden_size, len(id2label(config.raw)), True)
+        self.classifier = Linear(config.hidden_size, label_count(config.options), True)
 
     def forward(self, op, *inputs):
         return self.classifier(op, self.head(op, self.model(op, *inputs)))
 
 
-def _head(kind: str, module, task, architecture: str, ignored=lambda config: ()) -> ModelFamily:
+def _head(kind: str, module, task, architecture: str, ignored=lambda config: (),
+          options: type | None = FAMILY.options) -> ModelFamily:
+    """``options``: the body's (FAMILY.options), with a classifier's labels."""
     return dataclasses.replace(
         FAMILY, name=f"modernbert-{kind}", model_types=(), architectures=(architecture,),
         module=module, task=task, tiny_preset=f"tiny-modernbert-{kind}",
-        checkpoint_prefixes=("",), ignored_tensors=ignored)
+        checkpoint_prefixes=("",), ignored_tensors=ignored, options=options)
 
 
 FAMILIES = (
     _head("seq-cls", ModernBertForSequenceClassification, text_classification.TASK,
-          "ModernBertForSequenceClassification"),
+          "ModernBertForSequenceClassification", options=LabelOptions),
     _head("tok-cls", ModernBertForTokenClassification, token_classification.TASK,
-          "ModernBertForTokenClassification"),
+          "ModernBertForTokenClassification", options=LabelOptions),
     _head("mlm", ModernBertForMaskedLM, fill_mask.TASK, "ModernBertForMaskedLM",
           lambda config: (IgnoredTensors(r"decoder\.weight", "tied: the token embeddings"),)
           if config.tie_word_embeddings else ()),

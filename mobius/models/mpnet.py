@@ -14,6 +14,7 @@ of the actual sequence length and gathers.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -121,7 +122,7 @@ class MPNetEncoder(nn.Module):
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
         self.layer = nn.ModuleList([MPNetLayer(config) for _ in range(config.num_hidden_layers)])
-        self.relative_attention_bias = Embedding(relative_attention_num_buckets(config.raw),
+        self.relative_attention_bias = Embedding(config.options.relative_attention_num_buckets,
                                                  config.num_attention_heads)
 
     def forward(self, op, hidden, mask):
@@ -147,6 +148,11 @@ class MPNetModel(nn.Module):
     def forward(self, op, input_ids, attention_mask):
         mask = padding_mask(op, attention_mask, get_build_dtype())
         return self.encoder(op, self.embeddings(op, input_ids), mask)
+
+
+@dataclasses.dataclass(frozen=True)
+class MPNetOptions:
+    relative_attention_num_buckets: int = BUCKETS  #: the bias table's rows (checked below)
 
 
 def relative_attention_num_buckets(raw) -> int:
@@ -177,7 +183,7 @@ FAMILY = ModelFamily(
         IgnoredTensors(r"(mpnet\.)?embeddings\.position_ids",
                        "buffer of older checkpoints: positions are computed"),
     ),
-    config_overrides=_overrides,
+    config_overrides=_overrides, options=MPNetOptions,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

@@ -15,6 +15,8 @@ logit_bias over L2-normalized embeddings.
 
 from __future__ import annotations
 
+import dataclasses
+
 from onnxscript import nn
 
 from mobius.components.layer_norm import LayerNorm
@@ -27,13 +29,13 @@ from mobius.models.clip import CLIPEncoder, _Table
 from mobius.models.clip_models import (TextTowerConfig, TextTransformer, normalize_zero_shot,
                                        similarity_outputs, zero_shot_specs)
 from mobius.models.family import ModelFamily
-from mobius.models.vision_parts import (POSITION_IDS, PatchConv, features_outputs,
-                                        image_inputs, logits_output, mean_tokens,
-                                        normalize_vision, token, vision_config)
+from mobius.models.vision_parts import (POSITION_IDS, PatchConv, VisionOptions,
+                                        features_outputs, image_inputs, logits_output,
+                                        mean_tokens, normalize_vision, token, vision_config)
 from mobius.tasks import (image_classification, image_feature_extraction,
                           zero_shot_image_classification)
 from mobius.tasks.image_processor import BICUBIC, HALF, resize_processor
-from mobius.tasks.labels import id2label
+from mobius.tasks.labels import LabelOptions, label_count
 from mobius.weights.attach import IgnoredTensors
 from mobius.tiny.bases import IMAGE_LABELS, TEXT, VISION
 
@@ -47,6 +49,17 @@ SIGLIP_TEXT = {
     "num_attention_heads": 12, "max_position_embeddings": 64, "hidden_act": "gelu_pytorch_tanh",
     "layer_norm_eps": 1e-6, "eos_token_id": None, "projection_size": None,
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class SiglipOptions(VisionOptions):
+    vision_use_head: bool = True  #: a vision-only config's; a two-tower one's is in vision_config
+    text_config: dict | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SiglipClassifierOptions(VisionOptions, LabelOptions):
+    pass
 
 
 class SiglipVisionEmbeddings(nn.Module):
@@ -120,9 +133,10 @@ class SiglipVisionTransformer(nn.Module):
         return hidden, None if self.head is None else self.head(op, hidden)
 
 
-def _uses_head(config: ArchitectureConfig) -> bool:
-    vision = config.raw.get("vision_config") or config.raw
-    return vision.get("vision_use_head", True) is not False
+def _uses_head(options: SiglipOptions) -> bool:
+    if options.vision_config:
+        return options.vision_config.get("vision_use_head", True) is not False
+    return options.vision_use_head
 
 
 def _processor(vision) -> dict:
@@ -132,8 +146,8 @@ def _processor(vision) -> dict:
 class SiglipVisionModel(nn.Module):
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        self.vision = vision_config(config.raw, SIGLIP_VISION)
-        head = _uses_head(config)
+        self.vision = vision_config(config.options, SIGLIP_VISION)
+        head = _uses_head(config.options)
         self.vision_model = SiglipVisionTransformer(self.vision, head)
         hidden = self.vision.hidden_size
         self.inputs = image_inputs(self.vision)
@@ -153,9 +167,9 @@ class SiglipVisionModel(nn.Module):
 class SiglipForImageClassification(nn.Module):
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        self.vision = vision_config(config.raw, SIGLIP_VISION)
+        self.vision = vision_config(config.options, SIGLIP_VISION)
         self.vision_model = SiglipVisionTransformer(self.vision, head=False)
-        labels = len(id2label(config.raw))
+        labels = label_count(config.options)
         self.classifier = Linear(self.vision.hidden_size, labels, True)
         self.inputs, self.outputs = image_inputs(self.vision), logits_output(labels)
 
@@ -178,8 +192,8 @@ class SiglipModel(nn.Module):
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        self.vision = vision_config(config.raw, SIGLIP_VISION)
-        self.text = TextTowerConfig.from_dict(config.raw.get("text_config"), SIGLIP_TEXT)
+        self.vision = vision_config(config.options, SIGLIP_VISION)
+        self.text = TextTowerConfig.from_dict(config.options.text_config, SIGLIP_TEXT)
         self.text_model = SiglipTextTransformer(self.text)
         self.vision_model = SiglipVisionTransformer(self.vision, head=True)
         self.logit_scale = Weight([1])
@@ -206,7 +220,8 @@ VISION_FAMILY = ModelFamily(
     name="siglip-vision", model_types=("siglip_vision_model",),
     architectures=("SiglipVisionModel",), module=SiglipVisionModel,
     task=image_feature_extraction.TASK, tiny_preset="tiny-siglip-vision",
-    normalize_raw=normalize_vision(SIGLIP_VISION), checkpoint_aliases=_VISION_ALIAS,
+    normalize_raw=normalize_vision(SIGLIP_VISION), options=SiglipOptions,
+    checkpoint_aliases=_VISION_ALIAS,
     ignored_tensors=lambda config: (POSITION_IDS,),
     extra_attention_blocks=1,  # the MAP head (the tiny preset keeps vision_use_head)
 )
@@ -216,6 +231,7 @@ CLASSIFIER = ModelFamily(
     module=SiglipForImageClassification, task=image_classification.TASK,
     tiny_preset="tiny-siglip-img-cls",
     normalize_raw=normalize_vision(SIGLIP_VISION, classifier=True),
+    options=SiglipClassifierOptions,
     unread_config=("text_config",),
     ignored_tensors=lambda config: (POSITION_IDS, IgnoredTensors(
         r"vision_model\.head\..*", "the classifier reads the mean token, not the MAP head")),
@@ -224,7 +240,7 @@ CLASSIFIER = ModelFamily(
 ZERO_SHOT = ModelFamily(
     name="siglip", model_types=("siglip",), architectures=("SiglipModel",),
     module=SiglipModel, task=zero_shot_image_classification.TASK, tiny_preset="tiny-siglip",
-    normalize_raw=normalize_zero_shot(SIGLIP_VISION, SIGLIP_TEXT),
+    normalize_raw=normalize_zero_shot(SIGLIP_VISION, SIGLIP_TEXT), options=SiglipOptions,
     ignored_tensors=lambda config: (POSITION_IDS,),
     extra_attention_blocks=1,  # the vision tower's MAP head
 )

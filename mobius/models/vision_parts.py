@@ -4,6 +4,7 @@ convolution, class token, token means and the image task I/O specs."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from onnxscript import nn
@@ -21,8 +22,26 @@ def vision_section(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     return raw.get("vision_config") or raw
 
 
-def vision_config(raw: Mapping[str, Any], defaults: Mapping[str, Any]) -> CLIPVisionConfig:
-    return CLIPVisionConfig.from_dict(vision_section(raw), defaults)
+@dataclasses.dataclass(frozen=True)
+class VisionOptions:
+    """An image family's vision tower: ``vision_config`` of a two-tower config, else the
+    config's own fields (None: the family's default)."""
+
+    vision_config: dict | None = None
+    hidden_size: int | None = None
+    intermediate_size: int | None = None
+    num_hidden_layers: int | None = None
+    num_attention_heads: int | None = None
+    num_channels: int | None = None
+    image_size: int | None = None
+    patch_size: int | None = None
+    hidden_act: str | None = None
+    layer_norm_eps: float | None = None
+
+
+def vision_config(options: VisionOptions, defaults: Mapping[str, Any]) -> CLIPVisionConfig:
+    own = {f.name: getattr(options, f.name) for f in dataclasses.fields(VisionOptions)}
+    return CLIPVisionConfig.from_dict(options.vision_config or own, defaults)
 
 
 #: Where a LLaVA-style vision-language checkpoint keeps its parts (llava, gemma3):
@@ -47,7 +66,7 @@ def normalize_vision(defaults: Mapping[str, Any], classifier: bool = False):
     names (ArchitectureConfig), no token ids (no text); ``vocab_size`` is the label
     count of a ``classifier``, else 1 (nothing is looked up by token)."""
     def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
-        vision = vision_config(raw, defaults)
+        vision = CLIPVisionConfig.from_dict(vision_section(raw), defaults)
         out = {k: v for k, v in raw.items()
                if k not in ("bos_token_id", "eos_token_id", "pad_token_id", "head_dim")}
         labels = len(id2label(raw)) if classifier else 1

@@ -12,6 +12,8 @@ transformers saves them.
 
 from __future__ import annotations
 
+import dataclasses
+
 from onnxscript import nn
 
 from mobius.components.activations import apply_activation
@@ -22,12 +24,12 @@ from mobius.config.architecture import ArchitectureConfig
 from mobius.models.bert import bidirectional_attention
 from mobius.models.clip import CLIPVisionConfig
 from mobius.models.family import ModelFamily
-from mobius.models.vision_parts import (POSITION_IDS, PatchConv, features_outputs,
-                                        image_inputs, logits_output, normalize_vision, token,
-                                        vision_config, with_class_token)
+from mobius.models.vision_parts import (POSITION_IDS, PatchConv, VisionOptions,
+                                        features_outputs, image_inputs, logits_output,
+                                        normalize_vision, token, vision_config, with_class_token)
 from mobius.tasks import image_classification, image_feature_extraction
 from mobius.tasks.image_processor import BILINEAR, HALF, resize_processor
-from mobius.tasks.labels import id2label
+from mobius.tasks.labels import LabelOptions, label_count
 from mobius.weights.attach import IgnoredTensors
 from mobius.tiny.bases import IMAGE_LABELS, VISION
 
@@ -37,6 +39,18 @@ VIT_DEFAULTS = {
     "num_attention_heads": 12, "num_channels": 3, "image_size": 224, "patch_size": 16,
     "hidden_act": "gelu", "layer_norm_eps": 1e-12,
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class ViTOptions(VisionOptions):
+    qkv_bias: bool = True
+    pooler_act: str = "tanh"
+    pooler_output_size: int | None = None  #: None: hidden_size
+
+
+@dataclasses.dataclass(frozen=True)
+class ViTClassifierOptions(ViTOptions, LabelOptions):
+    pass
 
 
 class PatchEmbeddings(nn.Module):
@@ -136,8 +150,8 @@ class Layers(nn.Module):
 class ViTPooler(nn.Module):
     def __init__(self, config: ArchitectureConfig, hidden: int):
         super().__init__()
-        self.activation = config.raw.get("pooler_act") or "tanh"
-        self.size = config.raw.get("pooler_output_size") or hidden
+        self.activation = config.options.pooler_act
+        self.size = config.options.pooler_output_size or hidden
         self.dense = Linear(hidden, self.size, True)
 
     def forward(self, op, hidden):
@@ -152,9 +166,9 @@ class ViTModel(nn.Module):
 
     def __init__(self, config: ArchitectureConfig, pooler: bool = True):
         super().__init__()
-        vision = self.vision = vision_config(config.raw, VIT_DEFAULTS)
+        vision = self.vision = vision_config(config.options, VIT_DEFAULTS)
         self.embeddings = ViTEmbeddings(vision)
-        qkv_bias = bool(config.raw.get("qkv_bias", True))
+        qkv_bias = config.options.qkv_bias
         self.encoder = Layers([ViTLayer(vision, qkv_bias) for _ in range(vision.num_hidden_layers)])
         self.layernorm = LayerNorm(vision.hidden_size, vision.layer_norm_eps)
         self.pooler = ViTPooler(config, vision.hidden_size) if pooler else None
@@ -182,7 +196,7 @@ class ViTForImageClassification(nn.Module):
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
         self.vit = ViTModel(config, pooler=False)
-        labels = len(id2label(config.raw))
+        labels = label_count(config.options)
         self.classifier = Linear(self.vit.vision.hidden_size, labels, True)
         self.inputs, self.outputs = self.vit.inputs, logits_output(labels)
 
@@ -198,7 +212,7 @@ FAMILY = ModelFamily(
     name="vit", model_types=("vit",), architectures=("ViTModel",),
     module=ViTModel, task=image_feature_extraction.TASK, tiny_preset="tiny-vit",
     checkpoint_prefixes=("", "vit."),
-    normalize_raw=normalize_vision(VIT_DEFAULTS),
+    normalize_raw=normalize_vision(VIT_DEFAULTS), options=ViTOptions,
     ignored_tensors=lambda config: (POSITION_IDS,),
 )
 
@@ -206,7 +220,7 @@ CLASSIFIER = ModelFamily(
     name="vit-img-cls", model_types=(), architectures=("ViTForImageClassification",),
     module=ViTForImageClassification, task=image_classification.TASK,
     tiny_preset="tiny-vit-img-cls",
-    normalize_raw=normalize_vision(VIT_DEFAULTS, classifier=True),
+    normalize_raw=normalize_vision(VIT_DEFAULTS, classifier=True), options=ViTClassifierOptions,
     ignored_tensors=lambda config: (POSITION_IDS, IgnoredTensors(
         r"vit\.pooler\..*", "the classifier reads the normed class token")),
 )

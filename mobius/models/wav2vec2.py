@@ -74,25 +74,18 @@ def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
     return {"rms_norm_eps": float(raw["layer_norm_eps"]), "hidden_act": raw["hidden_act"]}
 
 
-def _bool(raw: Mapping[str, Any], key: str) -> bool:
-    if not isinstance(raw[key], bool):
-        raise ConfigError(f"config.json: {key!r} must be true or false, got {raw[key]!r}")
-    return raw[key]
-
-
-def _ints(raw: Mapping[str, Any], key: str, limit: int) -> tuple[int, ...]:
-    value = raw[key]
-    if (not isinstance(value, list) or not 0 < len(value) <= MAX_CONV_LAYERS
-            or any(isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= limit
-                   for v in value)):
+def _ints(speech: SpeechEncoderConfig, key: str, limit: int) -> None:
+    value = getattr(speech, key)
+    if not 0 < len(value) <= MAX_CONV_LAYERS or any(not 0 < v <= limit for v in value):
         raise ConfigError(f"config.json: {key!r} must be a list of 1..{MAX_CONV_LAYERS} "
-                          f"integers in 1..{limit}, got {value!r}")
-    return tuple(value)
+                          f"integers in 1..{limit}, got {list(value)!r}")
 
 
 @dataclasses.dataclass(frozen=True)
 class SpeechEncoderConfig:
-    """The feature encoder and positional convolution switches of config.json."""
+    """The feature encoder and positional convolution switches of config.json: the
+    families' options (normalize_raw fills transformers' defaults), checked by
+    :meth:`from_config`."""
 
     conv_dim: tuple[int, ...]
     conv_stride: tuple[int, ...]
@@ -105,37 +98,37 @@ class SpeechEncoderConfig:
     num_conv_pos_embedding_groups: int
     do_stable_layer_norm: bool
     conv_pos_batch_norm: bool
+    add_adapter: bool = False  #: refused
+    adapter_attn_dim: int | None = None  #: language adapters: refused
 
-    @classmethod
-    def from_config(cls, config: ArchitectureConfig) -> "SpeechEncoderConfig":
-        raw = config.raw
-        if raw.get("add_adapter"):
+    @staticmethod
+    def from_config(config: ArchitectureConfig) -> "SpeechEncoderConfig":
+        """``config.options``, checked."""
+        speech = config.options
+        if speech.add_adapter:
             raise ConfigError("config.json: 'add_adapter' is not supported")
-        if raw.get("adapter_attn_dim") is not None:
+        if speech.adapter_attn_dim is not None:
             raise ConfigError("config.json: 'adapter_attn_dim' (language adapters) is not "
                               "supported")
-        dims = _ints(raw, "conv_dim", 1 << 16)
-        strides = _ints(raw, "conv_stride", MAX_KERNEL)
-        kernels = _ints(raw, "conv_kernel", MAX_KERNEL)
-        if not len(dims) == len(strides) == len(kernels):
+        _ints(speech, "conv_dim", 1 << 16)
+        _ints(speech, "conv_stride", MAX_KERNEL)
+        _ints(speech, "conv_kernel", MAX_KERNEL)
+        if not len(speech.conv_dim) == len(speech.conv_stride) == len(speech.conv_kernel):
             raise ConfigError("config.json: conv_dim, conv_stride and conv_kernel differ in length")
-        if raw["feat_extract_norm"] not in ("group", "layer"):
+        if speech.feat_extract_norm not in ("group", "layer"):
             raise ConfigError(f"config.json: 'feat_extract_norm' must be \"group\" or \"layer\", "
-                              f"got {raw['feat_extract_norm']!r}")
-        kernel = _positive(raw, "num_conv_pos_embeddings")
-        groups = _positive(raw, "num_conv_pos_embedding_groups")
+                              f"got {speech.feat_extract_norm!r}")
+        _positive(speech, "num_conv_pos_embeddings")
+        groups = _positive(speech, "num_conv_pos_embedding_groups")
         if config.hidden_size % groups:
             raise ConfigError(f"config.json: hidden_size ({config.hidden_size}) is not divisible "
                               f"by num_conv_pos_embedding_groups ({groups})")
-        return cls(dims, strides, kernels, _bool(raw, "conv_bias"), raw["feat_extract_norm"],
-                   str(raw["feat_extract_activation"]), _bool(raw, "feat_proj_layer_norm"),
-                   kernel, groups, _bool(raw, "do_stable_layer_norm"),
-                   _bool(raw, "conv_pos_batch_norm"))
+        return speech
 
 
-def _positive(raw: Mapping[str, Any], key: str) -> int:
-    value = raw[key]
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_KERNEL:
+def _positive(speech: SpeechEncoderConfig, key: str) -> int:
+    value = getattr(speech, key)
+    if not 0 < value <= MAX_KERNEL:
         raise ConfigError(f"config.json: {key!r} must be an integer in 1..{MAX_KERNEL}, "
                           f"got {value!r}")
     return value
@@ -403,13 +396,15 @@ FAMILY = ModelFamily(
     # transformers' Wav2Vec2 always has the projection norm, never the positional BatchNorm
     normalize_raw=lambda raw: {**normalize_raw(raw), "feat_proj_layer_norm": True,
                                "conv_pos_batch_norm": False},
-    config_overrides=_overrides, ignored_tensors=_ignored("wav2vec2"),
+    config_overrides=_overrides, options=SpeechEncoderConfig,
+    ignored_tensors=_ignored("wav2vec2"),
 )
 
 HUBERT = ModelFamily(
     name="hubert", model_types=(), architectures=("HubertForCTC",),
     module=HubertForCTC, task=ctc.TASK, tiny_preset="tiny-hubert",
-    normalize_raw=normalize_raw, config_overrides=_overrides, ignored_tensors=_ignored("hubert"),
+    normalize_raw=normalize_raw, config_overrides=_overrides, options=SpeechEncoderConfig,
+    ignored_tensors=_ignored("hubert"),
 )
 
 #: what the registry reads from this module, in lookup order

@@ -3,6 +3,7 @@ into the package as ONNX metadata so a runtime can name its predictions."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Mapping
 
@@ -29,6 +30,19 @@ def id2label(raw: Mapping[str, Any]) -> dict[int, str]:
     if sorted(out) != list(range(len(out))):
         raise ConfigError(f"id2label keys must be 0..{len(out) - 1}, got {sorted(out)[:5]}")
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelOptions:
+    """A classifier family's labels (its ModelFamily.options inherit these fields)."""
+
+    id2label: dict | None = None
+    num_labels: int = 2
+
+
+def label_count(options: LabelOptions) -> int:
+    """How many classes the labels name (checked as :func:`id2label` checks them)."""
+    return len(id2label({"id2label": options.id2label, "num_labels": options.num_labels}))
 
 
 def label_metadata(raw: Mapping[str, Any]) -> dict[str, str]:
