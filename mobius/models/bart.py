@@ -80,18 +80,27 @@ def normalize_bart(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclasses.dataclass(frozen=True)
+class BartOptions:
+    """The encoder's config.json keys (the decoder's make the ArchitectureConfig)."""
+
+    encoder_layers: int = _BART_DEFAULTS["encoder_layers"]
+    encoder_attention_heads: int = _BART_DEFAULTS["encoder_attention_heads"]
+    encoder_ffn_dim: int = _BART_DEFAULTS["encoder_ffn_dim"]
+    scale_embedding: bool = _BART_DEFAULTS["scale_embedding"]
+
+
+@dataclasses.dataclass(frozen=True)
 class BartEncoderConfig:
     num_layers: int
     num_heads: int
     ffn_dim: int
 
     @classmethod
-    def from_raw(cls, raw: Mapping[str, Any], hidden: int) -> "BartEncoderConfig":
-        raw = {**_BART_DEFAULTS, **raw}
+    def from_options(cls, options: BartOptions, hidden: int) -> "BartEncoderConfig":
         values = []
         for key in ("encoder_layers", "encoder_attention_heads", "encoder_ffn_dim"):
-            value = raw[key]
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 1 << 20:
+            value = getattr(options, key)
+            if not 0 < value <= 1 << 20:
                 raise ConfigError(f"config.json: {key!r} must be a positive integer, got {value!r}")
             values.append(value)
         if hidden % values[1]:
@@ -199,10 +208,9 @@ class BartForConditionalGeneration(nn.Module):
 
     def __init__(self, config: ArchitectureConfig, positions=None):
         super().__init__()
-        self.model = BartModel(config, BartEncoderConfig.from_raw(config.raw, config.hidden_size),
-                               positions)
-        scale = config.raw.get("scale_embedding", False)
-        self.embed_scale = math.sqrt(config.hidden_size) if scale else None
+        encoder = BartEncoderConfig.from_options(config.options, config.hidden_size)
+        self.model = BartModel(config, encoder, positions)
+        self.embed_scale = math.sqrt(config.hidden_size) if config.options.scale_embedding else None
         tied = self.model.decoder.embed_tokens if config.tie_word_embeddings else None
         self.lm_head = LMHead(config.hidden_size, config.vocab_size, tied=tied)
         # the head's Gemm adds final_logits_bias [1, vocab] as its bias
@@ -256,6 +264,7 @@ FAMILY = ModelFamily(
     tiny_preset="tiny-bart",
     normalize_raw=normalize_bart,
     config_overrides=lambda raw: {"rms_norm_eps": LAYER_NORM_EPS},
+    options=BartOptions,
     checkpoint_aliases=tuple((f"model.{stack}.embed_tokens.",
                               (f"model.{stack}.embed_tokens.", "model.shared."))
                              for stack in ("encoder", "decoder")),

@@ -58,9 +58,8 @@ def _layer(config: ArchitectureConfig, options, rope: bool):
 
 
 class CohereForCausalLM(CausalLM):
-    def __init__(self, config: ArchitectureConfig, options=None,
-                 rope_layers: list[bool] | None = None):
-        options = options or read_options(CohereOptions, config.raw)
+    def __init__(self, config: ArchitectureConfig, rope_layers: list[bool] | None = None):
+        options = config.options
         rope_layers = rope_layers or [True] * config.num_hidden_layers
         layers = [_layer(config, options, rope) for rope in rope_layers]
         model = CausalTransformer(config, layers,
@@ -73,8 +72,7 @@ class Cohere2ForCausalLM(CohereForCausalLM):
     """RoPE on the sliding-window layers only."""
 
     def __init__(self, config: ArchitectureConfig):
-        options = read_options(Cohere2Options, config.raw)
-        super().__init__(config, options, [kind == SLIDING for kind in config.layer_types])
+        super().__init__(config, [kind == SLIDING for kind in config.layer_types])
 
 
 def _overrides(raw: Mapping[str, Any], options_class=CohereOptions) -> dict[str, Any]:
@@ -104,12 +102,12 @@ def normalize_cohere2(raw: Mapping[str, Any]) -> dict[str, Any]:
 COHERE = ModelFamily(
     name="cohere", model_types=("cohere",), architectures=("CohereForCausalLM",),
     module=CohereForCausalLM, tiny_preset="tiny-cohere", config_overrides=_overrides,
-    cohorts=("dense", "genai"),
+    options=CohereOptions, cohorts=("dense", "genai"),
 )
 COHERE2 = ModelFamily(
     name="cohere2", model_types=("cohere2",), architectures=("Cohere2ForCausalLM",),
     module=Cohere2ForCausalLM, tiny_preset="tiny-cohere2", config_overrides=_cohere2_overrides,
-    cohorts=("dense", "genai"),
+    options=Cohere2Options, cohorts=("dense", "genai"),
     normalize_raw=normalize_cohere2,
 )
 

@@ -10,6 +10,8 @@ layers different RoPE bases.
 
 from __future__ import annotations
 
+import dataclasses
+
 from mobius.components.attention import Attention
 from mobius.components.causal_transformer import CausalLM, CausalTransformer
 from mobius.components.decoder_layer import PreNormDecoderLayer, SandwichNormDecoderLayer
@@ -23,6 +25,36 @@ from mobius.tiny.bases import COMMON
 SLIDING, FULL = "sliding_attention", "full_attention"
 
 
+@dataclasses.dataclass(frozen=True)
+class GemmaOptions:
+    query_pre_attn_scalar: float | None = None
+    attn_logit_softcapping: float | None = None
+    final_logit_softcapping: float | None = None
+
+
+#: the top-level RoPE keys RopeConfig.from_hf falls back to (Gemma 3's per-layer RoPEs)
+_ROPE_KEYS = ("rope_theta", "partial_rotary_factor", "original_max_position_embeddings",
+              "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "mscale",
+              "mscale_all_dim", "attention_factor")
+
+
+@dataclasses.dataclass(frozen=True)
+class Gemma3Options(GemmaOptions):
+    rope_parameters: dict | None = None  # transformers 5: nested by layer type
+    rope_local_base_freq: float = 10000.0  # transformers 4.x: the sliding layers' base
+    # _ROPE_KEYS: what the per-layer RoPEs read beside their own rope_parameters
+    rope_theta: float | None = None
+    partial_rotary_factor: float | None = None
+    original_max_position_embeddings: int | None = None
+    low_freq_factor: float | None = None
+    high_freq_factor: float | None = None
+    beta_fast: float | None = None
+    beta_slow: float | None = None
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    attention_factor: float | None = None
+
+
 def _norm(config: ArchitectureConfig, size: int | None = None) -> RMSNorm:
     return RMSNorm(size or config.hidden_size, config.rms_norm_eps, weight_offset=1.0)
 
@@ -32,7 +64,7 @@ def _mlp(config: ArchitectureConfig) -> GatedMLP:
 
 
 def _attention(config: ArchitectureConfig, *, qk_norm: bool = False) -> Attention:
-    scalar = config.raw.get("query_pre_attn_scalar")
+    scalar = config.options.query_pre_attn_scalar
     return Attention(
         config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
         config.head_dim, config.rope.rotary_dim,
@@ -40,7 +72,7 @@ def _attention(config: ArchitectureConfig, *, qk_norm: bool = False) -> Attentio
         q_norm=_norm(config, config.head_dim) if qk_norm else None,
         k_norm=_norm(config, config.head_dim) if qk_norm else None,
         scale=scalar**-0.5 if scalar else None,
-        softcap=config.raw.get("attn_logit_softcapping"),
+        softcap=config.options.attn_logit_softcapping,
     )
 
 
@@ -67,7 +99,7 @@ class Gemma2ForCausalLM(CausalLM):
                                   layer_rope_kinds=layer_rope_kinds,
                                   embed_scale=config.hidden_size**0.5)
         super().__init__(config, model,
-                         final_logit_softcap=config.raw.get("final_logit_softcapping"))
+                         final_logit_softcap=config.options.final_logit_softcapping)
 
 
 class Gemma3ForCausalLM(Gemma2ForCausalLM):
@@ -80,14 +112,15 @@ class Gemma3ForCausalLM(Gemma2ForCausalLM):
 def _gemma3_ropes(config: ArchitectureConfig) -> dict[str, RopeConfig]:
     """Per-layer-type RoPE (transformers 5 nests rope_parameters by layer type;
     4.x spells the local base as rope_local_base_freq)."""
-    raw = config.raw
-    params = raw.get("rope_parameters") or {}
+    options = config.options
+    raw = {key: getattr(options, key) for key in _ROPE_KEYS if getattr(options, key) is not None}
+    raw["max_position_embeddings"] = config.max_position_embeddings
+    params = options.rope_parameters or {}
     if SLIDING in params or FULL in params:
         return {kind: RopeConfig.from_hf({**raw, "rope_parameters": params[kind]}, config.head_dim)
                 for kind in (SLIDING, FULL) if params.get(kind)}
-    local_theta = raw.get("rope_local_base_freq", 10000.0)
-    local = RopeConfig.from_hf({**raw, "rope_parameters": None, "rope_scaling": None,
-                                "rope_theta": local_theta}, config.head_dim)
+    local = RopeConfig.from_hf({**raw, "rope_theta": options.rope_local_base_freq},
+                               config.head_dim)
     return {SLIDING: local, FULL: config.rope}
 
 
@@ -108,14 +141,17 @@ def _gemma3_overrides(raw) -> dict:
 GEMMA = ModelFamily(
     name="gemma", model_types=("gemma",), architectures=("GemmaForCausalLM",),
     module=GemmaForCausalLM, config_overrides=_gemma_overrides, tiny_preset="tiny-gemma",
+    options=GemmaOptions,
 )
 GEMMA2 = ModelFamily(
     name="gemma2", model_types=("gemma2",), architectures=("Gemma2ForCausalLM",),
     module=Gemma2ForCausalLM, config_overrides=_gemma_overrides, tiny_preset="tiny-gemma2",
+    options=GemmaOptions,
 )
 GEMMA3 = ModelFamily(
     name="gemma3_text", model_types=("gemma3_text",), architectures=("Gemma3ForCausalLM",),
     module=Gemma3ForCausalLM, config_overrides=_gemma3_overrides, tiny_preset="tiny-gemma3",
+    options=Gemma3Options,
 )
 
 #: what the registry reads from this module, in lookup order

@@ -25,6 +25,7 @@ Gemma3TextConfig's and SiglipVisionConfig's defaults are filled in here.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from onnxscript import nn
@@ -62,6 +63,16 @@ _GEMMA3_DEFAULTS: Mapping[str, Any] = {
 #: transformers' default sliding_window_pattern: every 6th layer is global
 _PATTERN = 6
 PROCESSOR_FILE = "processor_config.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Gemma3VLOptions(gemma.Gemma3Options):
+    """The text decoder's switches and what the module reads from the normalized
+    config (normalize_gemma3)."""
+
+    vision_config: dict | None = None
+    image_token_index: int = _GEMMA3_DEFAULTS["image_token_index"]
+    mm_tokens_per_image: int = _GEMMA3_DEFAULTS["mm_tokens_per_image"]
 
 
 def normalize_gemma3(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -137,16 +148,16 @@ class Gemma3ForConditionalGeneration(nn.Module):
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        raw = normalize_gemma3(config.raw)  # idempotent
-        vision = CLIPVisionConfig.from_dict(raw["vision_config"], SIGLIP_VISION)
+        options = config.options
+        vision = CLIPVisionConfig.from_dict(options.vision_config, SIGLIP_VISION)
         self.vision = vision
-        self.image_token_id = int(raw["image_token_index"])
+        self.image_token_id = options.image_token_index
         if not 0 <= self.image_token_id < config.vocab_size:
             raise ConfigError(f"gemma3: image_token_index {self.image_token_id} is outside the "
                               f"vocabulary (vocab_size {config.vocab_size})")
         self.hidden_size = config.hidden_size
         self.image_input_shape = (vision.num_channels, vision.image_size, vision.image_size)
-        self.tokens_per_image = int(raw["mm_tokens_per_image"])
+        self.tokens_per_image = options.mm_tokens_per_image
         self.vision_tower = _Tower(vision)
         self.multi_modal_projector = Gemma3MultiModalProjector(
             vision, config.hidden_size, self.tokens_per_image)
@@ -215,6 +226,7 @@ FAMILY = ModelFamily(
     tiny_preset="tiny-gemma3-vl",
     normalize_raw=normalize_gemma3,
     config_overrides=_text_overrides,
+    options=Gemma3VLOptions,
     ignored_tensors=_unread,
     checkpoint_aliases=VLM_CHECKPOINT_ALIASES,
 )

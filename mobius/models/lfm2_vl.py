@@ -65,6 +65,7 @@ class Lfm2VlOptions:
     projector_bias: bool = True
     projector_use_layernorm: bool = True
     downsample_factor: int = 2
+    vision_config: dict | None = None  # the SigLIP2 tower's section
 
 
 def normalize_lfm2_vl(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,14 +155,13 @@ class Lfm2VlForConditionalGeneration(nn.Module):
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        raw = normalize_lfm2_vl(config.raw)  # idempotent
-        o = self.options = read_options(Lfm2VlOptions, raw)
+        o = self.options = config.options
         positive_int("downsample_factor", o.downsample_factor)
         positive_int("projector_hidden_size", o.projector_hidden_size)
         if not 0 <= o.image_token_id < config.vocab_size:
             raise ConfigError(f"lfm2_vl: image_token_id {o.image_token_id} is outside the "
                               f"vocabulary (vocab_size {config.vocab_size})")
-        vision, grid = siglip2_vision_config(raw["vision_config"])
+        vision, grid = siglip2_vision_config(o.vision_config)
         self.vision, self.hidden_size = vision, config.hidden_size
         self.image_token_id = o.image_token_id
         patch_dim = vision.num_channels * vision.patch_size**2
@@ -262,6 +262,7 @@ FAMILY = ModelFamily(
     tiny_preset="tiny-lfm2-vl",
     normalize_raw=normalize_lfm2_vl,
     config_overrides=lfm2.overrides,
+    options=Lfm2VlOptions,
     ignored_tensors=_unread,
     checkpoint_aliases=(
         ("vision_tower.", ("model.vision_tower.vision_model.", "model.vision_tower.",

@@ -172,8 +172,7 @@ def test_cpu_ep_matches_transformers(checkpoint, tmp_path):
 
 
 def test_bad_configs_are_refused(tmp_path):
-    from mobius.config.architecture import ArchitectureConfig
-    from mobius.models.lfm2_vl import Lfm2VlForConditionalGeneration, normalize_lfm2_vl
+    from mobius.models.lfm2_vl import FAMILY, Lfm2VlForConditionalGeneration, normalize_lfm2_vl
 
     base = TINY_PRESETS["tiny-lfm2-vl"]
     with pytest.raises(UnsupportedModelError, match="siglip2_vision_model"):
@@ -187,8 +186,7 @@ def test_bad_configs_are_refused(tmp_path):
                        ({"vision_config": {**base["vision_config"], "num_patches": 15}},
                         "positive square")):
         with pytest.raises(ConfigError, match=match):
-            Lfm2VlForConditionalGeneration(ArchitectureConfig.from_dict(
-                normalize_lfm2_vl({**base, **bad})))
+            Lfm2VlForConditionalGeneration(FAMILY.make_config({**base, **bad}))
 
 
 #: transformers 5's saved names -> the older spellings (vision_model. inside the tower,

@@ -24,11 +24,12 @@ defaults transformers would fill in are filled in here too: LlamaConfig's for a
 Llama text config, CLIPVisionConfig's for a vision config, and LlavaConfig's own
 vision defaults (CLIP ViT-L/14 at 336 px) when ``vision_config`` is absent. The
 ArchitectureConfig of the family describes the decoder (``model_type`` "llava");
-``config.raw`` keeps the normalized ``text_config`` / ``vision_config``.
+``config.options`` (LlavaOptions) holds the normalized ``text_config`` / ``vision_config``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
@@ -75,6 +76,19 @@ _LLAVA_DEFAULTS: Mapping[str, Any] = {
     "multimodal_projector_bias": True,
 }
 _LLAVA_KEYS = tuple(_LLAVA_DEFAULTS)
+
+
+@dataclasses.dataclass(frozen=True)
+class LlavaOptions:
+    """What the module reads from the normalized config (normalize_llava)."""
+
+    text_config: dict | None = None
+    vision_config: dict | None = None
+    image_token_index: int = _LLAVA_DEFAULTS["image_token_index"]
+    projector_hidden_act: str = _LLAVA_DEFAULTS["projector_hidden_act"]
+    vision_feature_select_strategy: str = _LLAVA_DEFAULTS["vision_feature_select_strategy"]
+    vision_feature_layer: int | tuple[int, ...] = _LLAVA_DEFAULTS["vision_feature_layer"]
+    multimodal_projector_bias: bool = _LLAVA_DEFAULTS["multimodal_projector_bias"]
 
 
 def normalize_llava(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -132,15 +146,15 @@ class LlavaForConditionalGeneration(nn.Module):
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        raw = normalize_llava(config.raw)  # idempotent: a no-op on make_config's raw
-        vision = CLIPVisionConfig.from_dict(raw["vision_config"])
-        self.feature_states = _feature_states(raw, vision)
-        strategy = raw["vision_feature_select_strategy"]
+        options = config.options
+        vision = CLIPVisionConfig.from_dict(options.vision_config)
+        self.feature_states = _feature_states(options, vision)
+        strategy = options.vision_feature_select_strategy
         if strategy not in ("default", "full"):
             raise ConfigError(f"llava: vision_feature_select_strategy {strategy!r} is not "
                               f"'default' or 'full'")
         self.drop_class_token = strategy == "default"
-        self.image_token_id = int(raw["image_token_index"])
+        self.image_token_id = options.image_token_index
         if not 0 <= self.image_token_id < config.vocab_size:
             raise ConfigError(f"llava: image_token_index {self.image_token_id} is outside the "
                               f"vocabulary (vocab_size {config.vocab_size})")
@@ -150,9 +164,9 @@ class LlavaForConditionalGeneration(nn.Module):
 
         self.vision_tower = CLIPVisionModel(vision, num_layers=max(self.feature_states))
         self.multi_modal_projector = LlavaMultiModalProjector(
-            vision.hidden_size * len(self.feature_states), config.hidden_size, raw["projector_hidden_act"],
-            bool(raw["multimodal_projector_bias"]))
-        self.language_model = TEXT_FAMILIES[raw["text_config"]["model_type"]].module(config)
+            vision.hidden_size * len(self.feature_states), config.hidden_size,
+            options.projector_hidden_act, options.multimodal_projector_bias)
+        self.language_model = TEXT_FAMILIES[options.text_config["model_type"]].module(config)
         if config.tie_word_embeddings:
             # The embedding runs in embedding.onnx, the head in model.onnx: each
             # file holds its own copy of the matrix (same layout, no transpose).
@@ -180,9 +194,9 @@ class LlavaForConditionalGeneration(nn.Module):
         return merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
 
 
-def _feature_states(raw: Mapping[str, Any], vision: CLIPVisionConfig) -> list[int]:
+def _feature_states(options: LlavaOptions, vision: CLIPVisionConfig) -> list[int]:
     """The CLIP hidden-state indices (0..layers) that ``vision_feature_layer`` selects."""
-    layers = raw["vision_feature_layer"]
+    layers = options.vision_feature_layer
     layers = [layers] if isinstance(layers, int) else list(layers)
     if not layers:
         raise ConfigError("llava: vision_feature_layer is an empty list")
@@ -191,9 +205,8 @@ def _feature_states(raw: Mapping[str, Any], vision: CLIPVisionConfig) -> list[in
 
 def _unread_vision_layers(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
     """The vision layers past the deepest requested hidden state, and post_layernorm."""
-    raw = normalize_llava(config.raw)
-    vision = CLIPVisionConfig.from_dict(raw["vision_config"])
-    first, count = max(_feature_states(raw, vision)), vision.num_hidden_layers
+    vision = CLIPVisionConfig.from_dict(config.options.vision_config)
+    first, count = max(_feature_states(config.options, vision)), vision.num_hidden_layers
     layers = "|".join(str(i) for i in range(first, count))
     tower = r"(model\.)?vision_tower\.(vision_model\.)?"
     reason = "llava reads CLIP hidden states up to vision_feature_layer only"
@@ -212,6 +225,7 @@ FAMILY = ModelFamily(
     tiny_preset="tiny-llava",
     normalize_raw=normalize_llava,
     config_overrides=_text_overrides,
+    options=LlavaOptions,
     ignored_tensors=_unread_vision_layers,
     checkpoint_aliases=VLM_CHECKPOINT_ALIASES,
 )

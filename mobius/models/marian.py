@@ -83,6 +83,7 @@ FAMILY = ModelFamily(
     tiny_preset="tiny-marian",
     normalize_raw=normalize_marian,
     config_overrides=bart.FAMILY.config_overrides,
+    options=bart.BartOptions,
     checkpoint_aliases=bart.FAMILY.checkpoint_aliases,
     ignored_tensors=lambda config: (
         *bart.FAMILY.ignored_tensors(config),

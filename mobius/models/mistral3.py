@@ -25,6 +25,7 @@ config's own flag is not read) unless the checkpoint holds a different lm_head.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from onnxscript import nn
@@ -60,6 +61,21 @@ _MISTRAL3_DEFAULTS: Mapping[str, Any] = {
     "image_token_index": 10, "projector_hidden_act": "gelu", "vision_feature_layer": -1,
     "multimodal_projector_bias": False, "spatial_merge_size": 2,
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class Mistral3Options:
+    """What the module reads from the normalized config (normalize_mistral3)."""
+
+    text_config: dict | None = None
+    vision_config: dict | None = None
+    image_token_index: int = _MISTRAL3_DEFAULTS["image_token_index"]
+    projector_hidden_act: str = _MISTRAL3_DEFAULTS["projector_hidden_act"]
+    vision_feature_layer: int | tuple[int, ...] = _MISTRAL3_DEFAULTS["vision_feature_layer"]
+    multimodal_projector_bias: bool = _MISTRAL3_DEFAULTS["multimodal_projector_bias"]
+    spatial_merge_size: int = _MISTRAL3_DEFAULTS["spatial_merge_size"]
+
+
 #: checkpoint name of a tied head: transformers 5 ties it to the token embedding only
 #: where the checkpoint holds no lm_head of its own (hub checkpoints saved by 4.x keep
 #: one and no tie_word_embeddings key), so its lm_head is read where there is one
@@ -96,16 +112,14 @@ def _text_overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
     return dict(TEXT_FAMILIES[text["model_type"]].config_overrides(text))
 
 
-def feature_layer(raw: Mapping[str, Any], vision: PixtralConfig) -> int:
+def feature_layer(options: Mistral3Options, vision: PixtralConfig) -> int:
     """The Pixtral hidden-state index (0..layers) ``vision_feature_layer`` selects."""
-    layer = raw["vision_feature_layer"]
-    if isinstance(layer, list):
+    layer = options.vision_feature_layer
+    if isinstance(layer, tuple):
         if len(layer) != 1:  # transformers' projector norm takes one layer's width
-            raise ConfigError(f"mistral3: vision_feature_layer {layer} lists several layers; "
-                              f"the Mistral 3 projector takes one")
+            raise ConfigError(f"mistral3: vision_feature_layer {list(layer)} lists several "
+                              f"layers; the Mistral 3 projector takes one")
         layer = layer[0]
-    if isinstance(layer, bool) or not isinstance(layer, int):
-        raise ConfigError(f"mistral3: vision_feature_layer {layer!r} is not an integer")
     return hidden_state_index(layer, vision.num_hidden_layers)
 
 
@@ -142,13 +156,12 @@ class Mistral3PatchMerger(nn.Module):
 
 class Mistral3MultiModalProjector(nn.Module):
     def __init__(self, vision: PixtralConfig, text_hidden: int, eps: float,
-                 raw: Mapping[str, Any]):
+                 options: Mistral3Options):
         super().__init__()
-        bias = bool(raw["multimodal_projector_bias"])
-        self.activation = str(raw["projector_hidden_act"])
+        bias = options.multimodal_projector_bias
+        self.activation = options.projector_hidden_act
         self.norm = RMSNorm(vision.hidden_size, eps)
-        self.patch_merger = Mistral3PatchMerger(vision.hidden_size,
-                                                int(raw["spatial_merge_size"]))
+        self.patch_merger = Mistral3PatchMerger(vision.hidden_size, options.spatial_merge_size)
         self.linear_1 = Linear(vision.hidden_size, text_hidden, bias)
         self.linear_2 = Linear(text_hidden, text_hidden, bias)
 
@@ -162,11 +175,11 @@ class Mistral3ForConditionalGeneration(nn.Module):
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        raw = normalize_mistral3(config.raw)  # idempotent
-        vision = PixtralConfig.from_dict(raw["vision_config"])
-        self.merge = positive_int("spatial_merge_size", raw["spatial_merge_size"])
-        self.vision, self.feature_state = vision, feature_layer(raw, vision)
-        self.image_token_id = int(raw["image_token_index"])
+        options = config.options
+        vision = PixtralConfig.from_dict(options.vision_config)
+        self.merge = positive_int("spatial_merge_size", options.spatial_merge_size)
+        self.vision, self.feature_state = vision, feature_layer(options, vision)
+        self.image_token_id = options.image_token_index
         if not 0 <= self.image_token_id < config.vocab_size:
             raise ConfigError(f"mistral3: image_token_index {self.image_token_id} is outside "
                               f"the vocabulary (vocab_size {config.vocab_size})")
@@ -176,8 +189,8 @@ class Mistral3ForConditionalGeneration(nn.Module):
             vision_language.IMAGE_WIDTH)),)
         self.vision_tower = PixtralVisionModel(vision, num_layers=self.feature_state)
         self.multi_modal_projector = Mistral3MultiModalProjector(
-            vision, config.hidden_size, float(raw["rms_norm_eps"]), raw)
-        self.language_model = TEXT_FAMILIES[raw["text_config"]["model_type"]].module(config)
+            vision, config.hidden_size, config.rms_norm_eps, options)
+        self.language_model = TEXT_FAMILIES[options.text_config["model_type"]].module(config)
         if config.tie_word_embeddings:  # the head's own copy (the lookup is in embedding.onnx)
             self.language_model.lm_head = LMHead(config.hidden_size, config.vocab_size,
                                                  checkpoint_name=TIED_HEAD + "weight")
@@ -243,9 +256,8 @@ class Mistral3ForConditionalGeneration(nn.Module):
 
 def _unread(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
     """The vision layers past the one ``vision_feature_layer`` reads."""
-    raw = normalize_mistral3(config.raw)
-    vision = PixtralConfig.from_dict(raw["vision_config"])
-    first = feature_layer(raw, vision)
+    vision = PixtralConfig.from_dict(config.options.vision_config)
+    first = feature_layer(config.options, vision)
     layers = "|".join(str(i) for i in range(first, vision.num_hidden_layers))
     ignored = ()
     if layers:
@@ -264,6 +276,7 @@ FAMILY = ModelFamily(
     tiny_preset="tiny-mistral3",
     normalize_raw=normalize_mistral3,
     config_overrides=_text_overrides,
+    options=Mistral3Options,
     ignored_tensors=_unread,
     checkpoint_aliases=(
         ("vision_tower.", ("vision_tower.", "model.vision_tower.")),

@@ -20,6 +20,7 @@ attention (its sdpa path turns causal when no patch is padded).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import onnx_ir as ir
@@ -77,13 +78,20 @@ def normalize_phi4mm(raw: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Phi4MMOptions:
+    """The normalized sub-configs (normalize_phi4mm); no audio_config: no speech model."""
+
+    vision_config: dict | None = None
+    audio_config: dict | None = None
+
+
 class Phi4MultimodalForCausalLM(nn.Module):
     """The vision-language module protocol of mobius/tasks/vision_language.py."""
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        raw = normalize_phi4mm(config.raw)  # idempotent
-        vision_raw = raw["vision_config"]
+        vision_raw = config.options.vision_config
         vision = CLIPVisionConfig.from_dict(vision_raw, VISION_DEFAULTS)
         self.crop_size = int(vision_raw["crop_size"])
         if self.crop_size != vision.image_size:
@@ -112,7 +120,7 @@ class Phi4MultimodalForCausalLM(nn.Module):
             TensorSpec("image_attention_mask", None,
                        (vision_language.NUM_IMAGES, vision_language.NUM_CROPS, side, side)),
         )
-        audio = raw.get("audio_config")
+        audio = config.options.audio_config
         self.audio_token_id = None
         if audio is not None:
             self.audio_token_id = int(audio["audio_token_id"])
@@ -206,10 +214,10 @@ def feature_layers(vision_raw: Mapping[str, Any], num_layers: int) -> int:
 
 
 def _unread(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
-    raw = normalize_phi4mm(config.raw)
-    layers = feature_layers(raw["vision_config"], int(raw["vision_config"]["num_hidden_layers"]))
+    vision = config.options.vision_config
+    layers = feature_layers(vision, int(vision["num_hidden_layers"]))
     tower = r"model\.embed_tokens_extend\.image_embed\.img_processor\."
-    deeper = "|".join(str(i) for i in range(layers, int(raw["vision_config"]["num_hidden_layers"])))
+    deeper = "|".join(str(i) for i in range(layers, int(vision["num_hidden_layers"])))
     ignored = [
         IgnoredTensors(tower + r"(post_layernorm|head)\..*",
                        "image features are a hidden state before post_layernorm and the head"),
@@ -228,6 +236,7 @@ FAMILY = ModelFamily(
     task=vision_language.TASK,
     tiny_preset="tiny-phi4mm",
     normalize_raw=normalize_phi4mm,
+    options=Phi4MMOptions,
     ignored_tensors=_unread,
     checkpoint_aliases=(  # transformers' names; the module's own (mobius' tiny checkpoints)
         ("language_model.model.", ("model.", "language_model.model.")),

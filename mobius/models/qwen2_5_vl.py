@@ -15,11 +15,13 @@ onnxruntime-genai's ``qwen2_5_vl`` type runs:
 config.json: transformers 5 nests the decoder in ``text_config`` (RoPE in
 ``rope_parameters`` with ``mrope_section``); 4.x keeps it at the top level with
 ``rope_scaling: {"type": "mrope", ...}``. Both are read; the ArchitectureConfig
-describes the decoder, ``config.raw`` keeps the normalized ``vision_config``.
+describes the decoder, ``config.options`` (QwenVLOptions) the normalized
+``vision_config``, ``mrope_section`` and token ids.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import onnx_ir as ir
@@ -47,6 +49,17 @@ _SECTIONS = ("text_config", "vision_config")
 PROCESSOR_FILE = "processor_config.json"
 #: Qwen2VLImageProcessor's normalization (OpenAI CLIP's)
 CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+
+
+@dataclasses.dataclass(frozen=True)
+class QwenVLOptions:
+    """What the Qwen-VL modules read from the normalized config (normalize_qwen_vl)."""
+
+    mrope_section: tuple[int, ...] = ()
+    vision_config: dict | None = None
+    image_token_id: int = _VL_DEFAULTS["image_token_id"]
+    video_token_id: int = _VL_DEFAULTS["video_token_id"]
+    vision_start_token_id: int = _VL_DEFAULTS["vision_start_token_id"]
 
 
 def normalize_qwen2_5_vl(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -98,14 +111,14 @@ class Qwen2_5_VLTextModel(LlamaForCausalLM):
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__(config)
-        self.model.rotary_emb_default = MRotaryEmbedding(config.rope, config.raw["mrope_section"])
+        self.model.rotary_emb_default = MRotaryEmbedding(config.rope,
+                                                         config.options.mrope_section)
 
 
 class Qwen2_5_VLForConditionalGeneration(nn.Module):
     """The vision-language module protocol of mobius/tasks/vision_language.py.
     Qwen3-VL (mobius/models/qwen3_vl.py) changes the class attributes below."""
 
-    normalize = staticmethod(normalize_qwen2_5_vl)
     vision_config_class = QwenVisionConfig
     vision_class = QwenVisionTransformer
     text_class = Qwen2_5_VLTextModel
@@ -116,18 +129,18 @@ class Qwen2_5_VLForConditionalGeneration(nn.Module):
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        raw = self.normalize(config.raw)  # idempotent
-        vision = self.vision_config_class.from_dict(raw["vision_config"])
+        options = config.options
+        vision = self.vision_config_class.from_dict(options.vision_config)
         if vision.out_hidden_size != config.hidden_size:
             raise ConfigError(f"config.json: vision_config out_hidden_size "
                               f"{vision.out_hidden_size} != text hidden_size {config.hidden_size}")
-        for key in _VL_DEFAULTS:
-            if not 0 <= int(raw[key]) < config.vocab_size:
-                raise ConfigError(f"{raw['model_type']}: {key} {raw[key]} is outside the "
+        self.token_ids = {key: getattr(options, key) for key in _VL_DEFAULTS}
+        for key, value in self.token_ids.items():
+            if not 0 <= value < config.vocab_size:
+                raise ConfigError(f"{config.model_type}: {key} {value} is outside the "
                                   f"vocabulary (vocab_size {config.vocab_size})")
         self.vision = vision
-        self.image_token_id = int(raw["image_token_id"])
-        self.token_ids = {key: int(raw[key]) for key in _VL_DEFAULTS}
+        self.image_token_id = options.image_token_id
         self.hidden_size = config.hidden_size
         self.vision_inputs = (
             TensorSpec("pixel_values", None, (vision_language.NUM_PATCHES, vision.patch_dim)),
@@ -234,6 +247,7 @@ FAMILY = ModelFamily(
     tiny_preset="tiny-qwen2_5_vl",
     normalize_raw=normalize_qwen2_5_vl,
     config_overrides=lambda raw: {"qkv_bias": True, "o_bias": False},
+    options=QwenVLOptions,
     checkpoint_aliases=QWEN_VL_CHECKPOINT_ALIASES,
 )
 

@@ -93,9 +93,9 @@ def test_transformers_4_layout_reads_the_same():
            **text, "rope_theta": 10000.0, "vision_config": vision,
            "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}}
     old, new = FAMILY.make_config(raw), FAMILY.make_config(PRESET)
-    assert old.raw["mrope_section"] == new.raw["mrope_section"] == [2, 3, 3]
+    assert old.options.mrope_section == new.options.mrope_section == (2, 3, 3)
     assert old.rope == new.rope and old.qkv_bias and not old.o_bias
-    assert old.raw["vision_config"] == new.raw["vision_config"]
+    assert old.options.vision_config == new.options.vision_config
     assert normalize_qwen2_5_vl(old.raw) == old.raw  # idempotent
 
 

@@ -29,7 +29,7 @@ from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.qwen2_5_vl import (QWEN_VL_CHECKPOINT_ALIASES,
                                       Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLTextModel,
-                                      normalize_qwen_vl)
+                                      QwenVLOptions, normalize_qwen_vl)
 from mobius.models.qwen3_vl_vision import Qwen3VisionConfig, Qwen3VisionTransformer
 from mobius.tasks import vision_language
 from mobius.weights.dtypes import numpy_dtype
@@ -59,8 +59,8 @@ class Qwen3VLTextModel(Qwen2_5_VLTextModel):
     def __init__(self, config: ArchitectureConfig):
         super().__init__(config)
         self.model.rotary_emb_default = MRotaryEmbedding(
-            config.rope, config.raw["mrope_section"], interleaved=True)
-        self.deepstack = len(config.raw["vision_config"]["deepstack_visual_indexes"])
+            config.rope, config.options.mrope_section, interleaved=True)
+        self.deepstack = len(config.options.vision_config["deepstack_visual_indexes"])
         if self.deepstack > config.num_hidden_layers:
             raise ConfigError(f"config.json: {self.deepstack} deepstack_visual_indexes for "
                               f"{config.num_hidden_layers} decoder layers")
@@ -78,7 +78,6 @@ class Qwen3VLTextModel(Qwen2_5_VLTextModel):
 
 
 class Qwen3VLForConditionalGeneration(Qwen2_5_VLForConditionalGeneration):
-    normalize = staticmethod(normalize_qwen3_vl)
     vision_config_class = Qwen3VisionConfig
     vision_class = Qwen3VisionTransformer
     text_class = Qwen3VLTextModel
@@ -114,6 +113,7 @@ FAMILY = ModelFamily(
     tiny_preset="tiny-qwen3_vl",
     normalize_raw=normalize_qwen3_vl,
     config_overrides=lambda raw: {"qk_norm": True},
+    options=QwenVLOptions,
     checkpoint_aliases=QWEN_VL_CHECKPOINT_ALIASES,
 )
 

@@ -120,9 +120,9 @@ def test_transformers_4_57_layout_reads_the_same():
     text.update(rope_theta=10000.0, rope_scaling={
         "rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True})
     old, new = FAMILY.make_config({**PRESET, "text_config": text}), FAMILY.make_config(PRESET)
-    assert old.raw["mrope_section"] == new.raw["mrope_section"] == [2, 3, 3]
+    assert old.options.mrope_section == new.options.mrope_section == (2, 3, 3)
     assert old.rope == new.rope and old.qk_norm and not old.qkv_bias
-    assert old.raw["vision_config"] == new.raw["vision_config"]
+    assert old.options.vision_config == new.options.vision_config
 
 
 def _processor_attrs(preprocessor) -> dict:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from mobius.components.causal_transformer import CausalLM, CausalTransformer
 from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
@@ -11,10 +13,16 @@ from mobius.models.llama import llama_decoder_layer
 from mobius.tiny.bases import COMMON
 
 
+@dataclasses.dataclass(frozen=True)
+class SmolLM3Options:
+    no_rope_layers: tuple[int, ...] | None = None
+    no_rope_layer_interval: int = 4
+
+
 def uses_rope(config: ArchitectureConfig) -> list[bool]:
-    flags = config.raw.get("no_rope_layers")
+    flags = config.options.no_rope_layers
     if flags is None:
-        interval = config.raw.get("no_rope_layer_interval", 4)
+        interval = config.options.no_rope_layer_interval
         return [(i + 1) % interval != 0 for i in range(config.num_hidden_layers)]
     if len(flags) != config.num_hidden_layers:
         raise ConfigError(
@@ -36,7 +44,7 @@ class SmolLM3ForCausalLM(CausalLM):
 
 FAMILY = ModelFamily(
     name="smollm3", model_types=("smollm3",), architectures=("SmolLM3ForCausalLM",),
-    module=SmolLM3ForCausalLM, tiny_preset="tiny-smollm3",
+    module=SmolLM3ForCausalLM, tiny_preset="tiny-smollm3", options=SmolLM3Options,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

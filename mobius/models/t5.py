@@ -85,6 +85,18 @@ def _positive_int(raw: Mapping[str, Any], key: str, limit: int = 1 << 20) -> int
 
 
 @dataclasses.dataclass(frozen=True)
+class T5Options:
+    """The T5 keys the module reads (T5Settings checks them when the config is normalized)."""
+
+    num_layers: int = _T5_DEFAULTS["num_layers"]
+    relative_attention_num_buckets: int = _T5_DEFAULTS["relative_attention_num_buckets"]
+    relative_attention_max_distance: int = _T5_DEFAULTS["relative_attention_max_distance"]
+    feed_forward_proj: str = _T5_DEFAULTS["feed_forward_proj"]
+    tie_word_embeddings: bool = True
+    scale_decoder_outputs: bool | None = None  # None: scaled where the head is tied
+
+
+@dataclasses.dataclass(frozen=True)
 class T5Settings:
     """The T5-only switches of config.json, typed, with transformers' defaults."""
 
@@ -120,6 +132,13 @@ class T5Settings:
         return cls(encoder_layers=_positive_int(raw, "num_layers", 1024), num_buckets=num_buckets,
                    max_distance=max_distance, activation=activation,
                    gated=len(parts) == 2, tied=tied, scale_decoder_outputs=bool(scale))
+
+    @classmethod
+    def from_options(cls, options: T5Options, scales_tied_head: bool = True) -> "T5Settings":
+        """As from_raw, from the keys config.options holds (None: left out of config.json)."""
+        given = {key: value for key, value in dataclasses.asdict(options).items()
+                 if value is not None}
+        return cls.from_raw(given, scales_tied_head)
 
 
 class T5Attention(nn.Module):
@@ -270,7 +289,7 @@ class T5ForConditionalGeneration(nn.Module):
 
     def __init__(self, config: ArchitectureConfig, scales_tied_head: bool = True):
         super().__init__()
-        settings = T5Settings.from_raw(config.raw, scales_tied_head)
+        settings = T5Settings.from_options(config.options, scales_tied_head)
         self.shared = Embedding(config.vocab_size, config.hidden_size)
         self.encoder = T5Stack(config, settings, settings.encoder_layers, decoder=False)
         self.decoder = T5Stack(config, settings, config.num_hidden_layers, decoder=True)
@@ -335,6 +354,7 @@ T5 = ModelFamily(
     task=text2text.TASK,
     tiny_preset="tiny-t5",
     normalize_raw=normalize_t5,
+    options=T5Options,
     config_overrides=_OVERRIDES,
     ignored_tensors=_ignored,
 )
@@ -347,6 +367,7 @@ MT5 = ModelFamily(
     task=text2text.TASK,
     tiny_preset="tiny-mt5",
     normalize_raw=normalize_t5,
+    options=T5Options,
     config_overrides=_OVERRIDES,
     ignored_tensors=_ignored,
 )

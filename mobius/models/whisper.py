@@ -45,9 +45,9 @@ bare ``WhisperModel`` (no ``model.`` prefix) load through ``checkpoint_aliases``
 
 config.json: the decoder's fields (d_model, decoder_layers,
 decoder_attention_heads, decoder_ffn_dim, max_target_positions) become the
-ArchitectureConfig of the family; the encoder's are read from ``config.raw`` by
-:class:`WhisperEncoderConfig`. Keys a config.json leaves out get WhisperConfig's
-defaults (whisper-tiny's dimensions).
+ArchitectureConfig of the family; the encoder's are read into ``config.options``
+(:class:`WhisperOptions`) and checked by :class:`WhisperEncoderConfig`. Keys a
+config.json leaves out get WhisperConfig's defaults (whisper-tiny's dimensions).
 """
 
 from __future__ import annotations
@@ -112,6 +112,19 @@ def normalize_whisper(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclasses.dataclass(frozen=True)
+class WhisperOptions:
+    """The encoder's config.json keys (the decoder's make the ArchitectureConfig)."""
+
+    num_mel_bins: int = _WHISPER_DEFAULTS["num_mel_bins"]
+    d_model: int = _WHISPER_DEFAULTS["d_model"]
+    encoder_layers: int = _WHISPER_DEFAULTS["encoder_layers"]
+    encoder_attention_heads: int = _WHISPER_DEFAULTS["encoder_attention_heads"]
+    encoder_ffn_dim: int = _WHISPER_DEFAULTS["encoder_ffn_dim"]
+    max_source_positions: int = _WHISPER_DEFAULTS["max_source_positions"]
+    activation_function: str = _WHISPER_DEFAULTS["activation_function"]
+
+
+@dataclasses.dataclass(frozen=True)
 class WhisperEncoderConfig:
     num_mel_bins: int
     hidden_size: int
@@ -122,21 +135,20 @@ class WhisperEncoderConfig:
     activation: str
 
     @classmethod
-    def from_raw(cls, raw: Mapping[str, Any]) -> "WhisperEncoderConfig":
-        raw = {**_WHISPER_DEFAULTS, **raw}
+    def from_options(cls, options: WhisperOptions) -> "WhisperEncoderConfig":
         values = {}
         for field, key in (("num_mel_bins", "num_mel_bins"), ("hidden_size", "d_model"),
                            ("num_layers", "encoder_layers"), ("num_heads", "encoder_attention_heads"),
                            ("ffn_dim", "encoder_ffn_dim"),
                            ("max_source_positions", "max_source_positions")):
-            value = raw[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            value = getattr(options, key)
+            if value <= 0:
                 raise ConfigError(f"config.json: {key!r} must be a positive integer, got {value!r}")
             values[field] = value
         if values["hidden_size"] % values["num_heads"]:
             raise ConfigError(f"config.json: d_model ({values['hidden_size']}) is not divisible by "
                               f"encoder_attention_heads ({values['num_heads']})")
-        return cls(activation=str(raw["activation_function"]), **values)
+        return cls(activation=options.activation_function, **values)
 
     @property
     def num_frames(self) -> int:
@@ -277,7 +289,7 @@ class WhisperForConditionalGeneration(nn.Module):
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        encoder = WhisperEncoderConfig.from_raw(config.raw)
+        encoder = WhisperEncoderConfig.from_options(config.options)
         if encoder.hidden_size != config.hidden_size:
             raise ConfigError("whisper: the encoder and decoder must share d_model")
         self.encoder_config = encoder
@@ -314,6 +326,7 @@ FAMILY = ModelFamily(
     tiny_preset="tiny-whisper",
     normalize_raw=normalize_whisper,
     config_overrides=lambda raw: {"rms_norm_eps": LAYER_NORM_EPS},
+    options=WhisperOptions,
     checkpoint_aliases=(("model.", ("model.", "")),),  # WhisperModel saves without "model."
 )
 

@@ -190,7 +190,7 @@ def test_decoder_fields_become_the_architecture_config():
     assert config.max_position_embeddings == PRESET["max_target_positions"]
     assert config.hidden_act == "gelu" and config.rms_norm_eps == 1e-5
     assert config.tie_word_embeddings
-    encoder = WhisperEncoderConfig.from_raw(config.raw)
+    encoder = WhisperEncoderConfig.from_options(config.options)
     assert (encoder.num_layers, encoder.num_heads, encoder.ffn_dim, encoder.num_mel_bins,
             encoder.num_frames) == (3, 6, 100, 20, 60)
 
@@ -200,16 +200,15 @@ def test_missing_keys_get_whisper_config_defaults():
     assert (config.vocab_size, config.hidden_size, config.num_hidden_layers,
             config.num_attention_heads, config.max_position_embeddings) == (51865, 384, 4, 6, 448)
     assert config.eos_token_id == (50256,) and config.tie_word_embeddings
-    encoder = WhisperEncoderConfig.from_raw(config.raw)
+    encoder = WhisperEncoderConfig.from_options(config.options)
     assert (encoder.num_mel_bins, encoder.max_source_positions, encoder.num_frames) == (80, 1500, 3000)
 
 
 @pytest.mark.parametrize("override,message", [
     ({"encoder_attention_heads": 5}, "not divisible by encoder_attention_heads"),
     ({"num_mel_bins": 0}, "'num_mel_bins' must be a positive integer"),
-    ({"max_source_positions": "30"}, "'max_source_positions' must be a positive integer"),
+    ({"max_source_positions": "30"}, "'max_source_positions' must be int"),  # config read
 ])
 def test_bad_encoder_config_is_a_config_error(override, message):
-    config = FAMILY.make_config({**PRESET, **override})
     with pytest.raises(ConfigError, match=message):
-        FAMILY.module(config)
+        FAMILY.module(FAMILY.make_config({**PRESET, **override}))
