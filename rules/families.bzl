@@ -323,6 +323,7 @@ FAMILY_DEPS = {
         "//mobius/components:mamba2",
         "//mobius/components:rms_norm",
         "//mobius/config:architecture",
+        "//mobius/config:options",
         "//mobius/tiny:bases",
         "//mobius:errors",
         "//third_party:onnxscript",
@@ -544,7 +545,6 @@ FAMILY_DEPS = {
         "//mobius/components:layer_norm",
         "//mobius/components:mlp",
         "//mobius/config:architecture",
-        "//mobius/config:options",
         "//mobius/tiny:bases",
     ],
     "olmo2": [
@@ -702,7 +702,6 @@ FAMILY_DEPS = {
         "//mobius/components:layer_norm",
         "//mobius/components:mlp",
         "//mobius/config:architecture",
-        "//mobius/config:options",
         "//mobius/config:rope",
         "//mobius/tiny:bases",
     ],
