@@ -17,7 +17,7 @@ transformers does.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from mobius.components.causal_transformer import CausalLM, CausalTransformer
 from mobius.components.decoder_layer import PreNormDecoderLayer
@@ -34,13 +34,11 @@ from mobius.models.family import ModelFamily
 from mobius.weights.attach import IgnoredTensors
 from mobius.tiny.bases import COMMON
 
-_UNSET = object()
-
-
 @dataclasses.dataclass(frozen=True)
 class DeepseekV2Options:
     """config.json switches, with transformers' DeepseekV2Config defaults."""
 
+    q_lora_rank: int | None = None  # null: a plain q_proj (normalize_deepseek fills 1536)
     kv_lora_rank: int = 512
     qk_nope_head_dim: int = 128
     qk_rope_head_dim: int = 64
@@ -81,14 +79,6 @@ class DeepseekV3Options(DeepseekV2Options):
     num_nextn_predict_layers: int = 1
 
 
-def _options(config_or_raw) -> DeepseekV2Options:
-    raw = getattr(config_or_raw, "raw", config_or_raw)
-    cls = DeepseekV3Options if raw.get("model_type") == "deepseek_v3" else DeepseekV2Options
-    options = read_options(cls, raw)
-    _check(options, cls is DeepseekV3Options)
-    return options
-
-
 def _check(o: DeepseekV2Options, v3: bool) -> None:
     family = "deepseek_v3" if v3 else "deepseek_v2"
     for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
@@ -118,12 +108,10 @@ def _check(o: DeepseekV2Options, v3: bool) -> None:
         raise ConfigError("config.json: deepseek_v3 groups need at least 2 experts each")
 
 
-def _q_lora_rank(raw: Mapping[str, Any]) -> int | None:
-    """q_lora_rank: null means a plain q_proj (not the default 1536)."""
-    value = raw.get("q_lora_rank", _UNSET)
-    if value is _UNSET:
-        return 1536
-    return None if value is None else positive_int("q_lora_rank", value)
+def normalize_deepseek(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """q_lora_rank defaults to 1536 when config.json leaves it out; null (a plain q_proj)
+    stays null."""
+    return {"q_lora_rank": 1536, **raw}
 
 
 def _rope(raw: Mapping[str, Any], options: DeepseekV2Options) -> RopeConfig:
@@ -137,13 +125,19 @@ def softmax_scale(options: DeepseekV2Options, rope: RopeConfig) -> float:
     return scale
 
 
-def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The cache is the latent: one KV head of qk_rope_head_dim + kv_lora_rank features."""
-    options = _options(raw)
-    _q_lora_rank(raw)
-    return {"head_dim": options.qk_rope_head_dim + options.kv_lora_rank,
-            "num_key_value_heads": 1, "rope": _rope(raw, options),
-            "mlp_bias": options.mlp_bias}
+def _overrides(cls: type[DeepseekV2Options]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """The config_overrides of the family whose switches are ``cls`` (checked here). The
+    cache is the latent: one KV head of qk_rope_head_dim + kv_lora_rank features."""
+    def overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
+        options = read_options(cls, raw)
+        _check(options, cls is DeepseekV3Options)
+        if options.q_lora_rank is not None:
+            positive_int("q_lora_rank", options.q_lora_rank)
+        return {"head_dim": options.qk_rope_head_dim + options.kv_lora_rank,
+                "num_key_value_heads": 1, "rope": _rope(raw, options),
+                "mlp_bias": options.mlp_bias}
+
+    return overrides
 
 
 def _mlp(config: ArchitectureConfig, o: DeepseekV2Options, layer: int):
@@ -161,14 +155,14 @@ class DeepseekForCausalLM(CausalLM):
     """DeepseekV2ForCausalLM / DeepseekV3ForCausalLM."""
 
     def __init__(self, config: ArchitectureConfig):
-        o = _options(config)
+        o = config.options  # checked by _overrides
         eps, hidden = config.rms_norm_eps, config.hidden_size
         scale = softmax_scale(o, config.rope)
         layers = []
         for i in range(config.num_hidden_layers):
             attention = LatentAttention(
                 f"model.layers.{i}.self_attn", hidden, config.num_attention_heads,
-                q_lora_rank=_q_lora_rank(config.raw), kv_lora_rank=o.kv_lora_rank,
+                q_lora_rank=o.q_lora_rank, kv_lora_rank=o.kv_lora_rank,
                 nope_dim=o.qk_nope_head_dim, rope_dim=o.qk_rope_head_dim, v_dim=o.v_head_dim,
                 scale=scale, bias=o.attention_bias, interleaved=o.rope_interleave)
             layers.append(PreNormDecoderLayer(attention, _mlp(config, o, i),
@@ -177,23 +171,24 @@ class DeepseekForCausalLM(CausalLM):
 
 
 def _mtp_layers(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
-    o = _options(config)
     first = config.num_hidden_layers
     return tuple(IgnoredTensors(rf"model\.layers\.{first + k}\..*",
                                 "multi-token-prediction layer (not used by the causal LM)")
-                 for k in range(o.num_nextn_predict_layers))
+                 for k in range(config.options.num_nextn_predict_layers))
 
 
 DEEPSEEK_V2 = ModelFamily(
     name="deepseek_v2", model_types=("deepseek_v2",), architectures=("DeepseekV2ForCausalLM",),
-    module=DeepseekForCausalLM, config_overrides=_overrides, tiny_preset="tiny-deepseek-v2",
+    module=DeepseekForCausalLM, config_overrides=_overrides(DeepseekV2Options),
+    options=DeepseekV2Options, normalize_raw=normalize_deepseek, tiny_preset="tiny-deepseek-v2",
     cohorts=("genai",),
     ignored_tensors=_mtp_layers,
 )
 
 DEEPSEEK_V3 = ModelFamily(
     name="deepseek_v3", model_types=("deepseek_v3",), architectures=("DeepseekV3ForCausalLM",),
-    module=DeepseekForCausalLM, config_overrides=_overrides, tiny_preset="tiny-deepseek-v3",
+    module=DeepseekForCausalLM, config_overrides=_overrides(DeepseekV3Options),
+    options=DeepseekV3Options, normalize_raw=normalize_deepseek, tiny_preset="tiny-deepseek-v3",
     cohorts=("genai",),
     ignored_tensors=_mtp_layers,
 )

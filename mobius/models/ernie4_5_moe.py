@@ -124,7 +124,7 @@ class Ernie45SparseMoE(nn.Module):
 
 class Ernie4_5_MoeForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        o = _options(config.raw)
+        o = config.options  # checked by _overrides
         eps, hidden, act = config.rms_norm_eps, config.hidden_size, config.hidden_act
         layers = []
         for i in range(config.num_hidden_layers):
@@ -155,7 +155,7 @@ FAMILY = ModelFamily(
     name="ernie4_5_moe", model_types=("ernie4_5_moe",),
     architectures=("Ernie4_5_MoeForCausalLM",), module=Ernie4_5_MoeForCausalLM,
     tiny_preset="tiny-ernie4_5_moe", normalize_raw=normalize_ernie4_5_moe,
-    cohorts=("genai",),
+    cohorts=("genai",), options=Ernie45MoeOptions,
     config_overrides=_overrides,
     ignored_tensors=lambda config: (IgnoredTensors(
         r".*\bmtp.*", "multi-token-prediction block (not used by the causal LM)"),),

@@ -17,7 +17,7 @@ from mobius.components.decoder_layer import PostNormDecoderLayer
 from mobius.components.mlp import GatedMLP
 from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
-from mobius.config.options import read_options, reject, validated
+from mobius.config.options import read_options, reject
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
 from mobius.tiny.bases import COMMON
@@ -73,7 +73,7 @@ FAMILY = ModelFamily(
     name="exaone4", model_types=("exaone4",), architectures=("Exaone4ForCausalLM",),
     module=Exaone4ForCausalLM, tiny_preset="tiny-exaone4", normalize_raw=normalize_exaone4,
     cohorts=("dense", "genai"),
-    config_overrides=lambda raw: {"qk_norm": True, **validated(Exaone4Options)(raw)},
+    options=Exaone4Options, config_overrides=lambda raw: {"qk_norm": True},
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

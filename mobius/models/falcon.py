@@ -120,7 +120,7 @@ class FalconDecoderLayer(nn.Module):
 
 class FalconForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        o = options_of(config.raw)
+        o = config.options  # checked by normalize_falcon
         body = CausalTransformer(
             config, [FalconDecoderLayer(config, o, i) for i in range(config.num_hidden_layers)],
             LayerNorm(config.hidden_size, o.layer_norm_epsilon),
@@ -153,7 +153,7 @@ def normalize_falcon(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="falcon", model_types=("falcon",), architectures=("FalconForCausalLM",),
     module=FalconForCausalLM, tiny_preset="tiny-falcon", normalize_raw=normalize_falcon,
-    cohorts=("dense", "genai"),
+    cohorts=("dense", "genai"), options=FalconOptions,
     config_overrides=lambda raw: {"rms_norm_eps": options_of(raw).layer_norm_epsilon},
 )
 

@@ -88,7 +88,7 @@ class Glm4MoE(DeepseekMoE):
 
 class Glm4MoeForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        o = _options(config.raw)
+        o = config.options  # checked by _overrides
         eps, hidden, act = config.rms_norm_eps, config.hidden_size, config.hidden_act
         layers = []
         for i in range(config.num_hidden_layers):
@@ -114,13 +114,13 @@ def _mtp_layers(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
     first = config.num_hidden_layers
     return tuple(IgnoredTensors(rf"model\.layers\.{first + k}\..*",
                                 "multi-token-prediction layer (not used by the causal LM)")
-                 for k in range(_options(config.raw).num_nextn_predict_layers))
+                 for k in range(config.options.num_nextn_predict_layers))
 
 
 FAMILY = ModelFamily(
     name="glm4_moe", model_types=("glm4_moe",), architectures=("Glm4MoeForCausalLM",),
     module=Glm4MoeForCausalLM, tiny_preset="tiny-glm4_moe", normalize_raw=normalize_glm4_moe,
-    cohorts=("genai",),
+    cohorts=("genai",), options=Glm4MoeOptions,
     config_overrides=_overrides, ignored_tensors=_mtp_layers,
 )
 

@@ -42,6 +42,9 @@ from mobius.tiny.bases import COMMON
 class GptOssOptions:
     swiglu_alpha: float = 1.702
     swiglu_limit: float = 7.0
+    num_local_experts: int | None = None  # 128 when neither spelling is set
+    num_experts: int | None = None  # another spelling of num_local_experts
+    num_experts_per_tok: int = 4
 
 
 class GptOssExperts(nn.Module):
@@ -69,8 +72,9 @@ class GptOssMoE(nn.Module):
 
     def __init__(self, config: ArchitectureConfig, options: GptOssOptions):
         super().__init__()
-        self.num_experts = moe_int(config, "num_local_experts", 128, alias="num_experts")
-        self.top_k = moe_int(config, "num_experts_per_tok", 4)
+        self.num_experts = moe_int("num_local_experts", options.num_local_experts, 128,
+                                   alias=options.num_experts)
+        self.top_k = moe_int("num_experts_per_tok", options.num_experts_per_tok)
         if self.top_k > self.num_experts:
             raise ConfigError(f"config.json: num_experts_per_tok ({self.top_k}) exceeds "
                               f"num_local_experts ({self.num_experts})")
@@ -87,7 +91,7 @@ class GptOssMoE(nn.Module):
 
 class GptOssForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        options = read_options(GptOssOptions, config.raw)
+        options = config.options
         eps, hidden = config.rms_norm_eps, config.hidden_size
         layers = [
             PreNormDecoderLayer(llama_attention(config, sinks=True), GptOssMoE(config, options),
@@ -121,7 +125,7 @@ def _defaults(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="gpt_oss", model_types=("gpt_oss",), architectures=("GptOssForCausalLM",),
     module=GptOssForCausalLM, normalize_raw=_defaults, tiny_preset="tiny-gpt_oss",
-    cohorts=("genai",),
+    cohorts=("genai",), options=GptOssOptions,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

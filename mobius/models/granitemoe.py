@@ -12,6 +12,8 @@ their slice, so the graph is the same per-expert form as Mixtral's.
 
 from __future__ import annotations
 
+import dataclasses
+
 from mobius.components.causal_transformer import CausalLM, CausalTransformer
 from mobius.components.decoder_layer import PreNormDecoderLayer
 from mobius.components.moe import SparseMoE
@@ -25,6 +27,16 @@ from mobius.models.mixtral import moe_int
 from mobius.tiny.bases import COMMON
 
 
+@dataclasses.dataclass(frozen=True)
+class GraniteMoeOptions:
+    num_local_experts: int = 8
+    num_experts_per_tok: int = 2
+    embedding_multiplier: float = 1.0
+    residual_multiplier: float = 1.0
+    attention_multiplier: float = 1.0
+    logits_scaling: float = 1.0
+
+
 def _stacked(shape: list[int], stacked_shape: list[int], name: str, expert: int,
              rows: slice) -> Weight:
     """A [in, out] MatMul weight read from rows ``rows`` of expert ``expert`` of ``name``."""
@@ -33,9 +45,10 @@ def _stacked(shape: list[int], stacked_shape: list[int], name: str, expert: int,
 
 
 def granitemoe_block(config: ArchitectureConfig, layer: int) -> SparseMoE:
-    """SparseMoE whose router and experts read GraniteMoE's stacked checkpoint tensors."""
-    experts = moe_int(config, "num_local_experts", 8)
-    top_k = moe_int(config, "num_experts_per_tok", 2)
+    """SparseMoE whose router and experts read GraniteMoE's stacked checkpoint tensors
+    (``config.options``: a GraniteMoeOptions)."""
+    experts = moe_int("num_local_experts", config.options.num_local_experts)
+    top_k = moe_int("num_experts_per_tok", config.options.num_experts_per_tok)
     if top_k > experts:
         raise ConfigError(f"config.json: num_experts_per_tok ({top_k}) exceeds "
                           f"num_local_experts ({experts})")
@@ -58,26 +71,25 @@ def granitemoe_block(config: ArchitectureConfig, layer: int) -> SparseMoE:
 
 class GraniteMoeForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        raw = config.raw
-        eps = config.rms_norm_eps
+        o, eps = config.options, config.rms_norm_eps
         layers = [
             PreNormDecoderLayer(
-                llama_attention(config, scale=float(raw.get("attention_multiplier", 1.0))),
+                llama_attention(config, scale=o.attention_multiplier),
                 granitemoe_block(config, i),
                 RMSNorm(config.hidden_size, eps),
                 RMSNorm(config.hidden_size, eps),
-                residual_scale=float(raw.get("residual_multiplier", 1.0)),
+                residual_scale=o.residual_multiplier,
             )
             for i in range(config.num_hidden_layers)
         ]
         model = CausalTransformer(config, layers, RMSNorm(config.hidden_size, eps),
-                                  embed_scale=float(raw.get("embedding_multiplier", 1.0)))
-        super().__init__(config, model, logits_divisor=float(raw.get("logits_scaling", 1.0)))
+                                  embed_scale=o.embedding_multiplier)
+        super().__init__(config, model, logits_divisor=o.logits_scaling)
 
 
 FAMILY = ModelFamily(
     name="granitemoe", model_types=("granitemoe",), architectures=("GraniteMoeForCausalLM",),
-    module=GraniteMoeForCausalLM, tiny_preset="tiny-granitemoe",
+    module=GraniteMoeForCausalLM, tiny_preset="tiny-granitemoe", options=GraniteMoeOptions,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

@@ -13,6 +13,7 @@ instead of a KV cache (mobius/tasks/causal_lm.py).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from onnxscript import nn
@@ -24,14 +25,33 @@ from mobius.components.linear import Linear
 from mobius.components.mamba2 import Mamba2Dims, Mamba2Mixer
 from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
+from mobius.config.options import read_options
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
-from mobius.models.granitemoe import granitemoe_block
+from mobius.models.granitemoe import GraniteMoeOptions, granitemoe_block
 from mobius.models.llama import llama_attention
 from mobius.tiny.bases import COMMON
 
 MAMBA, ATTENTION = "linear_attention", "full_attention"
 LEGACY_LAYER_TYPES = {"mamba": MAMBA, "attention": ATTENTION}
+
+
+@dataclasses.dataclass(frozen=True)
+class GraniteMoeHybridOptions(GraniteMoeOptions):
+    shared_intermediate_size: int = 1024
+    layer_types: tuple[str, ...] | None = None
+    layers_block_type: tuple[str, ...] | None = None  # the spelling before transformers 5
+    position_embedding_type: str | None = None
+    mamba_n_heads: int = 128
+    mamba_n_groups: int = 1
+    mamba_expand: int = 2
+    mamba_d_head: int | str = "auto"
+    mamba_d_state: int = 256
+    mamba_d_conv: int = 4
+    mamba_chunk_size: int = 256
+    mamba_proj_bias: bool = False
+    mamba_conv_bias: bool = True
+    time_step_limit: tuple[float | str | dict, ...] | None = None  # inf may be {"__float__": ..}
 
 
 class SharedMLP(nn.Module):
@@ -54,16 +74,17 @@ class GraniteHybridDecoderLayer(nn.Module):
 
     def __init__(self, config: ArchitectureConfig, layer: int, mamba: Mamba2Mixer | None):
         super().__init__()
-        raw, eps = config.raw, config.rms_norm_eps
+        o, eps = config.options, config.rms_norm_eps
         self.input_layernorm = RMSNorm(config.hidden_size, eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, eps)
         self.mamba = mamba
         self.self_attn = None if mamba is not None else llama_attention(
-            config, scale=_number(raw, "attention_multiplier"),
-            rotary_dim=config.rope.rotary_dim if _rope(raw) else 0)
-        self.block_sparse_moe = granitemoe_block(config, layer) if _experts(raw) else None
-        self.shared_mlp = SharedMLP(config.hidden_size, _shared_size(config), config.hidden_act)
-        self.residual_scale = _number(raw, "residual_multiplier")
+            config, scale=_number("attention_multiplier", o.attention_multiplier),
+            rotary_dim=config.rope.rotary_dim if _rope(o) else 0)
+        self.block_sparse_moe = granitemoe_block(config, layer) if _experts(o) else None
+        shared = _int("shared_intermediate_size", o.shared_intermediate_size)
+        self.shared_mlp = SharedMLP(config.hidden_size, shared, config.hidden_act)
+        self.residual_scale = _number("residual_multiplier", o.residual_multiplier)
 
     def _scaled(self, op, x):
         return x if self.residual_scale == 1.0 else op.Mul(x, scalar(op, self.residual_scale))
@@ -84,34 +105,33 @@ class GraniteHybridDecoderLayer(nn.Module):
 
 class GraniteMoeHybridForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        raw = config.raw
-        kinds = layer_kinds(raw)
-        dims = mamba_dims(raw) if MAMBA in kinds else None
+        o = config.options
+        kinds = layer_kinds(o, config.num_hidden_layers)
+        dims = mamba_dims(o, config.hidden_size) if MAMBA in kinds else None
         layers = [GraniteHybridDecoderLayer(config, i, Mamba2Mixer(
-            dims, proj_bias=_flag(raw, "mamba_proj_bias", False),
-            conv_bias=_flag(raw, "mamba_conv_bias", True), eps=config.rms_norm_eps,
-            activation=config.hidden_act) if kind == MAMBA else None)
+            dims, proj_bias=o.mamba_proj_bias, conv_bias=o.mamba_conv_bias,
+            eps=config.rms_norm_eps, activation=config.hidden_act) if kind == MAMBA else None)
             for i, kind in enumerate(kinds)]
-        rope = _rope(raw)
+        rope = _rope(o)
         recurrent = [i for i, kind in enumerate(kinds) if kind == MAMBA]
         model = HybridCausalTransformer(
             config, layers, RMSNorm(config.hidden_size, config.rms_norm_eps), recurrent,
             layer_rope_kinds=["default" if rope and k == ATTENTION else None for k in kinds],
-            embed_scale=_number(raw, "embedding_multiplier"))
-        super().__init__(config, model, logits_divisor=_number(raw, "logits_scaling"))
+            embed_scale=_number("embedding_multiplier", o.embedding_multiplier))
+        super().__init__(config, model,
+                         logits_divisor=_number("logits_scaling", o.logits_scaling))
         self.recurrent_states = {i: dims.state_dims() for i in recurrent}
 
 
-def layer_kinds(raw) -> list[str]:
+def layer_kinds(o: GraniteMoeHybridOptions, layers: int) -> list[str]:
     """Each layer's mixer, MAMBA or ATTENTION (transformers' default: all Mamba)."""
-    layers = _int(raw, "num_hidden_layers", 0)
-    kinds = raw.get("layer_types") or raw.get("layers_block_type")
+    kinds = o.layer_types or o.layers_block_type
     if kinds is None:
         return [MAMBA] * layers
-    if not isinstance(kinds, list) or len(kinds) != layers:
+    if len(kinds) != layers:
         raise ConfigError(f"config.json: layer_types must list {layers} layer types, "
-                          f"got {kinds!r}")
-    kinds = [LEGACY_LAYER_TYPES.get(k, k) if isinstance(k, str) else k for k in kinds]
+                          f"got {list(kinds)!r}")
+    kinds = [LEGACY_LAYER_TYPES.get(k, k) for k in kinds]
     bad = sorted({repr(k) for k in kinds if k not in (MAMBA, ATTENTION)})
     if bad:
         raise ConfigError(f"config.json: layer_types {', '.join(bad)} not supported; use "
@@ -119,26 +139,26 @@ def layer_kinds(raw) -> list[str]:
     return kinds
 
 
-def mamba_dims(raw) -> Mamba2Dims:
-    hidden = _int(raw, "hidden_size", 0)
-    heads, groups = _int(raw, "mamba_n_heads", 128), _int(raw, "mamba_n_groups", 1)
-    inner = _int(raw, "mamba_expand", 2) * hidden
-    head_dim = raw.get("mamba_d_head", "auto")
-    head_dim = inner // heads if head_dim == "auto" else _int(raw, "mamba_d_head", 0)
+def mamba_dims(o: GraniteMoeHybridOptions, hidden: int) -> Mamba2Dims:
+    heads = _int("mamba_n_heads", o.mamba_n_heads)
+    groups = _int("mamba_n_groups", o.mamba_n_groups)
+    inner = _int("mamba_expand", o.mamba_expand) * hidden
+    head_dim = (inner // heads if o.mamba_d_head == "auto"
+                else _int("mamba_d_head", o.mamba_d_head))
     if heads * head_dim != inner or heads % groups:
         raise ConfigError(f"config.json: mamba_n_heads ({heads}) x mamba_d_head ({head_dim}) must "
                           f"be mamba_expand x hidden_size ({inner}), in groups of mamba_n_groups "
                           f"({groups})")
-    limit = raw.get("time_step_limit")
+    limit = o.time_step_limit
     if limit is not None and [_json_float(v) for v in limit] != [0.0, math.inf]:
-        raise ConfigError(f"config.json: time_step_limit {limit!r} is not supported (transformers "
-                          f"clamps dt in multi-token forwards only); only [0.0, inf]")
-    conv = _int(raw, "mamba_d_conv", 4)
+        raise ConfigError(f"config.json: time_step_limit {list(limit)!r} is not supported "
+                          f"(transformers clamps dt in multi-token forwards only); only [0.0, inf]")
+    conv = _int("mamba_d_conv", o.mamba_d_conv)
     if conv < 2:
         raise ConfigError(f"config.json: mamba_d_conv ({conv}) must be at least 2 (a carried "
                           f"convolution state of mamba_d_conv - 1 positions)")
-    return Mamba2Dims(hidden, heads, head_dim, groups, _int(raw, "mamba_d_state", 256),
-                      conv, _int(raw, "mamba_chunk_size", 256))
+    return Mamba2Dims(hidden, heads, head_dim, groups, _int("mamba_d_state", o.mamba_d_state),
+                      conv, _int("mamba_chunk_size", o.mamba_chunk_size))
 
 
 def _json_float(value):
@@ -151,8 +171,8 @@ def _json_float(value):
         return value
 
 
-def _rope(raw) -> bool:
-    kind = raw.get("position_embedding_type")
+def _rope(o: GraniteMoeHybridOptions) -> bool:
+    kind = o.position_embedding_type
     if kind not in (None, "rope", "nope"):
         raise ConfigError(f"config.json: position_embedding_type {kind!r} is not supported; "
                           f"use 'rope' or none")
@@ -161,47 +181,35 @@ def _rope(raw) -> bool:
 
 def checked(raw) -> dict:
     """config_overrides: every GraniteMoeHybrid switch checked before any weight is read."""
-    kinds = layer_kinds(raw)
+    o = read_options(GraniteMoeHybridOptions, raw)
+    kinds = layer_kinds(o, _int("num_hidden_layers", raw.get("num_hidden_layers", 0)))
     if MAMBA in kinds:
-        mamba_dims(raw)
-    _rope(raw)
-    _experts(raw)
+        mamba_dims(o, _int("hidden_size", raw.get("hidden_size", 0)))
+    _rope(o)
+    _experts(o)
     for key in ("embedding_multiplier", "residual_multiplier", "attention_multiplier",
                 "logits_scaling"):
-        _number(raw, key)
+        _number(key, getattr(o, key))
     return {}
 
 
-def _experts(raw) -> int:
-    value = raw.get("num_local_experts", 8)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+def _experts(o: GraniteMoeHybridOptions) -> int:
+    value = o.num_local_experts
+    if value < 0:
         raise ConfigError(f"config.json: 'num_local_experts' must be a non-negative integer, "
                           f"got {value!r}")
     return value
 
 
-def _shared_size(config: ArchitectureConfig) -> int:
-    return _int(config.raw, "shared_intermediate_size", 1024)
-
-
-def _int(raw, key: str, default: int) -> int:
-    value = raw.get(key, default)
+def _int(key: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigError(f"config.json: {key!r} must be a positive integer, got {value!r}")
     return value
 
 
-def _number(raw, key: str) -> float:
-    value = raw.get(key, 1.0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+def _number(key: str, value: float) -> float:
+    if not math.isfinite(value):
         raise ConfigError(f"config.json: {key!r} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def _flag(raw, key: str, default: bool) -> bool:
-    value = raw.get(key, default)
-    if not isinstance(value, bool):
-        raise ConfigError(f"config.json: {key!r} must be true or false, got {value!r}")
     return value
 
 
@@ -209,7 +217,7 @@ FAMILY = ModelFamily(
     name="granitemoehybrid", model_types=("granitemoehybrid",),
     architectures=("GraniteMoeHybridForCausalLM",),
     module=GraniteMoeHybridForCausalLM, tiny_preset="tiny-granitemoehybrid",
-    cohorts=("genai",),
+    cohorts=("genai",), options=GraniteMoeHybridOptions,
     config_overrides=checked,
 )
 

@@ -115,7 +115,7 @@ def test_f32_parity_with_transformers(checkpoints, tmp_path, case, ep):
         assert unpadded.max_abs_diff <= TOLERANCE, f"{case}/{ep}: {unpadded.max_abs_diff:.3g}"
         run, _ = _parity(folder, tmp_path / "prefill", ep, hf_model, steps=0)
     assert run.max_abs_diff <= TOLERANCE, f"{case}/{ep}: {run.max_abs_diff:.3g}"
-    kinds = package.config.raw["layer_types"]
+    kinds = package.config.options.layer_types
     histogram = op_histogram(package.models["model"])
     assert histogram.get("Conv", 0) == kinds.count(MAMBA), histogram
     if ep == "cpu":

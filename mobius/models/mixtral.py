@@ -8,6 +8,8 @@ the hub use): ``layers.{i}.block_sparse_moe.gate.weight`` (the router) and
 
 from __future__ import annotations
 
+import dataclasses
+
 from onnxscript import nn
 
 from mobius.components.causal_transformer import CausalLM, CausalTransformer
@@ -20,19 +22,25 @@ from mobius.models.llama import llama_attention
 from mobius.tiny.bases import COMMON
 
 
-def moe_int(config: ArchitectureConfig, key: str, default: int | None = None, *,
-            alias: str | None = None) -> int:
+@dataclasses.dataclass(frozen=True)
+class MixtralOptions:
+    num_local_experts: int | None = None  # no default: moe_int rejects a missing count
+    num_experts_per_tok: int | None = None
+
+
+def moe_int(key: str, value: int | None, default: int | None = None, *,
+            alias: int | None = None) -> int:
     """A positive integer MoE field of config.json (ConfigError if missing or invalid).
 
-    ``alias``: another spelling of the same field (transformers 5 writes Qwen-MoE's
-    ``num_experts`` as ``num_local_experts``).
+    ``value``: the field as the family's options read it; ``alias``: another spelling
+    of the same field (transformers 5 writes Qwen-MoE's ``num_experts`` as
+    ``num_local_experts``).
     """
-    value = config.raw.get(key)
-    if value is None and alias is not None:
-        value = config.raw.get(alias)
+    if value is None:
+        value = alias
     if value is None:
         value = default
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if value is None or value <= 0:
         raise ConfigError(f"config.json: {key!r} must be a positive integer, got {value!r}")
     return value
 
@@ -42,8 +50,9 @@ class MixtralDecoderLayer(nn.Module):
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        experts = moe_int(config, "num_local_experts")
-        top_k = moe_int(config, "num_experts_per_tok")
+        o = config.options
+        experts = moe_int("num_local_experts", o.num_local_experts)
+        top_k = moe_int("num_experts_per_tok", o.num_experts_per_tok)
         if top_k > experts:
             raise ConfigError(f"config.json: num_experts_per_tok ({top_k}) exceeds "
                               f"num_local_experts ({experts})")
@@ -79,6 +88,7 @@ FAMILY = ModelFamily(
     architectures=("MixtralForCausalLM",),
     module=MixtralForCausalLM,
     tiny_preset="tiny-mixtral",
+    options=MixtralOptions,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

@@ -32,7 +32,7 @@ def _norm(config: ArchitectureConfig, options: NemotronOptions) -> LayerNorm:
 
 class NemotronForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        options = read_options(NemotronOptions, config.raw)
+        options = config.options
         layers = [
             PreNormDecoderLayer(
                 llama_attention(config),
@@ -53,7 +53,7 @@ def normalize_nemotron(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="nemotron", model_types=("nemotron",), architectures=("NemotronForCausalLM",),
     module=NemotronForCausalLM, tiny_preset="tiny-nemotron", normalize_raw=normalize_nemotron,
-    cohorts=("dense", "genai"),
+    cohorts=("dense", "genai"), options=NemotronOptions,
     config_overrides=lambda raw: {"hidden_act": read_options(NemotronOptions, raw).hidden_act},
 )
 

@@ -10,6 +10,8 @@ renormalized only when ``norm_topk_prob``. Each expert has
 
 from __future__ import annotations
 
+import dataclasses
+
 from mobius.components.causal_transformer import CausalLM, CausalTransformer
 from mobius.components.decoder_layer import PreNormDecoderLayer
 from mobius.components.moe import SparseMoE
@@ -22,21 +24,31 @@ from mobius.models.mixtral import moe_int
 from mobius.tiny.bases import COMMON
 
 
+@dataclasses.dataclass(frozen=True)
+class OlmoeOptions:
+    num_experts: int | None = None  # 64 when neither spelling is set
+    num_local_experts: int | None = None  # transformers 5's spelling of num_experts
+    num_experts_per_tok: int = 8
+    norm_topk_prob: bool = False
+    clip_qkv: float | None = None
+
+
 def _moe(config: ArchitectureConfig) -> SparseMoE:
-    experts = moe_int(config, "num_experts", 64, alias="num_local_experts")
-    top_k = moe_int(config, "num_experts_per_tok", 8)
+    o = config.options
+    experts = moe_int("num_experts", o.num_experts, 64, alias=o.num_local_experts)
+    top_k = moe_int("num_experts_per_tok", o.num_experts_per_tok)
     if top_k > experts:
         raise ConfigError(f"config.json: num_experts_per_tok ({top_k}) exceeds "
                           f"num_experts ({experts})")
     return SparseMoE(config.hidden_size, config.intermediate_size, experts, top_k,
-                     normalize_top_k=bool(config.raw.get("norm_topk_prob", False)),
+                     normalize_top_k=o.norm_topk_prob,
                      activation=config.hidden_act)
 
 
 class OlmoeForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        if config.raw.get("clip_qkv") is not None:
-            raise ConfigError(f"config.json: clip_qkv={config.raw['clip_qkv']!r} is not "
+        if config.options.clip_qkv is not None:
+            raise ConfigError(f"config.json: clip_qkv={config.options.clip_qkv!r} is not "
                               "supported for olmoe (only null)")
         eps = config.rms_norm_eps
         q_size = config.num_attention_heads * config.head_dim
@@ -53,7 +65,7 @@ class OlmoeForCausalLM(CausalLM):
 
 FAMILY = ModelFamily(
     name="olmoe", model_types=("olmoe",), architectures=("OlmoeForCausalLM",),
-    module=OlmoeForCausalLM, tiny_preset="tiny-olmoe",
+    module=OlmoeForCausalLM, tiny_preset="tiny-olmoe", options=OlmoeOptions,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

@@ -24,6 +24,7 @@ cuda/dml/webgpu f16 vs the default f16 graph, 0.03 logits apart).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
@@ -42,6 +43,14 @@ from mobius.models.mixtral import moe_int
 from mobius.tiny.bases import COMMON
 
 F32 = ir.DataType.FLOAT
+
+
+@dataclasses.dataclass(frozen=True)
+class PhimoeOptions:
+    num_local_experts: int = 16
+    num_experts_per_tok: int = 2
+    router_jitter_noise: float = 0.01
+    lm_head_bias: bool = False
 
 
 def _f32(op, value: float):
@@ -80,18 +89,19 @@ class PhimoeSparseMoE(SparseMoE):
     """Mixtral-named router + experts with SparseMixer top-2 routing."""
 
     def __init__(self, config: ArchitectureConfig):
-        experts = moe_int(config, "num_local_experts", 16)
-        top_k = moe_int(config, "num_experts_per_tok", 2)
+        o = config.options
+        experts = moe_int("num_local_experts", o.num_local_experts)
+        top_k = moe_int("num_experts_per_tok", o.num_experts_per_tok)
         if top_k != 2:
             raise ConfigError(f"config.json: phimoe's SparseMixer routes to exactly 2 experts; "
                               f"num_experts_per_tok={top_k} is not supported")
-        jitter = config.raw.get("router_jitter_noise", 0.01)
-        if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or jitter < 0:
+        jitter = o.router_jitter_noise
+        if jitter < 0:
             raise ConfigError(f"config.json: router_jitter_noise must be a number >= 0, "
                               f"got {jitter!r}")
         super().__init__(config.hidden_size, config.intermediate_size, experts, top_k,
                          activation=config.hidden_act, expert_names=MIXTRAL_EXPERT_NAMES)
-        self.jitter_eps = float(jitter)
+        self.jitter_eps = jitter
 
     def forward(self, op, x):
         """The SparseMixer weights w (>= 1/E at the two picks, 0 elsewhere) as the
@@ -147,13 +157,13 @@ class PhimoeForCausalLM(CausalLM):
         eps, hidden = config.rms_norm_eps, config.hidden_size
         layers = [PhimoeDecoderLayer(config) for _ in range(config.num_hidden_layers)]
         super().__init__(config, CausalTransformer(config, layers, LayerNorm(hidden, eps)),
-                         lm_head_bias=bool(config.raw.get("lm_head_bias", False)))
+                         lm_head_bias=config.options.lm_head_bias)
 
 
 FAMILY = ModelFamily(
     name="phimoe", model_types=("phimoe",), architectures=("PhimoeForCausalLM",),
     module=PhimoeForCausalLM, normalize_raw=_rope_mscale, tiny_preset="tiny-phimoe",
-    cohorts=("genai",),
+    cohorts=("genai",), options=PhimoeOptions,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

@@ -12,6 +12,8 @@ by sigmoid(shared_expert_gate(x)). Checkpoint names:
 
 from __future__ import annotations
 
+import dataclasses
+
 from mobius.components.causal_transformer import CausalLM, CausalTransformer
 from mobius.components.decoder_layer import PreNormDecoderLayer
 from mobius.components.mlp import GatedMLP
@@ -25,24 +27,39 @@ from mobius.models.mixtral import moe_int
 from mobius.tiny.bases import COMMON
 
 
+@dataclasses.dataclass(frozen=True)
+class QwenMoeOptions:
+    # no default for the sizes and counts: moe_int rejects a missing one
+    num_experts: int | None = None
+    num_local_experts: int | None = None  # transformers 5's spelling of num_experts
+    num_experts_per_tok: int | None = None
+    moe_intermediate_size: int | None = None
+    shared_expert_intermediate_size: int | None = None  # Qwen2-MoE only
+    decoder_sparse_step: int = 1
+    mlp_only_layers: tuple[int, ...] = ()
+    norm_topk_prob: bool = False
+
+
 def is_sparse_layer(config: ArchitectureConfig, layer: int) -> bool:
     """transformers' rule: not in mlp_only_layers, and (layer + 1) % decoder_sparse_step == 0."""
-    mlp_only = config.raw.get("mlp_only_layers") or ()
-    step = moe_int(config, "decoder_sparse_step", 1)
-    return layer not in mlp_only and (layer + 1) % step == 0
+    o = config.options
+    step = moe_int("decoder_sparse_step", o.decoder_sparse_step)
+    return layer not in o.mlp_only_layers and (layer + 1) % step == 0
 
 
 def _mlp(config: ArchitectureConfig, layer: int, shared_expert: bool):
     if not is_sparse_layer(config, layer):
         return GatedMLP(config.hidden_size, config.intermediate_size, config.hidden_act)
-    experts = moe_int(config, "num_experts", alias="num_local_experts")
-    top_k = moe_int(config, "num_experts_per_tok")
+    o = config.options
+    experts = moe_int("num_experts", o.num_experts, alias=o.num_local_experts)
+    top_k = moe_int("num_experts_per_tok", o.num_experts_per_tok)
     if top_k > experts:
         raise ConfigError(f"config.json: num_experts_per_tok ({top_k}) exceeds "
                           f"num_experts ({experts})")
-    shared = moe_int(config, "shared_expert_intermediate_size") if shared_expert else None
-    return SparseMoE(config.hidden_size, moe_int(config, "moe_intermediate_size"), experts, top_k,
-                     normalize_top_k=bool(config.raw.get("norm_topk_prob", False)),
+    shared = (moe_int("shared_expert_intermediate_size", o.shared_expert_intermediate_size)
+              if shared_expert else None)
+    inter = moe_int("moe_intermediate_size", o.moe_intermediate_size)
+    return SparseMoE(config.hidden_size, inter, experts, top_k, normalize_top_k=o.norm_topk_prob,
                      activation=config.hidden_act, shared_expert_size=shared)
 
 
@@ -69,6 +86,7 @@ QWEN3_MOE = ModelFamily(
     module=QwenMoeForCausalLM,
     config_overrides=lambda raw: {"qk_norm": True},
     tiny_preset="tiny-qwen3-moe",
+    options=QwenMoeOptions,
 )
 
 QWEN2_MOE = ModelFamily(
@@ -78,6 +96,7 @@ QWEN2_MOE = ModelFamily(
     module=Qwen2MoeForCausalLM,
     config_overrides=lambda raw: {"qkv_bias": bool(raw.get("qkv_bias", True)), "o_bias": False},
     tiny_preset="tiny-qwen2-moe",
+    options=QwenMoeOptions,
 )
 
 #: what the registry reads from this module, in lookup order

@@ -29,7 +29,7 @@ import pytest
 from mobius.builder import build
 from mobius.ep.registry import ep_registry
 from mobius.errors import ConfigError, WeightsError
-from mobius.models import ernie4_5_moe, glm4_moe
+from mobius.models import ernie4_5_moe
 from mobius.optimize.histogram import op_histogram
 from mobius.tiny.presets import TINY_PRESETS
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
@@ -116,10 +116,9 @@ REJECTED: dict[str, tuple[str, dict, str]] = {
 #: preset -> (correction-bias tensor suffix, sparse-layer predicate on the package config)
 PRESETS = {
     ERNIE: ("moe_statics.e_score_correction_bias",
-            lambda c, i: ernie4_5_moe.is_sparse_layer(
-                ernie4_5_moe._options(c.raw), c.num_hidden_layers, i)),
+            lambda c, i: ernie4_5_moe.is_sparse_layer(c.options, c.num_hidden_layers, i)),
     GLM: ("gate.e_score_correction_bias",
-          lambda c, i: i >= glm4_moe._options(c.raw).first_k_dense_replace),
+          lambda c, i: i >= c.options.first_k_dense_replace),
 }
 
 

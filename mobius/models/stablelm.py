@@ -14,7 +14,6 @@ from mobius.components.decoder_layer import ParallelDecoderLayer, PreNormDecoder
 from mobius.components.layer_norm import LayerNorm, PerHeadLayerNorm
 from mobius.components.mlp import GatedMLP
 from mobius.config.architecture import ArchitectureConfig
-from mobius.config.options import read_options, validated
 from mobius.config.rope import with_partial_rotary_default
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
@@ -45,7 +44,7 @@ def _layer(config: ArchitectureConfig, options: StableLmOptions):
 
 class StableLmForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        options = read_options(StableLmOptions, config.raw)
+        options = config.options
         layers = [_layer(config, options) for _ in range(config.num_hidden_layers)]
         norm = LayerNorm(config.hidden_size, options.layer_norm_eps)
         super().__init__(config, CausalTransformer(config, layers, norm))
@@ -63,7 +62,7 @@ FAMILY = ModelFamily(
     name="stablelm", model_types=("stablelm",), architectures=("StableLmForCausalLM",),
     module=StableLmForCausalLM, tiny_preset="tiny-stablelm", normalize_raw=normalize_stablelm,
     cohorts=("dense", "genai"),
-    config_overrides=validated(StableLmOptions),
+    options=StableLmOptions,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

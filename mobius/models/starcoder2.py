@@ -37,7 +37,7 @@ def _layer(config: ArchitectureConfig, options: Starcoder2Options) -> PreNormDec
 
 class Starcoder2ForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        options = read_options(Starcoder2Options, config.raw)
+        options = config.options
         layers = [_layer(config, options) for _ in range(config.num_hidden_layers)]
         norm = LayerNorm(config.hidden_size, options.norm_epsilon)
         super().__init__(config, CausalTransformer(config, layers, norm))
@@ -51,7 +51,7 @@ def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="starcoder2", model_types=("starcoder2",), architectures=("Starcoder2ForCausalLM",),
     module=Starcoder2ForCausalLM, tiny_preset="tiny-starcoder2", config_overrides=_overrides,
-    cohorts=("dense", "genai"),
+    cohorts=("dense", "genai"), options=Starcoder2Options,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

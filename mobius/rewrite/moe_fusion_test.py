@@ -296,7 +296,7 @@ def _gpt_oss_model(tmp_path, limit: float, alpha: float = 1.702, experts: int = 
               "experts.down_proj": 0.3 * rng.standard_normal((experts, INTER, HIDDEN)),
               "experts.down_proj_bias": rng.standard_normal((experts, HIDDEN))}
     with build_context(None, ir.DataType.FLOAT):
-        moe = gpt_oss.GptOssMoE(config, gpt_oss.GptOssOptions(alpha, limit))
+        moe = gpt_oss.GptOssMoE(config, config.options)
         attach_arrays(moe, {k: np.asarray(v, np.float32) for k, v in arrays.items()}, tmp_path)
         shape = ["batch", "seq", HIDDEN]
         return component_model([("x", ir.DataType.FLOAT, shape)], lambda op, x: moe(op, x),
