@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Mapping, TypeVar
 
 from mobius.errors import ConfigError
 
@@ -57,16 +57,6 @@ def _checked(key: str, value: Any, hint: Any) -> Any:
             return tuple(_checked(key, v, item) for v in value)
     names = " or ".join(getattr(k, "__name__", str(k)) for k in allowed)
     raise ConfigError(f"config.json: {key!r} must be {names}, got {value!r}")
-
-
-def validated(cls: type) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    """A ModelFamily.config_overrides that only reads ``cls`` from config.json, so a
-    switch of the wrong type fails with the config, before any weight is read."""
-    def overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
-        read_options(cls, raw)
-        return {}
-
-    return overrides
 
 
 def reject(condition: bool, family: str, what: str) -> None:

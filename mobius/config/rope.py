@@ -225,6 +225,31 @@ class RopeConfig:
         return interpolated * (1 - extrapolation_weight) + extrapolated * extrapolation_weight
 
 
+@dataclasses.dataclass(frozen=True)
+class RopeKeys:
+    """The top-level config.json RoPE keys RopeConfig.from_hf falls back to: an options
+    base for families that build several RoPEs (one per layer type) beside ``rope``."""
+
+    rope_parameters: dict | None = None  # transformers 5: may be nested by layer type
+    rope_theta: float | None = None
+    partial_rotary_factor: float | None = None
+    original_max_position_embeddings: int | None = None
+    low_freq_factor: float | None = None
+    high_freq_factor: float | None = None
+    beta_fast: float | None = None
+    beta_slow: float | None = None
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    attention_factor: float | None = None
+
+    def rope_raw(self, max_position_embeddings: int, **params: Any) -> dict[str, Any]:
+        """A config.json-shaped dict of the keys that are set, for RopeConfig.from_hf,
+        with ``params`` on top (the layer type's own rope_parameters / rope_theta)."""
+        raw = {f.name: getattr(self, f.name) for f in dataclasses.fields(RopeKeys)
+               if f.name != "rope_parameters" and getattr(self, f.name) is not None}
+        return {**raw, "max_position_embeddings": max_position_embeddings, **params}
+
+
 def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
     return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 

@@ -102,12 +102,12 @@ def normalize_cohere2(raw: Mapping[str, Any]) -> dict[str, Any]:
 COHERE = ModelFamily(
     name="cohere", model_types=("cohere",), architectures=("CohereForCausalLM",),
     module=CohereForCausalLM, tiny_preset="tiny-cohere", config_overrides=_overrides,
-    options=CohereOptions, cohorts=("dense", "genai"),
+    options=CohereOptions, cohorts=("genai",),
 )
 COHERE2 = ModelFamily(
     name="cohere2", model_types=("cohere2",), architectures=("Cohere2ForCausalLM",),
     module=Cohere2ForCausalLM, tiny_preset="tiny-cohere2", config_overrides=_cohere2_overrides,
-    options=Cohere2Options, cohorts=("dense", "genai"),
+    options=Cohere2Options, cohorts=("genai",),
     normalize_raw=normalize_cohere2,
 )
 

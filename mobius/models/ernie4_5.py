@@ -48,7 +48,7 @@ def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="ernie4_5", model_types=("ernie4_5",), architectures=("Ernie4_5ForCausalLM",),
     module=Ernie4_5ForCausalLM, tiny_preset="tiny-ernie4_5", normalize_raw=normalize_ernie4_5,
-    cohorts=("dense", "genai"),
+    cohorts=("genai",),
     config_overrides=_overrides,
 )
 

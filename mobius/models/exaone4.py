@@ -72,7 +72,7 @@ def normalize_exaone4(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="exaone4", model_types=("exaone4",), architectures=("Exaone4ForCausalLM",),
     module=Exaone4ForCausalLM, tiny_preset="tiny-exaone4", normalize_raw=normalize_exaone4,
-    cohorts=("dense", "genai"),
+    cohorts=("genai",),
     options=Exaone4Options, config_overrides=lambda raw: {"qk_norm": True},
 )
 

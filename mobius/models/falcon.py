@@ -153,7 +153,7 @@ def normalize_falcon(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="falcon", model_types=("falcon",), architectures=("FalconForCausalLM",),
     module=FalconForCausalLM, tiny_preset="tiny-falcon", normalize_raw=normalize_falcon,
-    cohorts=("dense", "genai"), options=FalconOptions,
+    cohorts=("genai",), options=FalconOptions,
     config_overrides=lambda raw: {"rms_norm_eps": options_of(raw).layer_norm_epsilon},
 )
 

@@ -16,8 +16,6 @@ from mobius.weights.attach import IgnoredTensors
 #: the shared test suites a family joins by naming them in ``cohorts`` (their
 #: parametrization reads the registry, so joining is one word in the family file)
 COHORTS = {
-    "dense": "a dense decoder: mobius/models/dense_families_build_test.py builds it for every "
-             "EP x dtype and runs the full ONNX checker",
     "genai": "a decoder that onnxruntime-genai greedy-decodes on a checkpoint with every "
              "parameter random, token for token with transformers "
              "(mobius/models/dense_families_genai_test.py)",

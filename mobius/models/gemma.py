@@ -18,7 +18,7 @@ from mobius.components.decoder_layer import PreNormDecoderLayer, SandwichNormDec
 from mobius.components.mlp import GatedMLP
 from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
-from mobius.config.rope import RopeConfig
+from mobius.config.rope import RopeConfig, RopeKeys
 from mobius.models.family import ModelFamily
 from mobius.tiny.bases import COMMON
 
@@ -32,27 +32,9 @@ class GemmaOptions:
     final_logit_softcapping: float | None = None
 
 
-#: the top-level RoPE keys RopeConfig.from_hf falls back to (Gemma 3's per-layer RoPEs)
-_ROPE_KEYS = ("rope_theta", "partial_rotary_factor", "original_max_position_embeddings",
-              "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "mscale",
-              "mscale_all_dim", "attention_factor")
-
-
 @dataclasses.dataclass(frozen=True)
-class Gemma3Options(GemmaOptions):
-    rope_parameters: dict | None = None  # transformers 5: nested by layer type
+class Gemma3Options(GemmaOptions, RopeKeys):
     rope_local_base_freq: float = 10000.0  # transformers 4.x: the sliding layers' base
-    # _ROPE_KEYS: what the per-layer RoPEs read beside their own rope_parameters
-    rope_theta: float | None = None
-    partial_rotary_factor: float | None = None
-    original_max_position_embeddings: int | None = None
-    low_freq_factor: float | None = None
-    high_freq_factor: float | None = None
-    beta_fast: float | None = None
-    beta_slow: float | None = None
-    mscale: float | None = None
-    mscale_all_dim: float | None = None
-    attention_factor: float | None = None
 
 
 def _norm(config: ArchitectureConfig, size: int | None = None) -> RMSNorm:
@@ -113,13 +95,14 @@ def _gemma3_ropes(config: ArchitectureConfig) -> dict[str, RopeConfig]:
     """Per-layer-type RoPE (transformers 5 nests rope_parameters by layer type;
     4.x spells the local base as rope_local_base_freq)."""
     options = config.options
-    raw = {key: getattr(options, key) for key in _ROPE_KEYS if getattr(options, key) is not None}
-    raw["max_position_embeddings"] = config.max_position_embeddings
     params = options.rope_parameters or {}
     if SLIDING in params or FULL in params:
-        return {kind: RopeConfig.from_hf({**raw, "rope_parameters": params[kind]}, config.head_dim)
+        return {kind: RopeConfig.from_hf(options.rope_raw(config.max_position_embeddings,
+                                                          rope_parameters=params[kind]),
+                                         config.head_dim)
                 for kind in (SLIDING, FULL) if params.get(kind)}
-    local = RopeConfig.from_hf({**raw, "rope_theta": options.rope_local_base_freq},
+    local = RopeConfig.from_hf(options.rope_raw(config.max_position_embeddings,
+                                                rope_theta=options.rope_local_base_freq),
                                config.head_dim)
     return {SLIDING: local, FULL: config.rope}
 

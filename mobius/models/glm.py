@@ -74,13 +74,13 @@ def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
 GLM = ModelFamily(
     name="glm", model_types=("glm",), architectures=("GlmForCausalLM",),
     module=GlmForCausalLM, tiny_preset="tiny-glm", normalize_raw=normalize_glm,
-    cohorts=("dense", "genai"),
+    cohorts=("genai",),
     config_overrides=_overrides,
 )
 GLM4 = ModelFamily(
     name="glm4", model_types=("glm4",), architectures=("Glm4ForCausalLM",),
     module=Glm4ForCausalLM, tiny_preset="tiny-glm4", normalize_raw=normalize_glm,
-    cohorts=("dense", "genai"),
+    cohorts=("genai",),
     config_overrides=_overrides,
 )
 

@@ -24,7 +24,7 @@ from mobius.components.linear import Linear
 from mobius.components.rotary import RotaryEmbedding, apply_rotary
 from mobius.config.architecture import ArchitectureConfig
 from mobius.config.fields import boolean, finite_float, positive_int
-from mobius.config.rope import RopeConfig
+from mobius.config.rope import RopeConfig, RopeKeys
 from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
@@ -38,33 +38,34 @@ THETAS = {FULL: 160_000.0, SLIDING: 10_000.0}
 
 
 @dataclasses.dataclass(frozen=True)
-class ModernBertSettings:
+class ModernBertOptions(RopeKeys):
     """The config.json switches ModernBERT reads beyond ArchitectureConfig's."""
 
     norm_bias: bool = False
-    local_window: int = 64  #: local_attention // 2: keys at most this far, either side
+    local_attention: int = 128
     classifier_pooling: str = "cls"
     classifier_bias: bool = False
     classifier_activation: str = "gelu"
     decoder_bias: bool = True
+    global_rope_theta: float = THETAS[FULL]  # hub configs' bases; transformers 5 nests
+    local_rope_theta: float = THETAS[SLIDING]  # them in rope_parameters by layer type
 
-    @classmethod
-    def from_raw(cls, raw: Mapping[str, Any]) -> "ModernBertSettings":
-        pooling = raw.get("classifier_pooling", "cls")
-        if pooling not in ("cls", "mean"):
+    def __post_init__(self):
+        if self.classifier_pooling not in ("cls", "mean"):
             raise ConfigError(f"config.json: 'classifier_pooling' must be 'cls' or 'mean', "
-                              f"got {pooling!r}")
-        return cls(norm_bias=boolean(raw, "norm_bias", False),
-                   local_window=positive_int("local_attention",
-                                             raw.get("local_attention", 128)) // 2,
-                   classifier_pooling=pooling,
-                   classifier_bias=boolean(raw, "classifier_bias", False),
-                   classifier_activation=str(raw.get("classifier_activation", "gelu")),
-                   decoder_bias=boolean(raw, "decoder_bias", True))
+                              f"got {self.classifier_pooling!r}")
+        positive_int("local_attention", self.local_attention)
+        for key in ("global_rope_theta", "local_rope_theta"):
+            finite_float(key, getattr(self, key), positive=True)
+
+    @property
+    def local_window(self) -> int:
+        """local_attention // 2: keys at most this far, either side."""
+        return self.local_attention // 2
 
 
-def settings(config: ArchitectureConfig) -> ModernBertSettings:
-    return ModernBertSettings.from_raw(config.raw)
+def settings(config: ArchitectureConfig) -> ModernBertOptions:
+    return config.options
 
 
 def layer_types(raw: Mapping[str, Any]) -> tuple[str, ...]:
@@ -84,18 +85,18 @@ def layer_types(raw: Mapping[str, Any]) -> tuple[str, ...]:
 def ropes(config: ArchitectureConfig) -> dict[str, RopeConfig]:
     """RoPE per layer type: transformers 5 nests rope_parameters by layer type; hub
     configs spell the bases global_rope_theta / local_rope_theta."""
-    raw = config.raw
-    params = raw.get("rope_parameters") or {}
+    options = config.options
+    params = options.rope_parameters or {}
     out = {}
     for kind in sorted(set(config.layer_types)):
         if kind in params:
             kind_params = params[kind]
         else:
-            key = "global_rope_theta" if kind == FULL else "local_rope_theta"
-            theta = finite_float(key, raw.get(key, THETAS[kind]), positive=True)
+            theta = options.global_rope_theta if kind == FULL else options.local_rope_theta
             kind_params = {"rope_type": "default", "rope_theta": theta}
         out[kind] = RopeConfig.from_hf(
-            {**raw, "rope_parameters": kind_params, "rope_scaling": None}, config.head_dim)
+            options.rope_raw(config.max_position_embeddings, rope_parameters=kind_params),
+            config.head_dim)
     return out
 
 
@@ -211,7 +212,6 @@ class ModernBertPredictionHead(nn.Module):
 
 
 def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
-    ModernBertSettings.from_raw(raw)  # checked before any graph is built
     window = positive_int("local_attention", raw.get("local_attention", 128)) // 2
     return {"rms_norm_eps": finite_float("norm_eps", raw.get("norm_eps", 1e-5), positive=True),
             "hidden_act": raw.get("hidden_activation") or "gelu",
@@ -227,7 +227,7 @@ FAMILY = ModelFamily(
     ignored_tensors=lambda config: (
         IgnoredTensors(r"(head|decoder|classifier)\..*",
                        "fill-mask / classifier heads: not part of feature extraction"),),
-    config_overrides=_overrides,
+    config_overrides=_overrides, options=ModernBertOptions,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

@@ -78,6 +78,11 @@ class ModernBertForTokenClassification(nn.Module):
         return self.classifier(op, self.head(op, self.model(op, *inputs)))
 
 
+@dataclasses.dataclass(frozen=True)
+class ModernBertClassifierOptions(modernbert.ModernBertOptions, LabelOptions):
+    """The body's switches and a classifier's labels."""
+
+
 def _head(kind: str, module, task, architecture: str, ignored=lambda config: (),
           options: type | None = FAMILY.options) -> ModelFamily:
     """``options``: the body's (FAMILY.options), with a classifier's labels."""
@@ -89,9 +94,9 @@ def _head(kind: str, module, task, architecture: str, ignored=lambda config: (),
 
 FAMILIES = (
     _head("seq-cls", ModernBertForSequenceClassification, text_classification.TASK,
-          "ModernBertForSequenceClassification", options=LabelOptions),
+          "ModernBertForSequenceClassification", options=ModernBertClassifierOptions),
     _head("tok-cls", ModernBertForTokenClassification, token_classification.TASK,
-          "ModernBertForTokenClassification", options=LabelOptions),
+          "ModernBertForTokenClassification", options=ModernBertClassifierOptions),
     _head("mlm", ModernBertForMaskedLM, fill_mask.TASK, "ModernBertForMaskedLM",
           lambda config: (IgnoredTensors(r"decoder\.weight", "tied: the token embeddings"),)
           if config.tie_word_embeddings else ()),

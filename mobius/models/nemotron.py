@@ -53,7 +53,7 @@ def normalize_nemotron(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="nemotron", model_types=("nemotron",), architectures=("NemotronForCausalLM",),
     module=NemotronForCausalLM, tiny_preset="tiny-nemotron", normalize_raw=normalize_nemotron,
-    cohorts=("dense", "genai"), options=NemotronOptions,
+    cohorts=("genai",), options=NemotronOptions,
     config_overrides=lambda raw: {"hidden_act": read_options(NemotronOptions, raw).hidden_act},
 )
 

@@ -43,7 +43,7 @@ class OlmoForCausalLM(CausalLM):
 FAMILY = ModelFamily(
     name="olmo", model_types=("olmo",), architectures=("OlmoForCausalLM",),
     module=OlmoForCausalLM, tiny_preset="tiny-olmo", options=OlmoOptions,
-    cohorts=("dense", "genai"),
+    cohorts=("genai",),
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

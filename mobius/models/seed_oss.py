@@ -33,7 +33,7 @@ def normalize_seed_oss(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="seed_oss", model_types=("seed_oss",), architectures=("SeedOssForCausalLM",),
     module=LlamaForCausalLM, tiny_preset="tiny-seed_oss", config_overrides=_overrides,
-    normalize_raw=normalize_seed_oss, cohorts=("dense", "genai"),
+    normalize_raw=normalize_seed_oss, cohorts=("genai",),
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

@@ -61,7 +61,7 @@ def normalize_stablelm(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="stablelm", model_types=("stablelm",), architectures=("StableLmForCausalLM",),
     module=StableLmForCausalLM, tiny_preset="tiny-stablelm", normalize_raw=normalize_stablelm,
-    cohorts=("dense", "genai"),
+    cohorts=("genai",),
     options=StableLmOptions,
 )
 

@@ -51,7 +51,7 @@ def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="starcoder2", model_types=("starcoder2",), architectures=("Starcoder2ForCausalLM",),
     module=Starcoder2ForCausalLM, tiny_preset="tiny-starcoder2", config_overrides=_overrides,
-    cohorts=("dense", "genai"), options=Starcoder2Options,
+    cohorts=("genai",), options=Starcoder2Options,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
