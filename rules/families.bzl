@@ -301,6 +301,7 @@ FAMILY_DEPS = {
         "//mobius/tiny:bases",
     ],
     "granitemoe": [
+        ":granite",
         ":llama",
         ":mixtral",
         "//mobius/components:causal_transformer",

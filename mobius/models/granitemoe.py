@@ -22,19 +22,18 @@ from mobius.components.weight import Weight, transpose
 from mobius.config.architecture import ArchitectureConfig
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
+from mobius.models.granite import GraniteOptions
 from mobius.models.llama import llama_attention
 from mobius.models.mixtral import moe_int
 from mobius.tiny.bases import COMMON
 
 
 @dataclasses.dataclass(frozen=True)
-class GraniteMoeOptions:
+class GraniteMoeOptions(GraniteOptions):
+    """Granite's multipliers and the experts."""
+
     num_local_experts: int = 8
     num_experts_per_tok: int = 2
-    embedding_multiplier: float = 1.0
-    residual_multiplier: float = 1.0
-    attention_multiplier: float = 1.0
-    logits_scaling: float = 1.0
 
 
 def _stacked(shape: list[int], stacked_shape: list[int], name: str, expert: int,
