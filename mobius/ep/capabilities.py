@@ -79,6 +79,10 @@ class EpCapabilities:
             provider); None where no onnxruntime provider runs them (MLX).
         provider_options: onnxruntime-genai provider name -> option dict.
         enable_graph_capture: genai/ORT graph capture (CUDA graphs etc.).
+        graph_capture_option: the provider option by which onnxruntime-genai turns
+            graph capture on for the EP's provider ("enable_cuda_graph", ...); None
+            where it has none (mobius/package/provider_options.py).
+        graph_capture_by_default: genai captures unless that option is "0" (DML).
         contrib_ops: com.microsoft ops the EP has kernels for; a mobius-emitted
             custom op outside this set is inlined to its standard-op body.
         keep_function_bodies: leave custom ops the EP lacks as local functions
@@ -118,6 +122,8 @@ class EpCapabilities:
         default_factory=lambda: types.MappingProxyType({})
     )
     enable_graph_capture: bool = False
+    graph_capture_option: str | None = None
+    graph_capture_by_default: bool = False
     contrib_ops: frozenset = frozenset()
     keep_function_bodies: bool = False
     use_concrete_dims: bool = False
@@ -171,8 +177,13 @@ class EpCapabilities:
         if not 0 <= self.default_int4_accuracy_level <= 4:
             raise ValueError(f"EP {self.name!r}: default_int4_accuracy_level must be in 0..4")
         self._check_quantization()
-        if self.enable_graph_capture and not self.provider_options:
-            raise ValueError(f"EP {self.name!r}: graph capture needs a named ORT provider")
+        if self.enable_graph_capture and not self.graph_capture_option:
+            raise ValueError(f"EP {self.name!r}: graph capture needs the provider option that "
+                             f"turns it on (graph_capture_option)")
+        if (self.graph_capture_option or self.graph_capture_by_default) and len(
+                self.provider_options) != 1:
+            raise ValueError(f"EP {self.name!r}: a graph capture option belongs to one "
+                             f"onnxruntime-genai provider (provider_options)")
         if self.ort_provider is not None and not str(self.ort_provider).endswith(
                 "ExecutionProvider"):
             raise ValueError(f"EP {self.name!r}: ort_provider {self.ort_provider!r} is not an "

@@ -91,7 +91,9 @@ def test_summary_is_plain_data():
      "QKV packing is only defined for dtypes where GQA is fused"),
     (dict(name="x", default_int4_accuracy_level=5), "accuracy_level must be in 0..4"),
     (dict(name="x", default_int4_accuracy_level=-1), "accuracy_level must be in 0..4"),
-    (dict(name="x", enable_graph_capture=True), "graph capture needs a named ORT provider"),
+    (dict(name="x", enable_graph_capture=True), "graph capture needs the provider option"),
+    (dict(name="x", graph_capture_option="enable_cuda_graph"),
+     "a graph capture option belongs to one onnxruntime-genai provider"),
     (dict(name="x", ort_provider="cuda"), "not an onnxruntime provider name"),
     (dict(name="x", quant_form="qdq"), "quant_form must be one of"),
     (dict(name="x", quant_embedding=True), "quant_embedding needs the GatherBlockQuantized"),
@@ -114,7 +116,7 @@ def test_consistent_capabilities_are_accepted():
     caps = EpCapabilities(
         name="full",
         gqa_dtypes={F16}, qkv_pack_dtypes={F16}, supports_skip_layer_norm=True,
-        contrib_ops=GQA | SKIP, enable_graph_capture=True,
+        contrib_ops=GQA | SKIP, enable_graph_capture=True, graph_capture_option="enable_cuda_graph",
         provider_options={"cuda": {"enable_cuda_graph": "1"}}, default_int4_accuracy_level=4,
     )
     assert caps.packs_qkv(F16)

@@ -22,6 +22,7 @@ CAPABILITIES = EpCapabilities(
     contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.MOE, contrib_ops.QMOE, contrib_ops.PACKED_MHA,
                                               contrib_ops.GATHER_BLOCK_QUANTIZED},
     provider_options={"cuda": {}},
+    graph_capture_option="enable_cuda_graph",
     ort_provider="CUDAExecutionProvider",
     description="onnxruntime CUDA EP",
 )

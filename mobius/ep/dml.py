@@ -16,6 +16,8 @@ CAPABILITIES = EpCapabilities(
     supports_if=False,
     contrib_ops=contrib_ops.ORT_COMMON,
     provider_options={"dml": {}},
+    graph_capture_option="enable_graph_capture",
+    graph_capture_by_default=True,  # genai captures unless told "0"
     ort_provider="DmlExecutionProvider",
     description="DirectML EP (Windows)",
 )

@@ -13,6 +13,7 @@ CAPABILITIES = EpCapabilities(
     supports_skip_layer_norm=False,
     contrib_ops=frozenset({contrib_ops.GQA, contrib_ops.MATMUL_NBITS, contrib_ops.ROTARY}),
     provider_options={"NvTensorRtRtx": {"enable_cuda_graph": "1"}},
+    graph_capture_option="enable_cuda_graph",
     enable_graph_capture=True,
     quant_bits={4},
     quant_block_sizes={128},

@@ -25,6 +25,7 @@ CAPABILITIES = EpCapabilities(
     quant_embedding=True,  # GatherBlockQuantized at the build's bits (capabilities.py)
     contrib_ops=contrib_ops.ORT_COMMON | {contrib_ops.GATHER_BLOCK_QUANTIZED},
     provider_options={"webgpu": {}},
+    graph_capture_option="enableGraphCapture",
     ort_provider="WebGpuExecutionProvider",
     description="WebGPU EP (browsers via onnxruntime-web, native via Dawn)",
 )

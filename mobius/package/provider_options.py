@@ -1,9 +1,10 @@
 """genai_config.json ``provider_options`` for an EP, with graph capture made consistent.
 
 The registry declares each EP's onnxruntime-genai provider options
-(``EpCapabilities.provider_options``) and whether it wants graph capture
-(``enable_graph_capture``). onnxruntime-genai turns capture on per provider
-from one provider option (its ``IsGraphCaptureEnabled``): ``enable_cuda_graph``
+(``EpCapabilities.provider_options``), whether it wants graph capture
+(``enable_graph_capture``) and the option that turns it on
+(``graph_capture_option``, ``graph_capture_by_default``). onnxruntime-genai turns
+capture on per provider from one provider option (its ``IsGraphCaptureEnabled``): ``enable_cuda_graph``
 for cuda and NvTensorRtRtx (for TensorRT-RTX genai then sets the session
 config entry ``ep.nvtensorrtrtxexecutionprovider.nv_cuda_graph_enable``),
 ``enableGraphCapture`` for WebGPU, and for DML capture is on unless
@@ -23,31 +24,21 @@ from __future__ import annotations
 from typing import Any
 
 from mobius.ep.capabilities import EpCapabilities
-
-#: onnxruntime-genai provider name (as written in genai_config) -> its graph-capture option.
-GRAPH_CAPTURE_OPTION = {
-    "cuda": "enable_cuda_graph",
-    "NvTensorRtRtx": "enable_cuda_graph",
-    "webgpu": "enableGraphCapture",
-    "dml": "enable_graph_capture",
-}
-#: providers whose graph capture onnxruntime-genai enables unless told "0"
-CAPTURE_ON_BY_DEFAULT = frozenset({"dml"})
-
+from mobius.ep.registry import ep_registry
 
 def genai_provider_options(caps: EpCapabilities,
                            past_present_share_buffer: bool) -> list[dict[str, dict[str, Any]]]:
     """The ``session_options.provider_options`` list for ``caps`` (see module docstring)."""
     result = []
+    key = caps.graph_capture_option
     for name, declared in caps.provider_options.items():
         options = dict(declared)
-        key = GRAPH_CAPTURE_OPTION.get(name)
         if key is not None:
             if caps.enable_graph_capture and past_present_share_buffer:
                 options[key] = "1"
             elif not past_present_share_buffer and (
                     options.get(key) == "1" or caps.enable_graph_capture
-                    or (name in CAPTURE_ON_BY_DEFAULT and options.get(key) != "0")):
+                    or (caps.graph_capture_by_default and options.get(key) != "0")):
                 options[key] = "0"
         result.append({name: options})
     return result
@@ -55,12 +46,14 @@ def genai_provider_options(caps: EpCapabilities,
 
 def graph_capture_enabled(provider_options: list[dict[str, dict[str, Any]]]) -> bool:
     """Whether onnxruntime-genai would capture graphs with these provider options."""
+    capture = {name: caps for caps in ep_registry for name in caps.provider_options
+               if caps.graph_capture_option}
     for entry in provider_options:
         for name, options in entry.items():
-            key = GRAPH_CAPTURE_OPTION.get(name)
-            if key is None:
+            caps = capture.get(name)
+            if caps is None:
                 continue
-            value = options.get(key)
-            if value == "1" or (name in CAPTURE_ON_BY_DEFAULT and value != "0"):
+            value = options.get(caps.graph_capture_option)
+            if value == "1" or (caps.graph_capture_by_default and value != "0"):
                 return True
     return False

@@ -10,7 +10,7 @@ import pytest
 
 import mobius
 from mobius.ep.capabilities import EpCapabilities
-from mobius.ep.registry import ep_registry, get_ep
+from mobius.ep.registry import ep_registry, get_ep, register_ep
 from mobius.package.provider_options import genai_provider_options, graph_capture_enabled
 from mobius.weights.dtypes import SHORT_NAMES
 
@@ -60,9 +60,22 @@ def test_declared_options_are_kept_and_not_aliased():
 
 def test_capture_requested_on_cuda_and_webgpu():
     for name, key in (("cuda", "enable_cuda_graph"), ("webgpu", "enableGraphCapture")):
-        caps = EpCapabilities(name="x", provider_options={name: {}}, enable_graph_capture=True)
+        caps = EpCapabilities(name="x", provider_options={name: {}}, enable_graph_capture=True,
+                              graph_capture_option=key)
         assert genai_provider_options(caps, True) == [{name: {key: "1"}}]
         assert genai_provider_options(caps, False) == [{name: {key: "0"}}]
+
+
+def test_a_registered_ep_declares_its_own_capture_option(monkeypatch):
+    """An out-of-tree EP (register_ep) needs no table here: its capabilities name the option."""
+    caps = EpCapabilities(name="x-capture", provider_options={"XProvider": {}},
+                          enable_graph_capture=True, graph_capture_option="x_capture")
+    monkeypatch.setattr(ep_registry, "_eps", {**ep_registry._eps})
+    register_ep(caps)
+    shared = genai_provider_options(caps, True)
+    assert shared == [{"XProvider": {"x_capture": "1"}}]
+    assert graph_capture_enabled(shared)
+    assert not graph_capture_enabled(genai_provider_options(caps, False))
 
 
 def test_every_builtin_ep_is_in_the_table():
