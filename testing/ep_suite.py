@@ -51,9 +51,8 @@ def expected_dtypes(ep: str) -> set[str]:
 
 
 def _suite_dtypes(ep: str) -> tuple[str, ...]:
-    """expected_dtypes, primary (golden) dtype first: f16 where the EP runs GQA in f16
-    (the GPU runtimes' deployment dtype), else f32."""
-    primary = "f16" if ir.DataType.FLOAT16 in get_ep(ep).gqa_dtypes else "f32"
+    """expected_dtypes, the EP's primary (golden) dtype first (EpCapabilities.primary_dtype)."""
+    primary = SHORT_NAMES[get_ep(ep).primary_dtype]
     rest = [d for d in ("f32", "f16", "bf16") if d != primary and d in expected_dtypes(ep)]
     return (primary, *rest)
 

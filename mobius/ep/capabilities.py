@@ -204,6 +204,12 @@ class EpCapabilities:
             raise ValueError(f"EP {self.name!r}: quant_embedding needs the "
                              f"{GATHER_BLOCK_QUANTIZED} kernel in contrib_ops")
 
+    @property
+    def primary_dtype(self) -> ir.DataType:
+        """The dtype the EP's packages are deployed in: f16 where it runs GQA in f16 (the GPU
+        runtimes), else f32. The zoo builds it and the golden snapshots are taken in it."""
+        return ir.DataType.FLOAT16 if ir.DataType.FLOAT16 in self.gqa_dtypes else ir.DataType.FLOAT
+
     def computes(self, dtype: ir.DataType) -> bool:
         """Whether ``dtype`` is computed natively (else stored only, computed in f32)."""
         return dtype in self.compute_dtypes
