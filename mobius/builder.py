@@ -24,16 +24,16 @@ from mobius.package.model_package import ModelPackage
 from mobius.package.provider_options import genai_provider_options
 from mobius.package.sliding_window import apply_sliding_window_cache
 from mobius.package.tokenizer_files import find_tokenizer_files
-from mobius.package.transformers_js import (GENAI, TRANSFORMERS_JS, check_layout,
-                                            client_capabilities)
+from mobius.package.transformers_js import GENAI, TRANSFORMERS_JS, check_layout
 from mobius.quantize.calibration import load_calibration
 from mobius.quantize.prequantized import prequantized_spec
-from mobius.quantize.spec import QuantSpec, check_overrides_match, resolve_quant
+from mobius.quantize.spec import QuantSpec, check_overrides_match
+from mobius.request import (MERGED, AdapterOptions, BuildRequest, RuntimeOptions,
+                            check_supported)
 from mobius.roles import DECODER
 from mobius.source import resolve_checkpoint
 from mobius.tasks.concrete_dims import apply_concrete_dims
-from mobius.tasks.logits_to_keep import (ALL, LAST, PREFILL_LOGITS, add_logits_to_keep,
-                                          keep_last_logits)
+from mobius.tasks.logits_to_keep import ALL, LAST, add_logits_to_keep, keep_last_logits
 from mobius.tasks.lora_inputs import add_lora_defaults, add_lora_inputs
 from mobius.tasks.registry import get_task
 from mobius.tasks.task import GenaiContext, Task, TaskFlags, check_io
@@ -45,9 +45,6 @@ from mobius.weights.plausibility import check_config_fits_checkpoint
 from mobius.weights.prequantized_checkpoint import PrequantizedCheckpoint, open_checkpoint
 
 logger = logging.getLogger(__name__)
-
-MERGED, SEPARATE = "merged", "separate"
-ADAPTER_MODES = (MERGED, SEPARATE)
 
 def build(
     model: str | os.PathLike,
@@ -102,71 +99,104 @@ def build(
     where genai and the EP can (mobius/package/sliding_window.py; opt-in: such
     a package runs batch 1 in onnxruntime-genai only).
     """
-    check_build_args(dict(locals()))  # every argument, by name, before anything else
-    check_prefill_logits(prefill_logits, logits_to_keep)
-    caps, build_dtype, quant_spec = check_request(
-        execution_provider, dtype, layout, quant, block_size=quant_block_size,
-        symmetric=quant_symmetric, accuracy_level=quant_accuracy_level, lm_head=quant_lm_head,
-        embedding=quant_embedding, overrides=quant_override, method=quant_method,
-        calibration=None if quant_calibration is None else os.fspath(quant_calibration))
-    folder = resolve_checkpoint(os.fspath(model))
-    gguf = open_gguf(folder)
-    raw, generation = (gguf.raw, gguf.generation) if gguf else load_config(folder)
-    family = family_for(raw)
-    check_supported(caps, build_dtype, family.task, family.name)
-    if family.task.read_extras is not None:
-        raw = {**raw, **family.task.read_extras(folder)}
-    check_layout(layout, task=family.task.name)
-    check_prefill_logits(prefill_logits, logits_to_keep, family.task)
-    config = family.make_config(raw, generation)  # config errors before any weight is opened
-    config.check_token_ids(family.task.token_ids)
-    checkpoint = gguf.checkpoint(quant_spec) if gguf else open_checkpoint(folder, raw)
-    if quant_calibration is not None and quant_spec is not None:
-        quant_spec = dataclasses.replace(quant_spec, calibration=load_calibration(
-            os.fspath(quant_calibration), folder, config.max_position_embeddings, progress))
-    if quant_spec is None and isinstance(checkpoint, PrequantizedCheckpoint):
-        quant_spec = prequantized_spec(caps, checkpoint.format, quant_accuracy_level)
-        quant = f"int{quant_spec.bits}"  # what the package holds (file names, layout checks)
-        check_layout(layout, quant=quant)
-    check_config_fits_checkpoint(  # before any graph or table is built
-        {k: v for k, v in raw.items() if k not in family.unread_config}, checkpoint)
-    context_length = resolve_context_length(context_length, config.max_position_embeddings)
-    checkpoint, adapters = _open_adapters(checkpoint, adapter, adapter_mode, layout, caps)
-    with build_context(caps, build_dtype):
+    options = dict(locals())
+    check_build_args(options)  # every argument, by name, before anything else
+    return build_request(BuildRequest.from_options(**options))
+
+
+def build_request(request: BuildRequest) -> ModelPackage:
+    """The pipeline behind ``build``: check the request, read the source's config, open its
+    weights, construct the module, build and optimize its graphs, then package them."""
+    target = request.target()  # EP, dtype, layout, quantization: before anything is read
+    source = _open_source(request, target)
+    runtime = request.runtime
+    checkpoint, adapters = _open_adapters(source.checkpoint, request.adapters, runtime.layout,
+                                          target.caps)
+    family, config = source.family, source.config
+    with build_context(target.caps, target.dtype):
         module = family.module(config)
-    check_overrides_match(quant_spec, _override_targets(module, config))
+    check_overrides_match(source.quant, _override_targets(module, config))
     attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,
                    family.ignored_tensors(config))
-    package = build_from_module(module, config, task=family.task, execution_provider=caps,
-                                dtype=build_dtype, trace_optimization=trace_optimization,
-                                quant=quant_spec, lora_targets=union_targets(adapters))
+    package = build_from_module(module, config, task=family.task, execution_provider=target.caps,
+                                dtype=target.dtype, trace_optimization=request.trace_optimization,
+                                quant=source.quant, lora_targets=union_targets(adapters))
     _carry_adapters(package, adapters)
-    _client_options(package, family.task, caps, layout, logits_to_keep, prefill_logits,
-                    context_length)
-    if sliding_window_cache and layout == GENAI and caps.gqa_sliding_window_cache and (
-            package.genai_config is not None and family.task.kv_cache_sized_by_context):
-        apply_sliding_window_cache(package.model, package.genai_config, config, context_length)
-    package.files_to_copy = [] if gguf else find_tokenizer_files(folder)
-    if gguf:
-        package.extra_json.update(gguf.tokenizer_files(context_length))
-    package.source = folder
-    package.layout, package.build_dtype = layout, SHORT_NAMES[build_dtype]
-    package.quant = quant
-    package.hf_configs = {"config.json": raw, "generation_config.json": generation}
-    has_tokenizer = package.files_to_copy or "tokenizer.json" in package.extra_json
-    if not has_tokenizer and "input_ids" in family.task.reference.inputs:
-        logger.warning("%s has no tokenizer files; the package will have none", folder)
+    context_length = resolve_context_length(runtime.context_length,
+                                            config.max_position_embeddings)
+    _client_options(package, family.task, target.caps, runtime, context_length)
+    _package_files(package, source, request, target, context_length)
     return package
 
 
-def _open_adapters(checkpoint, adapter: str | Sequence[str] | None, mode: str, layout: str,
-                   caps: EpCapabilities):
+@dataclasses.dataclass
+class _Source:
+    """A checkpoint read up to its weights: config, family and the weights' reader."""
+
+    folder: str
+    gguf: object  # mobius/gguf_source's GgufSource, or None
+    raw: dict
+    generation: dict
+    family: object  # ModelFamily
+    config: ArchitectureConfig
+    checkpoint: object
+    quant: QuantSpec | None  # the request's, or a prequantized checkpoint's own
+
+
+def _open_source(request: BuildRequest, target) -> _Source:
+    """Reads the checkpoint's config and checks it against the request and the weights'
+    names and shapes, before any graph or table is built."""
+    folder = resolve_checkpoint(request.model)
+    gguf = open_gguf(folder)
+    raw, generation = (gguf.raw, gguf.generation) if gguf else load_config(folder)
+    family = family_for(raw)
+    check_supported(target.caps, target.dtype, family.task, family.name)
+    if family.task.read_extras is not None:
+        raw = {**raw, **family.task.read_extras(folder)}
+    request.runtime.check(family.task)
+    config = family.make_config(raw, generation)  # config errors before any weight is opened
+    config.check_token_ids(family.task.token_ids)
+    quant = target.quant
+    checkpoint = gguf.checkpoint(quant) if gguf else open_checkpoint(folder, raw)
+    if request.quant.calibration is not None and quant is not None:
+        quant = dataclasses.replace(quant, calibration=load_calibration(
+            request.quant.calibration, folder, config.max_position_embeddings,
+            request.progress))
+    if quant is None and isinstance(checkpoint, PrequantizedCheckpoint):
+        quant = prequantized_spec(target.caps, checkpoint.format, request.quant.accuracy_level)
+        check_layout(request.runtime.layout, quant=f"int{quant.bits}")
+    check_config_fits_checkpoint(
+        {k: v for k, v in raw.items() if k not in family.unread_config}, checkpoint)
+    return _Source(folder, gguf, raw, generation, family, config, checkpoint, quant)
+
+
+def _package_files(package: ModelPackage, source: _Source, request: BuildRequest, target,
+                   context_length: int) -> None:
+    """The package's files beside its graphs (tokenizer, configs) and what it records of
+    the build (source folder, layout, dtype, quantization)."""
+    runtime, task = request.runtime, source.family.task
+    if runtime.sliding_window_cache and runtime.layout == GENAI and (
+            target.caps.gqa_sliding_window_cache and package.genai_config is not None
+            and task.kv_cache_sized_by_context):
+        apply_sliding_window_cache(package.model, package.genai_config, source.config,
+                                   context_length)
+    package.files_to_copy = [] if source.gguf else find_tokenizer_files(source.folder)
+    if source.gguf:
+        package.extra_json.update(source.gguf.tokenizer_files(context_length))
+    package.source = source.folder
+    package.layout, package.build_dtype = runtime.layout, SHORT_NAMES[target.dtype]
+    # what the package holds (file names, layout checks): a prequantized checkpoint's bits
+    package.quant = request.quant.quant or (f"int{source.quant.bits}" if source.quant else None)
+    package.hf_configs = {"config.json": source.raw, "generation_config.json": source.generation}
+    has_tokenizer = package.files_to_copy or "tokenizer.json" in package.extra_json
+    if not has_tokenizer and "input_ids" in task.reference.inputs:
+        logger.warning("%s has no tokenizer files; the package will have none", source.folder)
+
+
+def _open_adapters(checkpoint, adapters: AdapterOptions, layout: str, caps: EpCapabilities):
     """(checkpoint, separate adapters): the merged-adapter view of the checkpoint,
     or the base checkpoint and the adapters its package will carry as files."""
-    paths = [os.fspath(a) for a in ([adapter] if isinstance(adapter, (str, os.PathLike))
-                                    else adapter or ())]
-    if mode not in ADAPTER_MODES:
-        raise MobiusError(f"adapter mode {mode!r}: use {' or '.join(ADAPTER_MODES)}")
+    paths, mode = adapters.paths, adapters.mode
     if not paths:
         return checkpoint, []
     if isinstance(checkpoint, PrequantizedCheckpoint):
@@ -205,11 +235,12 @@ def _carry_adapters(package: ModelPackage, adapters: list[LoraAdapter]) -> None:
                                      if v.name.endswith(".lora_A"))
 
 
-def _client_options(package: ModelPackage, task: Task, caps: EpCapabilities, layout: str,
-                    logits_to_keep: bool | None, prefill_logits: str | None,
-                    context_length: int) -> None:
+def _client_options(package: ModelPackage, task: Task, caps: EpCapabilities,
+                    runtime: RuntimeOptions, context_length: int) -> None:
     """The runtime options of the package's client: genai's KV size, which logits rows
     the decoder computes (num_logits_to_keep, or the last position only)."""
+    layout, logits_to_keep, prefill_logits = (runtime.layout, runtime.logits_to_keep,
+                                              runtime.prefill_logits)
     if package.genai_config is not None and task.kv_cache_sized_by_context:
         apply_context_length(package.genai_config, context_length)
     if not task.takes_logits_to_keep:
@@ -226,49 +257,6 @@ def _client_options(package: ModelPackage, task: Task, caps: EpCapabilities, lay
                            else ir.DataType.INT32)
     elif prefill_logits == LAST:
         keep_last_logits(package.model)
-
-
-def check_prefill_logits(prefill_logits: str | None, logits_to_keep: bool | None,
-                         task: Task | None = None) -> None:
-    """Rejects an unknown ``prefill_logits``, one that contradicts ``logits_to_keep``, or
-    "last" for a ``task`` without LM-head logits (once the checkpoint's task is known,
-    before any weight is read)."""
-    if task is not None and prefill_logits == LAST and not task.takes_logits_to_keep:
-        raise MobiusError(f"--prefill-logits last: only a causal LM's logits can be "
-                          f"limited, not a {task.name} package's")
-    if prefill_logits not in (None, *PREFILL_LOGITS):
-        raise MobiusError(f"--prefill-logits: unknown prefill logits {prefill_logits!r}; "
-                          f"expected {' or '.join(PREFILL_LOGITS)}")
-    if prefill_logits == LAST and logits_to_keep:
-        raise MobiusError("--prefill-logits last and --logits-to-keep both choose the logits "
-                          "rows: use one (num_logits_to_keep=1 gives the last row)")
-
-
-def check_request(execution_provider: str | EpCapabilities, dtype: str | ir.DataType,
-                  layout: str = GENAI, quant: str | None = None, **quant_options
-                  ) -> tuple[EpCapabilities, ir.DataType, QuantSpec | None]:
-    """Everything about a build request that needs no checkpoint (EP, dtype, layout,
-    quantization), checked before anything is downloaded or read: the EP as the
-    layout's client sees it, the build dtype and the QuantSpec (None: float)."""
-    caps = get_ep(execution_provider)
-    build_dtype = parse_dtype(dtype)
-    check_supported(caps, build_dtype)
-    quant_spec = resolve_quant(caps, quant, **quant_options)
-    check_layout(layout, SHORT_NAMES[build_dtype], quant=quant)
-    return client_capabilities(caps, layout), build_dtype, quant_spec
-
-
-def check_supported(caps: EpCapabilities, dtype: ir.DataType, task: Task | None = None,
-                    family: str | None = None) -> None:
-    """Rejects (EP, dtype) and (EP, task) pairs the EP cannot run, before any work."""
-    if dtype not in caps.dtypes:
-        names = ", ".join(sorted(SHORT_NAMES[d] for d in caps.dtypes))
-        raise MobiusError(f"EP {caps.name!r} does not support {SHORT_NAMES[dtype]}; "
-                          f"build with --dtype {names.replace(', ', ' or ')}")
-    if task is not None and caps.tasks is not None and task.name not in caps.tasks:
-        what = f"{family} is a {task.name!r} model" if family else f"this is a {task.name!r} model"
-        raise MobiusError(f"EP {caps.name!r} only runs {', '.join(sorted(caps.tasks))} models "
-                          f"and {what}; use --ep default or cpu")
 
 
 def build_from_module(

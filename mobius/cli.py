@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -170,33 +171,28 @@ def _run(args: argparse.Namespace) -> int:
     output = args.output_flag or args.output
     if not output:
         raise MobiusError("no output folder given (positional OUTPUT or --output)")
-    from mobius.builder import build, check_prefill_logits, check_request
+    from mobius.builder import build_request
     from mobius.package.model_package import ModelPackage
+    from mobius.request import BuildRequest
     from mobius.source import resolve_checkpoint
 
     local = args.model if os.path.isdir(args.model) else None  # a hub id: checked below
     ModelPackage.check_output(output, overwrite=args.overwrite, source=local)  # before a build
-    check_prefill_logits(args.prefill_logits, args.logits_to_keep)
-    check_request(args.ep, args.dtype, args.layout, args.quant,  # before any download
-                  block_size=args.quant_block_size, symmetric=args.quant_symmetric,
-                  accuracy_level=args.quant_accuracy_level, lm_head=args.quant_lm_head,
-                  embedding=args.quant_embedding, overrides=args.quant_override,
-                  method=args.quant_method, calibration=args.quant_calibration)
+    request = BuildRequest.from_options(
+        args.model, execution_provider=args.ep, dtype=args.dtype,
+        trace_optimization=args.trace, progress=not args.quiet,
+        quant=args.quant, quant_block_size=args.quant_block_size,
+        quant_symmetric=args.quant_symmetric, quant_accuracy_level=args.quant_accuracy_level,
+        quant_lm_head=args.quant_lm_head, quant_embedding=args.quant_embedding,
+        quant_override=args.quant_override, quant_method=args.quant_method,
+        quant_calibration=args.quant_calibration, layout=args.layout,
+        logits_to_keep=args.logits_to_keep, prefill_logits=args.prefill_logits,
+        context_length=args.context_length, adapter=args.adapter,
+        adapter_mode=args.adapter_mode, sliding_window_cache=args.sliding_window_cache)
+    request.target()  # every option checked before any download
     folder = resolve_checkpoint(args.model)
     ModelPackage.check_output(output, overwrite=args.overwrite, source=folder)
-    package = build(folder, execution_provider=args.ep, dtype=args.dtype,
-                    trace_optimization=args.trace, progress=not args.quiet,
-                    quant=args.quant, quant_block_size=args.quant_block_size,
-                    quant_symmetric=args.quant_symmetric,
-                    quant_accuracy_level=args.quant_accuracy_level,
-                    quant_lm_head=args.quant_lm_head, quant_embedding=args.quant_embedding,
-                    quant_override=args.quant_override, quant_method=args.quant_method,
-                    quant_calibration=args.quant_calibration,
-                    layout=args.layout, logits_to_keep=args.logits_to_keep,
-                    prefill_logits=args.prefill_logits,
-                    context_length=args.context_length, adapter=args.adapter,
-                    adapter_mode=args.adapter_mode,
-                    sliding_window_cache=args.sliding_window_cache)
+    package = build_request(dataclasses.replace(request, model=folder))
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         print(f"wrote {path}")

@@ -16,7 +16,7 @@ import os
 import onnx
 import pytest
 
-from mobius.builder import check_supported
+from mobius.request import check_supported
 from mobius.ep.registry import ep_registry
 from mobius.errors import ConfigError, MobiusError, UnsupportedModelError
 from mobius.models.llava import FAMILY, LlavaForConditionalGeneration, normalize_llava

@@ -20,7 +20,7 @@ import onnx_ir as ir
 import pytest
 
 import mobius
-from mobius.builder import check_supported
+from mobius.request import check_supported
 from mobius.ep.registry import ep_registry
 from mobius.errors import ConfigError, MobiusError
 from mobius.models.registry import family_for
