@@ -65,8 +65,13 @@ _DEPS = [
 def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
     # "ep:<dir>" is the scope tag //tools:affected matches against //mobius/ep:<dir>.
     tags = ["ep:" + ep_dir]
-    ep_builds(name = "builds", ep = ep_dir.replace("_", "-"), tags = tags, testonly = True,
-              visibility = ["//ep:__subpackages__"])
+    ep_builds(
+        name = "builds",
+        ep = ep_dir.replace("_", "-"),
+        tags = tags,
+        testonly = True,
+        visibility = ["//ep:__subpackages__"],
+    )
     builds = [":builds"] + ([] if ep_dir == "default" else [_GENERIC_BUILDS])
     mobius_py_test(
         name = "fusion",

@@ -27,8 +27,18 @@ def _checkpoint_dir(files):
 def _mobius_package_impl(ctx):
     out = ctx.actions.declare_directory(ctx.label.name)
     files = ctx.files.model
-    args = ["--quiet", "--overwrite", "--model", _checkpoint_dir(files), "--ep", ctx.attr.ep,
-            "--dtype", ctx.attr.dtype, "--output", out.path] + ctx.attr.extra_args
+    args = [
+        "--quiet",
+        "--overwrite",
+        "--model",
+        _checkpoint_dir(files),
+        "--ep",
+        ctx.attr.ep,
+        "--dtype",
+        ctx.attr.dtype,
+        "--output",
+        out.path,
+    ] + ctx.attr.extra_args
     ctx.actions.run(
         outputs = [out],
         inputs = files,
