@@ -5,7 +5,9 @@ action never made is an error, not a silent in-process rebuild."""
 from __future__ import annotations
 
 import os
+import types
 
+import onnx
 import onnx_ir as ir
 import pytest
 
@@ -58,3 +60,15 @@ def test_built_models_parse_lazily_from_the_stored_bytes(built, tmp_path):
     assert loaded.package.models == {}  # onnxruntime needs only the bytes
     assert isinstance(loaded.model, ir.Model)
     assert ep_suite.op_histogram(loaded.model) == built.histogram
+
+
+def test_the_main_model_is_the_decoder_whatever_was_serialized_first():
+    """onnx_bytes() is the "model" key's even after another model's bytes were asked for."""
+    def graph_model(name: str) -> ir.Model:
+        return ir.Model(ir.Graph([], [], nodes=[], name=name), ir_version=10)
+
+    package = types.SimpleNamespace(models={"vision": graph_model("v"), "model": graph_model("m")})
+    built = ep_suite.Built("vlm", "cpu", "f32", package, [])
+    built.onnx_bytes("vision")
+    assert onnx.ModelProto.FromString(built.onnx_bytes()).graph.name == "m"
+    assert built.model.graph.name == "m"

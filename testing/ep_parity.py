@@ -208,9 +208,9 @@ class ReferenceSession:
 
         from onnx_ir.passes.common import InlinePass
 
-        if isinstance(model, ir.Model):
-            model = ir.serde.serialize_model(model).SerializeToString()
-        copy = ir.serde.deserialize_model(onnx.ModelProto.FromString(model))
+        proto = (onnx.ModelProto.FromString(model) if isinstance(model, bytes)
+                 else ir.serde.serialize_model(model))
+        copy = ir.serde.deserialize_model(proto)
         InlinePass()(copy)
         self._evaluator = ReferenceEvaluator(ir.serde.serialize_model(copy))
         self._inputs = [self._Arg(v.name, f"tensor({_TYPE_NAMES.get(v.dtype, 'other')})",

@@ -175,10 +175,16 @@ class Built:
                                    for key, b in self.serialized.items()}
         return self.package.models
 
+    @property
+    def main_key(self) -> str:
+        """"model" (the causal-LM decoder), or the package's first model: its key in both the
+        parsed models and the stored bytes (a loaded build holds every model's bytes)."""
+        keys = list(self.package.models or self.serialized)
+        return "model" if "model" in keys else keys[0]
+
     def onnx_bytes(self, key: str | None = None) -> bytes:
         """Model ``key``'s (the main model's) ONNX bytes, what onnxruntime sessions load."""
-        keys = list(self.serialized or self.models)
-        key = key or ("model" if "model" in keys else keys[0])
+        key = key or self.main_key
         if key not in self.serialized:
             self.serialized[key] = ir.serde.serialize_model(self.models[key]).SerializeToString()
         return self.serialized[key]
@@ -191,8 +197,7 @@ class Built:
     @property
     def model(self) -> ir.Model:
         """The causal-LM decoder ("model"), or the package's only model."""
-        return self.package.models["model"] if "model" in self.models else next(
-            iter(self.models.values()))
+        return self.models[self.main_key]
 
     @property
     def config(self):
