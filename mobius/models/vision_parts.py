@@ -41,7 +41,7 @@ class VisionOptions:
 
 def vision_config(options: VisionOptions, defaults: Mapping[str, Any]) -> CLIPVisionConfig:
     own = {f.name: getattr(options, f.name) for f in dataclasses.fields(VisionOptions)}
-    return CLIPVisionConfig.from_dict(options.vision_config or own, defaults)
+    return CLIPVisionConfig.from_dict(vision_section(own), defaults)
 
 
 #: Where a LLaVA-style vision-language checkpoint keeps its parts (llava, gemma3):

@@ -4,8 +4,8 @@ The registry declares each EP's onnxruntime-genai provider options
 (``EpCapabilities.provider_options``), whether it wants graph capture
 (``enable_graph_capture``) and the option that turns it on
 (``graph_capture_option``, ``graph_capture_by_default``). onnxruntime-genai turns
-capture on per provider from one provider option (its ``IsGraphCaptureEnabled``): ``enable_cuda_graph``
-for cuda and NvTensorRtRtx (for TensorRT-RTX genai then sets the session
+capture on per provider from one provider option (its ``IsGraphCaptureEnabled``):
+``enable_cuda_graph`` for cuda and NvTensorRtRtx (for TensorRT-RTX genai then sets the session
 config entry ``ep.nvtensorrtrtxexecutionprovider.nv_cuda_graph_enable``),
 ``enableGraphCapture`` for WebGPU, and for DML capture is on unless
 ``enable_graph_capture`` is "0". A captured graph is replayed on the same
