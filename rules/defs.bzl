@@ -21,6 +21,7 @@ def mobius_py_test(
         shard_count = None,
         data = [],
         tiny = [],
+        references = [],
         **kwargs):
     """A py_test that runs pytest on `srcs` through //testing:run_pytest.py.
 
@@ -38,6 +39,9 @@ def mobius_py_test(
       tiny: built-in tiny checkpoint names the test builds by name (e.g.
         mobius.build("tiny-llama")); each adds //testing/tiny:<name> to data,
         a Bazel-built directory the runner makes mobius read.
+      references: reference_cases() labels (//rules:references.bzl) whose
+        build-time transformers outputs the test reads; each adds the cases
+        library to deps and its <name>_out directory to data.
       **kwargs: passed on to py_test (args are appended to pytest's argv,
         e.g. args = ["-k", "not slow"]; env, timeout, flaky, visibility, ...).
     """
@@ -45,7 +49,7 @@ def mobius_py_test(
         fail("mobius_py_test(%s): srcs must not be empty" % name)
     test_srcs = [s for s in srcs if _is_test_file(s)] or srcs
     extra_args = kwargs.pop("args", [])
-    test_deps = list(deps)
+    test_deps = list(deps) + [r for r in references if r not in deps]
     if "//third_party:pytest" not in test_deps:
         test_deps.append("//third_party:pytest")
     native.py_test(
@@ -54,7 +58,7 @@ def mobius_py_test(
         main = _RUNNER,
         args = ["$(rootpath %s)" % s for s in test_srcs] + extra_args,
         deps = test_deps,
-        data = data + ["//testing/tiny:" + t for t in tiny],
+        data = data + ["//testing/tiny:" + t for t in tiny] + [r + "_out" for r in references],
         size = size,
         tags = tags,
         shard_count = shard_count,

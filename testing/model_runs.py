@@ -20,7 +20,8 @@ import os
 import ml_dtypes
 import numpy as np
 
-from testing import parity
+from testing import decoder_reference, parity
+from testing.decoder_reference import DecoderReference
 
 NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
@@ -101,7 +102,7 @@ class ParityRun:
     onnx_steps: list  # per step logits, float32: [prefill [b, s, v], decode [b, 1, v] ...]
     hf_steps: list
     attention_mask: np.ndarray  # the prefill mask
-    tokens: list  # the greedy decode tokens fed to both sides
+    tokens: list  # the decode tokens fed to both sides (transformers' greedy choices)
 
 
 def run_decoder(session, feeds: dict) -> dict[str, np.ndarray]:
@@ -116,10 +117,25 @@ def run_decoder(session, feeds: dict) -> dict[str, np.ndarray]:
 
 def onnx_greedy(session, config, input_ids, attention_mask, steps: int, np_dtype):
     """Prefill + ``steps`` greedy decode steps: (per-step float32 logits, chosen tokens)."""
+    return onnx_decode(session, config, input_ids, attention_mask, steps, np_dtype)
+
+
+def onnx_replay(session, config, reference: DecoderReference, np_dtype) -> list[np.ndarray]:
+    """Prefill + one decode step per token of ``reference``, fed those tokens: per-step
+    float32 logits, aligned with ``reference.logits``."""
+    logits, _ = onnx_decode(session, config, reference.input_ids, reference.attention_mask,
+                            len(reference.tokens), np_dtype, tokens=reference.tokens)
+    return logits
+
+
+def onnx_decode(session, config, input_ids, attention_mask, steps: int, np_dtype,
+                tokens: list[np.ndarray] | None = None):
+    """Prefill + ``steps`` decode steps, each fed ``tokens[step]`` (greedy when None):
+    (per-step float32 logits, the tokens fed)."""
     inputs = {i.name for i in session.get_inputs()}
     past = parity.initial_past(session, config, input_ids.shape[0], np_dtype)
     ids, mask = input_ids, attention_mask
-    all_logits, tokens = [], []
+    all_logits, fed = [], []
     for step in range(steps + 1):
         feeds = {"input_ids": ids, "attention_mask": mask,
                  "position_ids": parity.position_ids_for(mask, ids.shape[1]), **past}
@@ -128,10 +144,11 @@ def onnx_greedy(session, config, input_ids, attention_mask, steps: int, np_dtype
         past = parity.carried_past(result)
         if step == steps:
             break
-        ids = all_logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64)
-        tokens.append(ids)
+        ids = (tokens[step] if tokens is not None
+               else all_logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64))
+        fed.append(ids)
         mask = np.concatenate([mask, np.ones((mask.shape[0], 1), np.int64)], axis=1)
-    return all_logits, tokens
+    return all_logits, fed
 
 
 #: The low-precision tolerance: |onnx_lowp - transformers_f32| <= 4 eps(dtype) x
@@ -158,22 +175,30 @@ def assert_low_precision_parity(folder: str, dtype: str, out_dir, hf_model, labe
     assert run.max_abs_diff <= atol, f"{label} {dtype}: {run.max_abs_diff:.3g} > {atol:.3g}"
 
 
-def f32_parity(built: BuiltPackage, hf_model, *, session=None, prompt_len: int = 10,
+def f32_parity(built: BuiltPackage, reference, *, session=None, prompt_len: int = 10,
                steps: int = 3, pad: int = 3, seed: int = 0) -> ParityRun:
-    """Prefill (batch 2, row 1 left-padded by ``pad``) + ``steps`` greedy decode steps.
+    """Prefill (batch 2, row 1 left-padded by ``pad``) + ``steps`` cached decode steps,
+    against the float32 transformers run whatever the build dtype.
 
-    The decode tokens are chosen by the ONNX model and fed to both sides, so a
-    difference can never come from diverging generations. The reference is the
-    float32 transformers model whatever the build dtype.
+    ``reference``: a DecoderReference (recorded at build time: testing/decoder_reference.py;
+    its own prompt, cut to ``steps``) or a transformers model, recorded now. The decode
+    tokens are transformers' greedy choices, fed to both sides, so a difference can never
+    come from diverging generations.
     """
+    if isinstance(reference, DecoderReference):
+        if steps > len(reference.tokens):
+            raise ValueError(f"the reference has {len(reference.tokens)} decode steps, "
+                             f"not {steps}")
+        reference = reference.first(steps)
+    else:
+        reference = decoder_reference.record(reference, built.config.vocab_size,
+                                             prompt_len=prompt_len, steps=steps, pad=pad,
+                                             seed=seed)
     session = session or ort_session(built.model_path)
-    config = built.config
-    input_ids, attention_mask = parity.make_batch(config.vocab_size, prompt_len, pad, seed)
-    onnx_steps, tokens = onnx_greedy(session, config, input_ids, attention_mask, steps,
-                                     built.np_dtype)
-    hf_steps = parity.hf_logits(hf_model, input_ids, attention_mask, tokens)
-    diff = parity.compare_logits(onnx_steps, hf_steps, attention_mask)
-    return ParityRun(diff, onnx_steps, hf_steps, attention_mask, tokens)
+    onnx_steps = onnx_replay(session, built.config, reference, built.np_dtype)
+    diff = parity.compare_logits(onnx_steps, reference.logits, reference.attention_mask)
+    return ParityRun(diff, onnx_steps, reference.logits, reference.attention_mask,
+                     reference.tokens)
 
 
 def real_positions(run: ParityRun):

@@ -28,72 +28,15 @@ import pytest
 
 from mobius.builder import build
 from mobius.errors import ConfigError, WeightsError
-from testing.hf_checkpoints import load_hf_model
+from mobius.models import dense_families_cases as cases
+from mobius.models.dense_families_cases import HEAD_DIM_CASES, PARITY, head_dim_config
+from testing import decoder_reference
 from testing.model_runs import BuiltPackage, f32_parity
-from testing.random_checkpoint import random_checkpoint
+from testing.reference_cases import case_dir
 
 TOLERANCE = 1e-4
 #: A reverted switch must move some logit by at least this much.
 CHANGED = 1e-3
-
-#: case: (tiny preset, config overrides, config.json edit that reverts the switch or None).
-CASES: dict[str, tuple[str, dict, dict | None]] = {
-    "olmo": ("tiny-olmo", {}, None),
-    "olmo_clip_qkv": ("tiny-olmo", {}, {"clip_qkv": None}),
-    "olmo_no_bias": ("tiny-olmo", {"attention_bias": False, "clip_qkv": None}, None),
-    "starcoder2": ("tiny-starcoder2", {}, {"use_bias": False}),
-    "starcoder2_sliding_window": ("tiny-starcoder2", {"sliding_window": 4},
-                                  {"sliding_window": None}),
-    "stablelm": ("tiny-stablelm", {}, {"qk_layernorm": False}),
-    "stablelm_qkv_bias": ("tiny-stablelm", {}, {"use_qkv_bias": False}),
-    "stablelm_parallel_residual": ("tiny-stablelm", {"use_parallel_residual": True},
-                                   {"use_parallel_residual": False}),
-    "stablelm_rotary_half": ("tiny-stablelm", {"partial_rotary_factor": 0.5},
-                             {"rope_parameters.partial_rotary_factor": None}),
-    "cohere": ("tiny-cohere", {}, {"use_qk_norm": False}),
-    "cohere_logit_scale": ("tiny-cohere", {}, {"logit_scale": None}),
-    "cohere_untied": ("tiny-cohere", {"tie_word_embeddings": False, "use_qk_norm": False}, None),
-    "cohere2": ("tiny-cohere2", {}, {"sliding_window": 64}),
-    "glm": ("tiny-glm", {}, {"attention_bias": False}),
-    "glm_full_rotary": ("tiny-glm", {"partial_rotary_factor": 1.0},
-                        {"rope_parameters.partial_rotary_factor": None}),
-    "glm4": ("tiny-glm4", {}, {"attention_bias": False}),
-    "nemotron": ("tiny-nemotron", {}, {"attention_bias": False}),
-    "nemotron_mlp_bias": ("tiny-nemotron", {}, {"mlp_bias": False}),
-    "nemotron_full_rotary": ("tiny-nemotron", {"partial_rotary_factor": 1.0},
-                             {"rope_parameters.partial_rotary_factor": None}),
-    "falcon": ("tiny-falcon", {}, {"bias": False}),
-    "falcon_one_norm": ("tiny-falcon", {"num_ln_in_parallel_attn": 1},
-                        {"num_ln_in_parallel_attn": None}),
-    "falcon_7b_multi_query": ("tiny-falcon", {"new_decoder_architecture": False, "bias": False,
-                                              "tie_word_embeddings": False},
-                              {"parallel_attn": False}),
-    "falcon_multi_head_sequential": ("tiny-falcon", {"new_decoder_architecture": False,
-                                                     "multi_query": False, "parallel_attn": False,
-                                                     "num_kv_heads": 4},
-                                     {"parallel_attn": True}),
-    "exaone4": ("tiny-exaone4", {}, {"sliding_window": 64}),
-    "exaone4_no_sliding_window": ("tiny-exaone4", {"sliding_window": None,
-                                                   "layer_types": ["full_attention"] * 3}, None),
-    "ernie4_5": ("tiny-ernie4_5", {}, {"use_bias": False}),
-    "ernie4_5_untied": ("tiny-ernie4_5", {"tie_word_embeddings": False, "use_bias": False},
-                        None),
-    "seed_oss": ("tiny-seed_oss", {}, {"attention_out_bias": False}),
-    "seed_oss_qkv_bias": ("tiny-seed_oss", {}, {"attention_bias": False}),
-    "seed_oss_mlp_bias": ("tiny-seed_oss", {}, {"mlp_bias": False}),
-    "hunyuan_v1_dense": ("tiny-hunyuan_v1_dense", {}, {"attention_bias": False}),
-    "hunyuan_v1_dense_ntk_alpha": (
-        "tiny-hunyuan_v1_dense", {"rope_parameters": {"rope_type": "dynamic", "alpha": 50.0,
-                                                      "factor": 1.0, "rope_theta": 10000.0}},
-        {"rope_parameters.alpha": None}),
-    # gpt-oss (sinks random: every parameter is; sliding window 4 < the 10-token prompt)
-    "gpt_oss": ("tiny-gpt_oss", {}, {"layer_types": ["full_attention"] * 2}),
-    "gpt_oss_yarn": ("tiny-gpt_oss", {}, {"rope_parameters.rope_type": "default"}),
-    "gpt_oss_swiglu_limit": ("tiny-gpt_oss", {"swiglu_limit": 0.3}, {"swiglu_limit": None}),
-    "gpt_oss_swiglu_alpha": ("tiny-gpt_oss", {"swiglu_alpha": 0.5}, {"swiglu_alpha": None}),
-    "gpt_oss_no_bias_top3": ("tiny-gpt_oss", {"attention_bias": False, "num_experts_per_tok": 3},
-                             {"attention_bias": None}),
-}
 
 #: case -> the tensor its reverted config needs but the checkpoint lacks (a structural
 #: switch: reverting it makes the build refuse the checkpoint instead of changing logits).
@@ -127,18 +70,19 @@ REJECTED: dict[str, tuple[str, dict, str]] = {
 }
 
 
+def _checkpoint(case: str) -> str:
+    return os.path.join(case_dir(cases, case), "ckpt")
+
+
+def _reference(case: str, run: str) -> decoder_reference.DecoderReference:
+    """transformers' recorded run of ``case``: "padded" or "unpadded"."""
+    return decoder_reference.load(os.path.join(case_dir(cases, case), run + ".npz"))
+
+
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    made = {}
-
-    def get(case: str) -> str:
-        if case not in made:
-            preset, overrides, _ = CASES[case]
-            folder = str(tmp_path_factory.mktemp(f"ckpt-{case}"))
-            made[case] = random_checkpoint(folder, preset, **overrides)
-        return made[case]
-
-    return get
+def facts():
+    with open(os.path.join(case_dir(cases, "transformers"), "facts.json")) as f:
+        return json.load(f)
 
 
 def _uses_fused_rotary(package) -> bool:
@@ -146,39 +90,40 @@ def _uses_fused_rotary(package) -> bool:
                and n.attributes["do_rotary"].value == 1 for n in package.models["model"].graph)
 
 
-def _parity(folder, out, ep, *, pad, steps, hf_model=None):
+def _parity(folder, out, ep, reference, *, steps=3):
     package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
     path = package.save(str(out), overwrite=True)
     built = BuiltPackage(path, package.config, "f32")
-    return f32_parity(built, hf_model or load_hf_model(folder), pad=pad, steps=steps), package
+    return f32_parity(built, reference, steps=steps), package
 
 
 @pytest.mark.parametrize("ep", ["default", "cpu"])
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_f32_parity_with_transformers(checkpoints, tmp_path, case, ep):
-    folder = checkpoints(case)
-    hf_model = load_hf_model(folder)
-    run, package = _parity(folder, tmp_path / "a", ep, pad=3, steps=3, hf_model=hf_model)
+@pytest.mark.parametrize("case", sorted(PARITY))
+def test_f32_parity_with_transformers(tmp_path, case, ep):
+    folder, padded = _checkpoint(case), _reference(case, "padded")
+    run, package = _parity(folder, tmp_path / "a", ep, padded)
     if _uses_fused_rotary(package):  # left-padded: prefill only; all steps unpadded
-        run, _ = _parity(folder, tmp_path / "b", ep, pad=3, steps=0, hf_model=hf_model)
-        unpadded, _ = _parity(folder, tmp_path / "c", ep, pad=0, steps=3, hf_model=hf_model)
+        run = f32_parity(BuiltPackage(str(tmp_path / "a"), package.config, "f32"), padded,
+                         steps=0)
+        unpadded = f32_parity(BuiltPackage(str(tmp_path / "a"), package.config, "f32"),
+                              _reference(case, "unpadded"))
         assert unpadded.max_abs_diff <= TOLERANCE, (
             f"{case}/{ep} unpadded: {unpadded.max_abs_diff:.3g}")
     assert run.max_abs_diff <= TOLERANCE, f"{case}/{ep}: max |logit diff| {run.max_abs_diff:.3g}"
 
 
-SWITCH_CASES = sorted(c for c, (_, _, revert) in CASES.items() if revert)
+SWITCH_CASES = sorted(c for c, (_, _, revert) in PARITY.items() if revert)
 
 
 @pytest.mark.parametrize("case", SWITCH_CASES)
-def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, case):
-    folder = checkpoints(case)
+def test_reverting_the_switch_changes_the_logits(tmp_path, case):
+    folder = _checkpoint(case)
     reverted = str(tmp_path / "reverted")
-    shutil.copytree(folder, reverted)
+    shutil.copytree(folder, reverted, copy_function=shutil.copyfile)
     config_path = os.path.join(reverted, "config.json")
     with open(config_path) as f:
         raw = json.load(f)
-    for path, value in CASES[case][2].items():  # "a.b": key b of the dict under a
+    for path, value in PARITY[case][2].items():  # "a.b": key b of the dict under a
         *parents, key = path.split(".")
         target = raw
         for parent in parents:
@@ -193,9 +138,8 @@ def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, case):
         with pytest.raises(WeightsError, match=REVERT_NEEDS[case]):
             build(reverted, dtype="f32")
         return
-    hf_model = load_hf_model(folder)
     try:
-        run, _ = _parity(reverted, tmp_path / "pkg", "default", pad=3, steps=3, hf_model=hf_model)
+        run, _ = _parity(reverted, tmp_path / "pkg", "default", _reference(case, "padded"))
     except WeightsError as error:  # the reverted model leaves the switch's tensors unread
         assert "does not read" in str(error), error
         return
@@ -215,67 +159,47 @@ def test_unsupported_switches_are_rejected_up_front(tmp_path, case):
         build(str(folder), dtype="f32")
 
 
-def test_random_checkpoint_randomizes_every_parameter(tmp_path):
-    """The premise of this file: no parameter keeps transformers' constant init."""
-    folder = random_checkpoint(str(tmp_path / "ckpt"), "tiny-olmo")
-    model = load_hf_model(folder)
-    constant = [n for n, p in model.named_parameters() if p.numel() > 1
-                and np.ptp(p.detach().numpy()) == 0]
+@pytest.mark.parametrize("case", ["olmo", "gpt_oss"])
+def test_random_checkpoint_randomizes_every_parameter(case):
+    """The premise of this file: no saved tensor keeps transformers' constant init."""
+    from safetensors.numpy import load_file
+
+    tensors = load_file(os.path.join(_checkpoint(case), "model.safetensors"))
+    constant = [n for n, t in tensors.items() if t.size > 1 and np.ptp(t) == 0]
     assert not constant, constant
 
 
-@pytest.mark.parametrize("pattern", [2, 4])
-def test_cohere2_sliding_window_pattern_gives_the_transformers_layer_types(pattern):
+@pytest.mark.parametrize("pattern", cases.COHERE2_PATTERNS)
+def test_cohere2_sliding_window_pattern_gives_the_transformers_layer_types(facts, pattern):
     """Older Cohere2 configs spell the layer types as sliding_window_pattern."""
-    import transformers
-
     from mobius.models.cohere import normalize_cohere2
 
     raw = {"model_type": "cohere2", "num_hidden_layers": 6, "sliding_window_pattern": pattern}
-    expected = transformers.Cohere2Config(num_hidden_layers=6,
-                                          sliding_window_pattern=pattern).layer_types
-    assert normalize_cohere2(raw)["layer_types"] == list(expected)
+    assert normalize_cohere2(raw)["layer_types"] == facts["cohere2_layer_types"][str(pattern)]
 
 
-@pytest.mark.parametrize("pattern", [2, 4, "LLLG", "LG"])
-def test_exaone4_sliding_window_pattern_gives_the_layer_types(pattern):
+@pytest.mark.parametrize("pattern", [*cases.EXAONE4_PATTERNS, "LLLG", "LG"])
+def test_exaone4_sliding_window_pattern_gives_the_layer_types(facts, pattern):
     """Configs without layer_types: an int pattern as transformers computes it; a
     string pattern (L local, G global) repeated over the layers."""
-    import transformers
-
     from mobius.models.exaone4 import normalize_exaone4
 
     raw = {"model_type": "exaone4", "num_hidden_layers": 6, "sliding_window": 4,
            "sliding_window_pattern": pattern}
     if isinstance(pattern, int):
-        expected = list(transformers.Exaone4Config(
-            num_hidden_layers=6, sliding_window=4, sliding_window_pattern=pattern).layer_types)
+        expected = facts["exaone4_layer_types"][str(pattern)]
     else:
         expected = ["sliding_attention" if pattern[i % len(pattern)] == "L" else
                     "full_attention" for i in range(6)]
     assert normalize_exaone4(raw)["layer_types"] == expected
 
 
-HEAD_DIM_CASES = {  # model_type: config.json head_dim (absent or inconsistent)
-    "ernie4_5": None, "glm": None, "glm4": None, "stablelm": 24, "cohere2": 24, "cohere": None,
-    "nemotron": None, "exaone4": None, "olmo": None, "starcoder2": None, "seed_oss": None,
-}  # (HunYuan: transformers itself needs head_dim in config.json)
-
-
 @pytest.mark.parametrize("model_type", sorted(HEAD_DIM_CASES))
-def test_head_dim_is_the_one_transformers_builds(model_type):
+def test_head_dim_is_the_one_transformers_builds(facts, model_type):
     """The head size transformers' attention really has (q_proj rows / heads), whether
     config.json names head_dim or not: some families default it (ERNIE, GLM: 128),
     one ignores it (StableLM: hidden_size / heads)."""
-    import transformers
-
     from mobius.models.registry import family_for
 
-    raw = {"model_type": model_type, "vocab_size": 300, "hidden_size": 64,
-           "intermediate_size": 100, "num_hidden_layers": 1, "num_attention_heads": 4,
-           "num_key_value_heads": 2, "pad_token_id": 0, "rope_theta": 10000.0}
-    if HEAD_DIM_CASES[model_type] is not None:
-        raw["head_dim"] = HEAD_DIM_CASES[model_type]
-    hf = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**raw))
-    expected = hf.model.layers[0].self_attn.q_proj.out_features // 4
-    assert family_for(raw).make_config(raw).head_dim == expected
+    raw = head_dim_config(model_type)
+    assert family_for(raw).make_config(raw).head_dim == facts["head_dim"][model_type]

@@ -17,11 +17,14 @@ from mobius.models.family import COHORTS, ModelFamily
 
 #: modules of mobius.models that are not families (the registry and its readers)
 _NOT_FAMILY_MODULES = frozenset({"catalog", "family", "registry"})
+#: test-side modules that sit beside the families: tests and their transformers cases
+#: (//rules:references.bzl)
+_TEST_SUFFIXES = ("_test", "_cases")
 
 
 def _family_modules() -> tuple[ModuleType, ...]:
     names = sorted(info.name for info in pkgutil.iter_modules(models.__path__)
-                   if not info.name.endswith("_test") and info.name not in _NOT_FAMILY_MODULES)
+                   if not info.name.endswith(_TEST_SUFFIXES) and info.name not in _NOT_FAMILY_MODULES)
     found = (importlib.import_module(f"{models.__name__}.{name}") for name in names)
     return tuple(m for m in found if hasattr(m, "FAMILIES") or hasattr(m, "FAMILY"))
 

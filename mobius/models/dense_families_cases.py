@@ -1,0 +1,132 @@
+"""transformers' side of dense_families_test (the reference_cases rule runs it at build time,
+//rules:references.bzl): each parity case's random checkpoint and transformers' logits on
+it, and the facts the test takes from transformers' config and model classes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+#: parity case: (tiny preset, config overrides, config.json edit that reverts the switch or None).
+PARITY: dict[str, tuple[str, dict, dict | None]] = {
+    "olmo": ("tiny-olmo", {}, None),
+    "olmo_clip_qkv": ("tiny-olmo", {}, {"clip_qkv": None}),
+    "olmo_no_bias": ("tiny-olmo", {"attention_bias": False, "clip_qkv": None}, None),
+    "starcoder2": ("tiny-starcoder2", {}, {"use_bias": False}),
+    "starcoder2_sliding_window": ("tiny-starcoder2", {"sliding_window": 4},
+                                  {"sliding_window": None}),
+    "stablelm": ("tiny-stablelm", {}, {"qk_layernorm": False}),
+    "stablelm_qkv_bias": ("tiny-stablelm", {}, {"use_qkv_bias": False}),
+    "stablelm_parallel_residual": ("tiny-stablelm", {"use_parallel_residual": True},
+                                   {"use_parallel_residual": False}),
+    "stablelm_rotary_half": ("tiny-stablelm", {"partial_rotary_factor": 0.5},
+                             {"rope_parameters.partial_rotary_factor": None}),
+    "cohere": ("tiny-cohere", {}, {"use_qk_norm": False}),
+    "cohere_logit_scale": ("tiny-cohere", {}, {"logit_scale": None}),
+    "cohere_untied": ("tiny-cohere", {"tie_word_embeddings": False, "use_qk_norm": False}, None),
+    "cohere2": ("tiny-cohere2", {}, {"sliding_window": 64}),
+    "glm": ("tiny-glm", {}, {"attention_bias": False}),
+    "glm_full_rotary": ("tiny-glm", {"partial_rotary_factor": 1.0},
+                        {"rope_parameters.partial_rotary_factor": None}),
+    "glm4": ("tiny-glm4", {}, {"attention_bias": False}),
+    "nemotron": ("tiny-nemotron", {}, {"attention_bias": False}),
+    "nemotron_mlp_bias": ("tiny-nemotron", {}, {"mlp_bias": False}),
+    "nemotron_full_rotary": ("tiny-nemotron", {"partial_rotary_factor": 1.0},
+                             {"rope_parameters.partial_rotary_factor": None}),
+    "falcon": ("tiny-falcon", {}, {"bias": False}),
+    "falcon_one_norm": ("tiny-falcon", {"num_ln_in_parallel_attn": 1},
+                        {"num_ln_in_parallel_attn": None}),
+    "falcon_7b_multi_query": ("tiny-falcon", {"new_decoder_architecture": False, "bias": False,
+                                              "tie_word_embeddings": False},
+                              {"parallel_attn": False}),
+    "falcon_multi_head_sequential": ("tiny-falcon", {"new_decoder_architecture": False,
+                                                     "multi_query": False, "parallel_attn": False,
+                                                     "num_kv_heads": 4},
+                                     {"parallel_attn": True}),
+    "exaone4": ("tiny-exaone4", {}, {"sliding_window": 64}),
+    "exaone4_no_sliding_window": ("tiny-exaone4", {"sliding_window": None,
+                                                   "layer_types": ["full_attention"] * 3}, None),
+    "ernie4_5": ("tiny-ernie4_5", {}, {"use_bias": False}),
+    "ernie4_5_untied": ("tiny-ernie4_5", {"tie_word_embeddings": False, "use_bias": False},
+                        None),
+    "seed_oss": ("tiny-seed_oss", {}, {"attention_out_bias": False}),
+    "seed_oss_qkv_bias": ("tiny-seed_oss", {}, {"attention_bias": False}),
+    "seed_oss_mlp_bias": ("tiny-seed_oss", {}, {"mlp_bias": False}),
+    "hunyuan_v1_dense": ("tiny-hunyuan_v1_dense", {}, {"attention_bias": False}),
+    "hunyuan_v1_dense_ntk_alpha": (
+        "tiny-hunyuan_v1_dense", {"rope_parameters": {"rope_type": "dynamic", "alpha": 50.0,
+                                                      "factor": 1.0, "rope_theta": 10000.0}},
+        {"rope_parameters.alpha": None}),
+    # gpt-oss (sinks random: every parameter is; sliding window 4 < the 10-token prompt)
+    "gpt_oss": ("tiny-gpt_oss", {}, {"layer_types": ["full_attention"] * 2}),
+    "gpt_oss_yarn": ("tiny-gpt_oss", {}, {"rope_parameters.rope_type": "default"}),
+    "gpt_oss_swiglu_limit": ("tiny-gpt_oss", {"swiglu_limit": 0.3}, {"swiglu_limit": None}),
+    "gpt_oss_swiglu_alpha": ("tiny-gpt_oss", {"swiglu_alpha": 0.5}, {"swiglu_alpha": None}),
+    "gpt_oss_no_bias_top3": ("tiny-gpt_oss", {"attention_bias": False, "num_experts_per_tok": 3},
+                             {"attention_bias": None}),
+}
+
+#: The pattern switches whose transformers layer types the test checks.
+COHERE2_PATTERNS = [2, 4]
+EXAONE4_PATTERNS = [2, 4]
+
+#: model_type: config.json head_dim (absent or inconsistent) whose transformers head size
+#: the test checks (HunYuan: transformers itself needs head_dim in config.json).
+HEAD_DIM_CASES = {
+    "ernie4_5": None, "glm": None, "glm4": None, "stablelm": 24, "cohere2": 24, "cohere": None,
+    "nemotron": None, "exaone4": None, "olmo": None, "starcoder2": None, "seed_oss": None,
+}
+
+#: what the reference_cases rule writes: a folder per parity case, and "transformers" (facts.json)
+CASES = [*sorted(PARITY), "transformers"]
+
+
+def head_dim_config(model_type: str) -> dict:
+    """The 1-layer config.json whose head size the test compares."""
+    raw = {"model_type": model_type, "vocab_size": 300, "hidden_size": 64,
+           "intermediate_size": 100, "num_hidden_layers": 1, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "pad_token_id": 0, "rope_theta": 10000.0}
+    if HEAD_DIM_CASES[model_type] is not None:
+        raw["head_dim"] = HEAD_DIM_CASES[model_type]
+    return raw
+
+
+def write_case(case: str, folder: str) -> None:
+    """A parity case: ckpt/ (every parameter random), padded.npz (the left-padded run) and
+    unpadded.npz (the same prompts unpadded). "transformers": facts.json."""
+    if case == "transformers":
+        with open(os.path.join(folder, "facts.json"), "w") as f:
+            json.dump(_transformers_facts(), f, indent=1)
+        return
+    from testing import decoder_reference
+    from testing.hf_checkpoints import load_hf_model
+    from testing.random_checkpoint import random_checkpoint
+
+    preset, overrides, _ = PARITY[case]
+    checkpoint = random_checkpoint(os.path.join(folder, "ckpt"), preset, **overrides)
+    model = load_hf_model(checkpoint)
+    vocab = model.config.vocab_size
+    for name, pad in (("padded", 3), ("unpadded", 0)):
+        run = decoder_reference.record(model, vocab, pad=pad, steps=3)
+        decoder_reference.save(run, os.path.join(folder, name + ".npz"))
+
+
+def _transformers_facts() -> dict:
+    """Layer types transformers derives from the sliding-window patterns, and the head size
+    its attention really has (q_proj rows / heads) for each HEAD_DIM_CASES config."""
+    import transformers
+
+    head_dims = {}
+    for model_type in HEAD_DIM_CASES:
+        raw = head_dim_config(model_type)
+        hf = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**raw))
+        head_dims[model_type] = hf.model.layers[0].self_attn.q_proj.out_features // 4
+    return {
+        "cohere2_layer_types": {str(p): list(transformers.Cohere2Config(
+            num_hidden_layers=6, sliding_window_pattern=p).layer_types) for p in COHERE2_PATTERNS},
+        "exaone4_layer_types": {str(p): list(transformers.Exaone4Config(
+            num_hidden_layers=6, sliding_window=4, sliding_window_pattern=p).layer_types)
+            for p in EXAONE4_PATTERNS},
+        "head_dim": head_dims,
+    }

@@ -1,0 +1,55 @@
+"""Build action behind ``reference_cases`` (//rules:references.bzl): runs a cases module's
+``write_case`` for each of its ``CASES``.
+
+    python3 -m testing.write_references CASES_FILE OUT_DIR
+    python3 -m testing.write_references --persistent_worker   # Bazel's worker
+
+As a persistent worker torch and transformers are imported once per worker process
+(~8 s), not once per test. The cases file is executed afresh for every request (it is
+an action input, not part of the worker), so an edit to it never meets a stale copy.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import shutil
+import sys
+
+from testing.bazel_worker import expand_flagfiles, serve
+from testing.reference_cases import MARKER
+
+USAGE = "usage: python3 -m testing.write_references CASES_FILE OUT_DIR"
+
+
+def write_references(args: list[str]) -> tuple[int, str]:
+    """Fills ``OUT_DIR/<case>/`` for every case: (exit code, error message)."""
+    if len(args) != 2:
+        return 2, USAGE
+    cases_file, out = args
+    module = runpy.run_path(cases_file, run_name="reference_cases")
+    if "CASES" not in module or "write_case" not in module:
+        return 1, f"{cases_file}: a cases module defines CASES and write_case(case, folder)"
+    shutil.rmtree(out, ignore_errors=True)
+    for case in module["CASES"]:
+        folder = os.path.join(out, case)
+        os.makedirs(folder)
+        module["write_case"](case, folder)
+        with open(os.path.join(folder, MARKER), "w") as f:  # testing/reference_cases finds it
+            f.write(case + "\n")
+    return 0, ""
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if argv == ["--persistent_worker"]:
+        return serve(write_references)
+    code, message = write_references(expand_flagfiles(argv))
+    if message:
+        print(message, file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
