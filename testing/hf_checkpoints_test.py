@@ -1,5 +1,6 @@
 """Tiny transformers checkpoints randomize every parameter: no tensor is left at the
-constant transformers initializes it to (zero biases, unit norm scales)."""
+constant transformers initializes it to (zero biases, unit norm scales). Under Bazel the
+seed-0 checkpoints make_hf_checkpoint wrote at build time (//testing/tiny:hf) are read."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from testing.hf_checkpoints import make_hf_checkpoint
+from testing.hf_checkpoints import seed0_checkpoint
 
 
 @pytest.mark.parametrize("preset", ["tiny-gpt2", "tiny-bert-seq-cls", "tiny-llama",
@@ -17,7 +18,7 @@ from testing.hf_checkpoints import make_hf_checkpoint
 def test_no_tensor_is_constant(preset, tmp_path):
     from safetensors.numpy import load_file
 
-    folder = make_hf_checkpoint(str(tmp_path / "ckpt"), preset)
+    folder = seed0_checkpoint(str(tmp_path / "ckpt"), preset)
     tensors = load_file(os.path.join(folder, "model.safetensors"))
     biases = [n for n in tensors if n.endswith(".bias")]
     assert biases or preset == "tiny-llama"

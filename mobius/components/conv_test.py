@@ -1,4 +1,5 @@
-"""Conv1d vs torch.nn.Conv1d (Whisper's two front-end convolutions and variants), f32."""
+"""Conv1d vs torch.nn.Conv1d (Whisper's two front-end convolutions and variants), f32
+(torch's side recorded at build time, conv_cases.py)."""
 
 from __future__ import annotations
 
@@ -6,34 +7,26 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-import torch
-
+from mobius.components import conv_cases as cases
 from mobius.components.conv import Conv1d, weight_norm
 from mobius.context import build_context
 from testing.onnx_graphs import attach_arrays, component_model, run_model
+from testing.recorded_arrays import load
 
-IN, OUT, LENGTH = 6, 10, 14
+IN, OUT, LENGTH = cases.IN, cases.OUT, cases.LENGTH
 
 
-@pytest.mark.parametrize("kernel,stride,padding,bias", [
-    (3, 1, 1, True),   # Whisper conv1
-    (3, 2, 1, True),   # Whisper conv2: halves the length
-    (5, 1, 0, False),  # no padding, no bias
-    (4, 3, 2, True),   # even kernel, stride that does not divide the length
-])
+@pytest.mark.parametrize("kernel,stride,padding,bias", cases.CONVS)
 def test_matches_torch(tmp_path, kernel, stride, padding, bias):
-    torch.manual_seed(0)
-    ref = torch.nn.Conv1d(IN, OUT, kernel, stride=stride, padding=padding, bias=bias).eval()
-    state = {k: v.detach().numpy().copy() for k, v in ref.state_dict().items()}
+    case = cases.conv_case(kernel, stride, padding, bias)
+    state, run = load(cases, case, "state"), load(cases, case)
     with build_context(None, ir.DataType.FLOAT):
         conv = Conv1d(IN, OUT, kernel, stride=stride, padding=padding, bias=bias)
     attach_arrays(conv, state, tmp_path)
     model = component_model([("x", ir.DataType.FLOAT, ["batch", IN, LENGTH])],
                             lambda op, x: conv(op, x), ["y"])
-    x = np.random.default_rng(0).standard_normal((2, IN, LENGTH)).astype(np.float32)
-    (y,) = run_model(model, {"x": x})
-    with torch.no_grad():
-        expected = ref(torch.from_numpy(x)).numpy()
+    (y,) = run_model(model, {"x": run["x"]})
+    expected = run["y"]
     assert y.shape == expected.shape
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
 
@@ -46,16 +39,12 @@ def test_weight_keeps_the_checkpoint_layout():
     assert conv.weight.dtype == ir.DataType.FLOAT16 and conv.bias is None
 
 
-@pytest.mark.parametrize("parametrized", [True, False], ids=["parametrizations", "weight_g_v"])
-@pytest.mark.parametrize("kernel", [4, 5])
+@pytest.mark.parametrize("kernel,parametrized", cases.WEIGHT_NORMS)
 def test_grouped_weight_norm_same_padding_matches_torch(tmp_path, kernel, parametrized):
     """wav2vec2's positional conv: groups, weight_norm(dim=2) from either spelling, and
     padding k // 2 with the last output of an even kernel dropped (pads (k//2, k//2 - 1))."""
-    torch.manual_seed(0)
-    norm = torch.nn.utils.parametrizations.weight_norm if parametrized else (
-        torch.nn.utils.weight_norm)
-    ref = norm(torch.nn.Conv1d(OUT, OUT, kernel, padding=kernel // 2, groups=2), dim=2).eval()
-    state = {k: v.detach().numpy().copy() for k, v in ref.state_dict().items()}
+    case = cases.weight_norm_case(kernel, parametrized)
+    state, run = load(cases, case, "state"), load(cases, case)
     assert len(state) == 3, sorted(state)
     with build_context(None, ir.DataType.FLOAT):
         conv = Conv1d(OUT, OUT, kernel, padding=(kernel // 2, kernel // 2 - 1 + kernel % 2),
@@ -64,9 +53,7 @@ def test_grouped_weight_norm_same_padding_matches_torch(tmp_path, kernel, parame
     attach_arrays(conv, state, tmp_path)
     model = component_model([("x", ir.DataType.FLOAT, ["batch", OUT, LENGTH])],
                             lambda op, x: conv(op, x), ["y"])
-    x = np.random.default_rng(0).standard_normal((2, OUT, LENGTH)).astype(np.float32)
-    (y,) = run_model(model, {"x": x})
-    with torch.no_grad():
-        expected = ref(torch.from_numpy(x)).numpy()[:, :, :LENGTH]
+    (y,) = run_model(model, {"x": run["x"]})
+    expected = run["y"][:, :, :LENGTH]
     assert y.shape == (2, OUT, LENGTH)
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)

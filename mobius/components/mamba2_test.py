@@ -4,7 +4,8 @@ The ONNX mixer runs a sequence in pieces (prefill, then one-token steps), carryi
 its conv and recurrent state; transformers runs the whole sequence at once with no
 cache. A causal recurrence gives the same outputs either way, so this checks the
 chunked scan (several chunks, a zero-padded last one), the single-step form, the
-state hand-over and the padding mask at once.
+state hand-over and the padding mask at once. transformers' side is recorded at build
+time (mamba2_cases.py).
 """
 
 from __future__ import annotations
@@ -13,39 +14,23 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-import torch
-import transformers
-
+from mobius.components import mamba2_cases as cases
 from mobius.components.mamba2 import Mamba2Dims, Mamba2Mixer
 from mobius.context import build_context
 from testing.onnx_graphs import attach_arrays, component_model, to_proto
+from testing.recorded_arrays import load
 
-HIDDEN, SEQ = 24, 11
-
-
-def _reference(groups: int, chunk: int, proj_bias: bool):
-    from transformers.models.granitemoehybrid import modeling_granitemoehybrid as m
-
-    config = transformers.GraniteMoeHybridConfig(
-        hidden_size=HIDDEN, mamba_n_heads=6, mamba_n_groups=groups, mamba_d_state=10,
-        mamba_d_head=8, mamba_expand=2, mamba_d_conv=4, mamba_chunk_size=chunk,
-        mamba_proj_bias=proj_bias, num_hidden_layers=1, layer_types=["linear_attention"])
-    torch.manual_seed(0)
-    layer = m.GraniteMoeHybridMambaLayer(config, 0).eval()
-    with torch.no_grad():
-        for p in layer.parameters():
-            p.copy_(torch.randn_like(p) * 0.5)
-    return config, layer
+HIDDEN, SEQ = cases.HIDDEN, cases.SEQ
 
 
 def _session(tmp_path, groups, chunk, proj_bias):
     import onnxruntime as ort
 
-    _, ref = _reference(groups, chunk, proj_bias)
+    case = cases.case_name(groups, chunk, proj_bias)
     dims = Mamba2Dims(HIDDEN, 6, 8, groups, 10, 4, chunk)
     with build_context(None, ir.DataType.FLOAT):
         mixer = Mamba2Mixer(dims, proj_bias=proj_bias)
-    attach_arrays(mixer, {k: v.detach().numpy() for k, v in ref.state_dict().items()}, tmp_path)
+    attach_arrays(mixer, load(cases, case, "state"), tmp_path)
     (_, conv_dims), (_, state_dims) = dims.state_dims()
     model = component_model(
         [("h", ir.DataType.FLOAT, ["batch", "seq", HIDDEN]),
@@ -57,18 +42,14 @@ def _session(tmp_path, groups, chunk, proj_bias):
          ("state_out", ["batch", *state_dims])])
     session = ort.InferenceSession(to_proto(model).SerializeToString(),
                                    providers=["CPUExecutionProvider"])
-    return session, ref, conv_dims, state_dims
+    return session, load(cases, case), conv_dims, state_dims
 
 
-@pytest.mark.parametrize("groups,chunk,proj_bias", [(1, 256, False), (2, 4, True), (3, 3, False)])
+@pytest.mark.parametrize("groups,chunk,proj_bias", cases.LAYERS)
 def test_pieces_match_the_whole_sequence(tmp_path, groups, chunk, proj_bias):
-    session, ref, conv_dims, state_dims = _session(tmp_path, groups, chunk, proj_bias)
-    rng = np.random.default_rng(0)
-    hidden = rng.standard_normal((2, SEQ, HIDDEN)).astype(np.float32)
-    mask = np.ones((2, SEQ), np.float32)
-    mask[1, :3] = 0  # row 1 left-padded
-    with torch.no_grad():
-        expected = ref(torch.from_numpy(hidden), attention_mask=torch.from_numpy(mask)).numpy()
+    session, recorded, conv_dims, state_dims = _session(tmp_path, groups, chunk, proj_bias)
+    hidden, mask, expected = recorded["hidden"], recorded["mask"], recorded["y"]
+    assert not mask[1, :3].any() and mask[0].all()  # row 1 left-padded
     conv = np.zeros((2, *conv_dims), np.float32)
     state = np.zeros((2, *state_dims), np.float32)
     outputs = []

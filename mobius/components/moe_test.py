@@ -1,8 +1,6 @@
-"""SparseMoE vs transformers' Mixtral / Qwen3-MoE / Qwen2-MoE (shared expert) sparse blocks.
-
-transformers 5 keeps the experts fused ([E, 2I, H] gate_up_proj, [E, H, I]
-down_proj); the checkpoints (and mobius) use one tensor per expert, so the
-state dict is split the way save_pretrained writes it.
+"""SparseMoE vs transformers' Mixtral / Qwen3-MoE / Qwen2-MoE (shared expert) sparse blocks,
+recorded at build time (moe_cases.py: the blocks' state in the per-expert checkpoint layout,
+their inputs and outputs).
 """
 
 from __future__ import annotations
@@ -11,13 +9,7 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-import torch
-import transformers
-
-from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
-from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeSparseMoeBlock
-from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock
-
+from mobius.components import moe_cases as cases
 from mobius.components.moe import (
     MIXTRAL_EXPERT_NAMES,
     QWEN_EXPERT_NAMES,
@@ -26,50 +18,20 @@ from mobius.components.moe import (
 )
 from mobius.context import build_context
 from testing.onnx_graphs import attach_arrays, component_model, run_model, run_reference
+from testing.recorded_arrays import load
 
-HIDDEN, INTER, SHARED = 24, 40, 28
-
-
-def per_expert_state(module, names) -> dict[str, np.ndarray]:
-    """transformers' fused expert tensors -> the per-expert checkpoint layout."""
-    gate_name, up_name, down_name = names
-    state = {}
-    for key, value in module.state_dict().items():
-        value = value.detach().numpy().copy()
-        if key == "experts.gate_up_proj":
-            inter = value.shape[1] // 2
-            for e in range(value.shape[0]):
-                state[f"experts.{e}.{gate_name}.weight"] = value[e, :inter]
-                state[f"experts.{e}.{up_name}.weight"] = value[e, inter:]
-        elif key == "experts.down_proj":
-            for e in range(value.shape[0]):
-                state[f"experts.{e}.{down_name}.weight"] = value[e]
-        else:
-            state[key] = value
-    return state
+HIDDEN, INTER, SHARED = cases.HIDDEN, cases.INTER, cases.SHARED
+NAMES = {"mixtral": MIXTRAL_EXPERT_NAMES, "qwen3_moe": QWEN_EXPERT_NAMES,
+         "qwen2_moe": QWEN_EXPERT_NAMES}
 
 
-def _hf_block(kind: str, num_experts: int, top_k: int, normalize: bool, seed: int = 0):
-    common = dict(hidden_size=HIDDEN, num_attention_heads=4, num_experts_per_tok=top_k)
-    if kind == "mixtral":
-        config = transformers.MixtralConfig(intermediate_size=INTER, num_local_experts=num_experts,
-                                            **common)
-        block_cls, names = MixtralSparseMoeBlock, MIXTRAL_EXPERT_NAMES
-    elif kind == "qwen3_moe":
-        config = transformers.Qwen3MoeConfig(moe_intermediate_size=INTER, num_experts=num_experts,
-                                             norm_topk_prob=normalize, **common)
-        block_cls, names = Qwen3MoeSparseMoeBlock, QWEN_EXPERT_NAMES
-    else:
-        config = transformers.Qwen2MoeConfig(moe_intermediate_size=INTER, num_experts=num_experts,
-                                             norm_topk_prob=normalize,
-                                             shared_expert_intermediate_size=SHARED, **common)
-        block_cls, names = Qwen2MoeSparseMoeBlock, QWEN_EXPERT_NAMES
-    torch.manual_seed(seed)
-    block = block_cls(config).eval()
-    with torch.no_grad():
-        for p in block.parameters():
-            p.normal_(0.0, 0.3)
-    return block, per_expert_state(block, names), names
+def _recorded(tmp_path, case, dtype=ir.DataType.FLOAT):
+    """The case's mobius SparseMoE on transformers' weights, and the recorded x and y."""
+    (kind, experts, top_k, normalize), _, _ = cases.RUNS[case]
+    model = _mobius(tmp_path, load(cases, case, "state"), NAMES[kind], experts, top_k,
+                    normalize, kind == "qwen2_moe", dtype)
+    run = load(cases, case)
+    return model, run["x"], run["y"]
 
 
 def _mobius(tmp_path, state, names, num_experts, top_k, normalize, shared, dtype=ir.DataType.FLOAT):
@@ -81,37 +43,18 @@ def _mobius(tmp_path, state, names, num_experts, top_k, normalize, shared, dtype
                            lambda op, x_: moe(op, x_), [("y", ["batch", "seq", HIDDEN])])
 
 
-CASES = {
-    # name: (kind, experts, top_k, normalize)
-    "mixtral_e4_k2": ("mixtral", 4, 2, True),
-    "mixtral_e8_k2": ("mixtral", 8, 2, True),
-    "qwen3_moe_e6_k2": ("qwen3_moe", 6, 2, False),
-    "qwen3_moe_e6_k3_norm": ("qwen3_moe", 6, 3, True),
-    "qwen3_moe_e5_k1": ("qwen3_moe", 5, 1, False),
-    "qwen3_moe_e4_k4": ("qwen3_moe", 4, 4, False),
-    "qwen2_moe_shared_e4_k2": ("qwen2_moe", 4, 2, False),
-}
-
-
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(cases.BLOCKS))
 def test_matches_transformers(tmp_path, case):
-    kind, experts, top_k, normalize = CASES[case]
-    block, state, names = _hf_block(kind, experts, top_k, normalize)
-    x = np.random.default_rng(1).standard_normal((3, 5, HIDDEN)).astype(np.float32)
-    with torch.no_grad():
-        expected = block(torch.from_numpy(x)).numpy()
-    model = _mobius(tmp_path, state, names, experts, top_k, normalize, kind == "qwen2_moe")
+    model, x, expected = _recorded(tmp_path, case)
     (got,) = run_model(model, {"x": x})
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_single_token_and_empty_experts(tmp_path):
     """Decode shape [batch, 1, hidden]: most experts get no token and must still run (0 rows)."""
-    block, state, names = _hf_block("mixtral", 8, 2, True)
-    x = np.random.default_rng(2).standard_normal((1, 1, HIDDEN)).astype(np.float32)
-    with torch.no_grad():
-        expected = block(torch.from_numpy(x)).numpy()
-    (got,) = run_model(_mobius(tmp_path, state, names, 8, 2, True, False), {"x": x})
+    model, x, expected = _recorded(tmp_path, "single_token")
+    assert x.shape == (1, 1, HIDDEN)
+    (got,) = run_model(model, {"x": x})
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
@@ -123,11 +66,7 @@ def test_half_precision(tmp_path, dtype, np_dtype, tol):
     import ml_dtypes
 
     np_dtype = np_dtype or ml_dtypes.bfloat16
-    block, state, names = _hf_block("qwen3_moe", 6, 2, True)
-    x = np.random.default_rng(3).standard_normal((2, 4, HIDDEN)).astype(np.float32)
-    with torch.no_grad():
-        expected = block(torch.from_numpy(x)).numpy()
-    model = _mobius(tmp_path, state, names, 6, 2, True, False, dtype)
+    model, x, expected = _recorded(tmp_path, "half_precision", dtype)
     runner = run_reference if dtype == ir.DataType.BFLOAT16 else run_model
     (got,) = runner(model, {"x": x.astype(np_dtype)})
     assert got.dtype == np.dtype(np_dtype)
@@ -136,18 +75,14 @@ def test_half_precision(tmp_path, dtype, np_dtype, tol):
 
 @pytest.mark.parametrize("normalize", [False, True])
 def test_routing_weights_are_dense_top_k(normalize):
-    rng = np.random.default_rng(4)
-    logits = rng.standard_normal((3, 7, 6)).astype(np.float32)
+    run = load(cases, "routing")  # torch's softmax -> topk -> (renormalize) -> scatter
+    logits = run["logits"]
     model = component_model(
         [("logits", ir.DataType.FLOAT, [3, 7, 6])],
-        lambda op, lg: routing_weights(op, lg, 2, normalize, ir.DataType.FLOAT),
+        lambda op, lg: routing_weights(op, lg, cases.ROUTING_TOP_K, normalize, ir.DataType.FLOAT),
         ["routing"])
     (got,) = run_model(model, {"logits": logits})
-    probs = torch.softmax(torch.from_numpy(logits), -1)
-    values, indices = torch.topk(probs, 2, dim=-1)
-    if normalize:
-        values = values / values.sum(-1, keepdim=True)
-    expected = torch.zeros_like(probs).scatter(-1, indices, values).numpy()
+    expected = run[f"normalize_{normalize}"]
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
     assert ((got > 0).sum(-1) == 2).all()

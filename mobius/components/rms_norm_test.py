@@ -1,4 +1,5 @@
-"""RMSNorm (ONNX RMSNormalization, statistics in float32) vs transformers' LlamaRMSNorm."""
+"""RMSNorm (ONNX RMSNormalization, statistics in float32) vs transformers' LlamaRMSNorm,
+recorded at build time on the same inputs (rms_norm_cases.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,7 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-import torch
-
-from transformers.models.llama.modeling_llama import LlamaRMSNorm
-
+from mobius.components import rms_norm_cases as cases
 from mobius.components.rms_norm import RMSNorm
 from mobius.context import build_context
 from testing.onnx_graphs import (
@@ -19,8 +17,9 @@ from testing.onnx_graphs import (
     run_model,
     run_reference,
 )
+from testing.recorded_arrays import load
 
-SIZE = 40
+SIZE = cases.SIZE
 
 
 def _run(tmp_path, dtype, weight, x, eps):
@@ -34,29 +33,20 @@ def _run(tmp_path, dtype, weight, x, eps):
     return y
 
 
-def _transformers(weight, x, eps):
-    module = LlamaRMSNorm(SIZE, eps=eps)
-    with torch.no_grad():
-        module.weight.copy_(torch.from_numpy(weight))
-        return module(torch.from_numpy(x.astype(np.float32))).numpy()
-
-
 @pytest.mark.parametrize("eps", [1e-6, 1e-5])
 def test_f32_matches_transformers(tmp_path, eps):
-    rng = np.random.default_rng(0)
-    weight = (1 + 0.2 * rng.standard_normal(SIZE)).astype(np.float32)
-    x = rng.standard_normal((2, 5, SIZE)).astype(np.float32) * 3
-    np.testing.assert_allclose(_run(tmp_path, ir.DataType.FLOAT, weight, x, eps),
-                               _transformers(weight, x, eps), rtol=1e-5, atol=1e-6)
+    run = load(cases, f"f32_eps_{eps:g}")
+    assert run["eps"] == eps
+    np.testing.assert_allclose(_run(tmp_path, ir.DataType.FLOAT, run["weight"], run["x"], eps),
+                               run["y"], rtol=1e-5, atol=1e-6)
 
 
 def test_epsilon_is_used(tmp_path):
     # With inputs ~1e-3, eps=1e-2 dominates the mean square: a dropped eps changes y ~25x.
-    rng = np.random.default_rng(1)
-    weight = np.ones(SIZE, np.float32)
-    x = (rng.standard_normal((1, 2, SIZE)) * 1e-3).astype(np.float32)
-    got = _run(tmp_path, ir.DataType.FLOAT, weight, x, 1e-2)
-    np.testing.assert_allclose(got, _transformers(weight, x, 1e-2), rtol=1e-5)
+    run = load(cases, "epsilon")
+    assert run["eps"] == 1e-2 and (run["weight"] == 1).all()
+    got = _run(tmp_path, ir.DataType.FLOAT, run["weight"], run["x"], 1e-2)
+    np.testing.assert_allclose(got, run["y"], rtol=1e-5)
     assert np.abs(got).max() < 0.1
 
 
@@ -65,14 +55,13 @@ def test_epsilon_is_used(tmp_path):
     (ir.DataType.BFLOAT16, ml_dtypes.bfloat16, 2 * 2**-7),
 ], ids=["f16", "bf16"])
 def test_half_precision(tmp_path, dtype, np_dtype, rtol):
-    rng = np.random.default_rng(2)
-    weight = (1 + 0.2 * rng.standard_normal(SIZE)).astype(np.float32)
-    x = rng.standard_normal((2, 3, SIZE)).astype(np_dtype)
-    got = _run(tmp_path, dtype, weight, x, 1e-6)
+    run = load(cases, "f16" if dtype == ir.DataType.FLOAT16 else "bf16")
+    x = run["x"].astype(np_dtype)
+    assert (x.astype(np.float32) == run["x"]).all()  # stored exactly
+    got = _run(tmp_path, dtype, run["weight"], x, 1e-6)
     assert got.dtype == np.dtype(np_dtype)
     # Reference in f32 from the same rounded inputs/weights: one final rounding + a little.
-    expected = _transformers(weight.astype(np_dtype).astype(np.float32), x, 1e-6)
-    np.testing.assert_allclose(got.astype(np.float32), expected, rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(got.astype(np.float32), run["y"], rtol=rtol, atol=rtol)
 
 
 def test_f16_statistics_do_not_overflow(tmp_path):

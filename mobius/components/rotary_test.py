@@ -2,50 +2,30 @@
 
 cos/sin are compared with transformers' LlamaRotaryEmbedding for every RoPE
 variant, including dynamic NTK past the base length (computed in the graph)
-and LongRoPE on both sides of its switch.
+and LongRoPE on both sides of its switch; transformers' side is recorded at build time
+(rotary_cases.py).
 """
 
 from __future__ import annotations
+
+import json
+import os
 
 import numpy as np
 import onnx_ir as ir
 import pytest
 
-import torch
-import transformers
-
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
-
+from mobius.components import rotary_cases as cases
 from mobius.components.rotary import RotaryEmbedding, apply_rotary
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import build_context
 from testing.onnx_graphs import component_model, run_model
-from testing.references import apply_rotary as reference_rotary
+from testing.recorded_arrays import load
+from testing.reference_cases import case_dir
 
-_DIMS = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=172,
-             num_hidden_layers=1, vocab_size=1031)
-_SHORT = [float(x) for x in np.linspace(1.0, 2.0, 8)]
-_LONG = [float(x) for x in np.linspace(1.0, 8.0, 8)]
-
-# name: (max_position_embeddings, rope_parameters, largest position used)
-VARIANTS = {
-    "default": (64, {"rope_type": "default", "rope_theta": 10000.0}, 40),
-    "linear": (64, {"rope_type": "linear", "factor": 4.0, "rope_theta": 10000.0}, 40),
-    "llama3": (64, {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                    "high_freq_factor": 4.0, "original_max_position_embeddings": 16,
-                    "rope_theta": 500000.0}, 40),
-    "yarn": (64, {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
-                  "rope_theta": 10000.0}, 40),
-    "dynamic_within_base": (64, {"rope_type": "dynamic", "factor": 2.0,
-                                 "rope_theta": 10000.0}, 40),
-    "dynamic_past_base": (16, {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}, 40),
-    "longrope_short": (64, {"rope_type": "longrope", "original_max_position_embeddings": 48,
-                            "rope_theta": 10000.0, "short_factor": _SHORT,
-                            "long_factor": _LONG}, 40),
-    "longrope_long": (64, {"rope_type": "longrope", "original_max_position_embeddings": 16,
-                           "rope_theta": 10000.0, "short_factor": _SHORT,
-                           "long_factor": _LONG}, 40),
-}
+_DIMS = cases.DIMS
+VARIANTS = cases.VARIANTS
+_positions = cases.positions
 
 
 def _rotary_model(rope, dtype=ir.DataType.FLOAT):
@@ -59,29 +39,20 @@ def _rotary_model(rope, dtype=ir.DataType.FLOAT):
     return model
 
 
-def _positions(largest: int) -> np.ndarray:
-    # Row 0: 0..largest; row 1 left-padded (padding positions are 1, as in generation).
-    row0 = np.arange(largest - 9, largest + 1)
-    row1 = np.concatenate([[1, 1, 1], np.arange(0, 7)])
-    return np.stack([row0, row1]).astype(np.int64)
-
-
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_cos_sin_match_transformers(variant):
-    max_pos, params, largest = VARIANTS[variant]
-    hf_config = transformers.LlamaConfig(**_DIMS, max_position_embeddings=max_pos,
-                                         rope_parameters=dict(params))
-    rope = ArchitectureConfig.from_dict(hf_config.to_dict()).rope
-    positions = _positions(largest)
+    with open(os.path.join(case_dir(cases, variant), "config.json")) as f:
+        rope = ArchitectureConfig.from_dict(json.load(f)).rope
+    recorded = load(cases, variant)
+    positions = recorded["positions"]
+    np.testing.assert_array_equal(positions, _positions(VARIANTS[variant][2]))
     cos, sin = run_model(_rotary_model(rope), {"position_ids": positions})
-    with torch.no_grad():
-        hf_rotary = LlamaRotaryEmbedding(hf_config)
-        hf_cos, hf_sin = hf_rotary(torch.zeros(1), torch.from_numpy(positions))
+    hf_cos, hf_sin = recorded["cos"], recorded["sin"]
     half = rope.rotary_dim // 2
     assert cos.shape == sin.shape == (2, 10, half)
     # Angles up to 40 rad: float32 ulp there is 3.8e-6; allow a few.
-    np.testing.assert_allclose(cos, hf_cos[..., :half].numpy(), rtol=0, atol=2e-5)
-    np.testing.assert_allclose(sin, hf_sin[..., :half].numpy(), rtol=0, atol=2e-5)
+    np.testing.assert_allclose(cos, hf_cos[..., :half], rtol=0, atol=2e-5)
+    np.testing.assert_allclose(sin, hf_sin[..., :half], rtol=0, atol=2e-5)
 
 
 def test_dynamic_past_base_really_differs_from_plain_rope():
@@ -129,13 +100,11 @@ def test_tables_follow_the_build_dtype(dtype, np_dtype):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("head_dim, rotary_dim", [(16, 16), (16, 8), (32, 16), (16, 4)])
+@pytest.mark.parametrize("head_dim, rotary_dim", cases.APPLY)
 def test_apply_rotary_matches_rotate_half_reference(head_dim, rotary_dim):
-    rng = np.random.default_rng(0)
-    batch, heads, seq = 2, 3, 5
-    x = rng.standard_normal((batch, heads, seq, head_dim)).astype(np.float32)
-    angles = rng.uniform(-3, 3, (batch, seq, rotary_dim // 2)).astype(np.float32)
-    cos, sin = np.cos(angles), np.sin(angles)
+    recorded = load(cases, cases.apply_case(head_dim, rotary_dim))
+    x, cos, sin = recorded["x"], recorded["cos"], recorded["sin"]
+    batch, heads, seq, _ = x.shape
     model = component_model(
         inputs=[("x", ir.DataType.FLOAT, [batch, heads, seq, head_dim]),
                 ("cos", ir.DataType.FLOAT, [batch, seq, rotary_dim // 2]),
@@ -144,8 +113,7 @@ def test_apply_rotary_matches_rotate_half_reference(head_dim, rotary_dim):
         outputs=["y"],
     )
     (y,) = run_model(model, {"x": x, "cos": cos, "sin": sin})
-    expected = reference_rotary(torch.from_numpy(x), torch.from_numpy(cos),
-                                torch.from_numpy(sin), rotary_dim).numpy()
+    expected = recorded["y"]  # testing/references.apply_rotary (rotate-half, in torch)
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
     if rotary_dim < head_dim:
         np.testing.assert_array_equal(y[..., rotary_dim:], x[..., rotary_dim:])

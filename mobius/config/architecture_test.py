@@ -3,43 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
+from mobius.config import architecture_cases as cases
 from mobius.config.architecture import ArchitectureConfig, load_config
+from mobius.config.architecture_cases import V4_LLAMA
 from mobius.errors import ConfigError, MobiusError
+from testing.reference_cases import case_dir
 
-# A transformers 4.x-style Llama config.json (top-level rope_theta, rope_scaling, torch_dtype).
-V4_LLAMA = {
-    "model_type": "llama",
-    "architectures": ["LlamaForCausalLM"],
-    "vocab_size": 1031,
-    "hidden_size": 64,
-    "intermediate_size": 172,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 256,
-    "rms_norm_eps": 1e-5,
-    "rope_theta": 500000.0,
-    "rope_scaling": {
-        "rope_type": "llama3",
-        "factor": 8.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 64,
-    },
-    "torch_dtype": "bfloat16",
-    "bos_token_id": 1,
-    "eos_token_id": [2, 5],
-}
-
-
-def _v5_from_v4(raw: dict) -> dict:
-    """What transformers 5 itself writes for a 4.x dict (the real conversion, not ours)."""
-    import transformers
-    config = transformers.AutoConfig.for_model(**raw)
-    converted = config.to_dict()
+def _v5_from_v4() -> dict:
+    """What transformers 5 itself writes for V4_LLAMA (the real conversion, not ours),
+    recorded at build time (architecture_cases.py)."""
+    with open(os.path.join(case_dir(cases, "v5_llama"), "converted.json")) as f:
+        converted = json.load(f)
     assert "rope_scaling" not in converted and "torch_dtype" not in converted
     return converted
 
@@ -64,7 +42,7 @@ def _minimal(**changes) -> dict:
 
 def test_v4_and_v5_spellings_normalize_to_the_same_config():
     v4 = ArchitectureConfig.from_dict(V4_LLAMA)
-    v5_raw = _v5_from_v4(V4_LLAMA)
+    v5_raw = _v5_from_v4()
     assert "rope_parameters" in v5_raw and v5_raw["dtype"] == "bfloat16"
     v5 = ArchitectureConfig.from_dict(v5_raw)
     assert v4 == v5

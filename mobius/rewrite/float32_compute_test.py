@@ -11,7 +11,7 @@ from mobius.ep.registry import get_ep
 from mobius.rewrite.float32_compute import Float32Compute
 from mobius.rewrite.rule import RuleContext
 from testing import parity
-from testing.hf_checkpoints import make_hf_checkpoint
+from testing.hf_checkpoints import seed0_checkpoint
 
 BF16 = ir.DataType.BFLOAT16
 
@@ -61,7 +61,8 @@ def test_not_applied_where_the_ep_computes_the_dtype(ep, dtype):
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    return make_hf_checkpoint(str(tmp_path_factory.mktemp("llama")), "tiny-llama")
+    # the Bazel-built seed-0 checkpoint (//testing/tiny:hf in data): read, never written
+    return seed0_checkpoint(str(tmp_path_factory.mktemp("llama")), "tiny-llama")
 
 
 @pytest.mark.parametrize("ep", ["default", "cpu"])

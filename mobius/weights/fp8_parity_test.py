@@ -1,12 +1,9 @@
 """L3 parity of FP8 checkpoints: packages against transformers.
 
 Checkpoints come from testing/fp8_checkpoints.py (tiny transformers models,
-every parameter random, quantized there with numpy). Where transformers' CPU
-loader reads the FP8 folder (it dequantizes FP8 when no GPU kernel is
-available) it is the reference; for blocks that do not divide the weight,
-transformers' dequantizer derives the block from the scale grid and refuses
-or misreads the shape, so the reference is transformers on the exact float
-weights the helper wrote.
+every parameter random, quantized there with numpy), written at build time with
+transformers' reference run on them (fp8_parity_cases.py, which says which
+transformers model is the reference of each).
 """
 
 from __future__ import annotations
@@ -15,30 +12,30 @@ import json
 import os
 import shutil
 
-import ml_dtypes
 import pytest
 
 from mobius.cli import main
-from testing.fp8_checkpoints import check_f32_parity, check_same_package, fp8_config, write_fp8
-from testing.hf_checkpoints import load_hf_model
+from mobius.weights import fp8_parity_cases as cases
+from testing import decoder_reference
+from testing.fp8_checkpoints import check_f32_parity, check_same_package
+from testing.reference_cases import case_dir
 
-CASES = {
-    # name: (writer kwargs, transformers reads the FP8 folder)
-    "block32": (dict(quantization_config=fp8_config((32, 32)), intermediate_size=160), True),
-    "per-tensor-bf16-scales": (dict(quantization_config=fp8_config(None),
-                                    scale_dtype=ml_dtypes.bfloat16), True),
-    "ragged-16x24": (dict(quantization_config=fp8_config((16, 24))), False),
-}
+CASES = cases.FP8
 
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
+    """name -> a writable copy of its FP8 folder, with the float one beside it (-ref):
+    check_f32_parity writes its package next to the folder."""
     root = tmp_path_factory.mktemp("fp8")
     made = {}
 
     def get(name):
         if name not in made:
-            made[name] = write_fp8(str(root / name), str(root / f"{name}-ref"), **CASES[name][0])
+            for suffix in ("", "-ref"):
+                shutil.copytree(os.path.join(case_dir(cases, name), "fp8" + suffix),
+                                str(root / (name + suffix)), copy_function=shutil.copyfile)
+            made[name] = str(root / name)
         return made[name]
 
     return get
@@ -46,13 +43,8 @@ def checkpoints(tmp_path_factory):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_f32_package_matches_transformers(checkpoints, name):
-    import torch
-    import transformers
-
-    folder = checkpoints(name)
-    reference = (transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-                 if CASES[name][1] else load_hf_model(folder + "-ref"))
-    check_f32_parity(folder, reference.eval())
+    reference = decoder_reference.load(os.path.join(case_dir(cases, name), "reference.npz"))
+    check_f32_parity(checkpoints(name), reference)
 
 
 @pytest.mark.parametrize("name, options", [

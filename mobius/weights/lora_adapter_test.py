@@ -1,6 +1,8 @@
 """--adapter-mode separate: LoRA adapters as files that onnxruntime-genai switches
-at run time, against transformers + peft (adapter on, adapter off, switching)."""
+at run time, against transformers + peft (adapter on, adapter off, switching), recorded at
+build time with the adapters peft saved (lora_adapter_cases.py)."""
 
+import json
 import os
 
 import numpy as np
@@ -10,43 +12,27 @@ from mobius.builder import build
 from mobius.cli import main
 from mobius.errors import MobiusError, WeightsError
 from mobius.package.adapter_files import adapter_path
-from testing import genai_harness as harness
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint
+from mobius.weights import lora_adapter_cases as cases
+from testing import decoder_reference
 from testing.model_runs import BuiltPackage, f32_parity, ort_session
+from testing.reference_cases import case_dir
 
-PROMPT = [5, 17, 33, 44, 91]
-NEW_TOKENS = 12
-#: two adapters on different Linears (one rsLoRA), so switching changes which ones move
-ADAPTERS = {"alpha": (["q_proj", "v_proj", "down_proj"], {}),
-            "beta": (["k_proj", "o_proj", "up_proj"], {"use_rslora": True})}
+PROMPT = cases.PROMPT
 
 
-def _adapter(base_folder: str, folder: str, seed: int, targets, **lora) -> str:
-    """A random (not zero-initialised) LoRA adapter saved by peft itself."""
-    import peft
-    import torch
-
-    torch.manual_seed(seed)
-    config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=targets,
-                             init_lora_weights=False, **lora)
-    peft.get_peft_model(load_hf_model(base_folder), config).save_pretrained(folder)
-    return folder
+def _recorded(name: str) -> str:
+    """A folder or file of lora_adapter_cases (its module docstring)."""
+    return os.path.join(case_dir(cases, "peft"), name)
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("lora")
-    base = make_hf_checkpoint(str(root / "base"), "tiny-llama", initializer_range=0.2)
-    adapters = {name: _adapter(base, str(root / name), seed, targets, **lora)
-                for seed, (name, (targets, lora)) in enumerate(ADAPTERS.items(), 1)}
-    return base, adapters
+def setup():
+    return _recorded("base"), {name: _recorded(name) for name in cases.ADAPTERS}
 
 
-def _reference(base: str, adapter: str | None):
-    import peft
-
-    model = load_hf_model(base)
-    return peft.PeftModel.from_pretrained(model, adapter).eval() if adapter else model
+def _reference(adapter: str | None, pad: int) -> decoder_reference.DecoderReference:
+    """transformers + peft's recorded run with ``adapter`` (a name; None: the base model)."""
+    return decoder_reference.load(_recorded(cases.run_name(adapter, pad) + ".npz"))
 
 
 class _WithAdapter:
@@ -85,12 +71,11 @@ def test_logits_match_peft_with_each_adapter_and_without(tmp_path, setup, ep, pa
         os.path.join(path, "model.onnx"))
     for name in [None, *adapters]:
         file = adapter_path(path, name) if name else None
-        run = f32_parity(built, _reference(base, adapters.get(name)),
-                         session=_WithAdapter(session, file), pad=pad)
+        run = f32_parity(built, _reference(name, pad), session=_WithAdapter(session, file))
         assert run.max_abs_diff <= 1e-4, (name, run.max_abs_diff)
     # the adapter matters: with it on, the base model is far off
-    run = f32_parity(built, _reference(base, None),
-                     session=_WithAdapter(session, adapter_path(path, "alpha")), pad=pad)
+    run = f32_parity(built, _reference(None, pad),
+                     session=_WithAdapter(session, adapter_path(path, "alpha")))
     assert run.max_abs_diff > 1e-2
 
 
@@ -98,8 +83,8 @@ def _genai_tokens(model, adapters, name: str | None) -> list[int]:
     import onnxruntime_genai as og
 
     params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(PROMPT) + NEW_TOKENS,
-                              min_length=len(PROMPT) + NEW_TOKENS, do_sample=False)
+    params.set_search_options(max_length=len(PROMPT) + cases.NEW_TOKENS,
+                              min_length=len(PROMPT) + cases.NEW_TOKENS, do_sample=False)
     generator = og.Generator(model, params)
     if name is not None:
         generator.set_active_adapter(adapters, name)
@@ -117,8 +102,9 @@ def test_genai_switches_adapters_at_run_time(tmp_path, setup):
     named = [arg for name, folder in adapters.items() for arg in ("--adapter", f"{name}={folder}")]
     assert main(["build", "--model", base, path, "--ep", "cpu", "--adapter-mode", "separate",
                  *named, "--quiet"]) == 0
-    expected = {name: harness.hf_generate(_reference(base, adapters.get(name)), [PROMPT],
-                                          NEW_TOKENS)[0] for name in [None, *adapters]}
+    with open(_recorded("tokens.json")) as f:  # transformers + peft's greedy tokens
+        recorded = json.load(f)
+    expected = {name: recorded[name or "base"] for name in [None, *adapters]}
     assert len({tuple(tokens) for tokens in expected.values()}) == 3  # each adapter matters
     model = og.Model(path)
     loaded = og.Adapters(model)
@@ -145,9 +131,8 @@ def test_bad_requests_are_refused(tmp_path, setup):
               adapter_mode="separate", layout="transformers.js")
 
 
-def test_a_fused_projection_is_refused(tmp_path):
-    base = make_hf_checkpoint(str(tmp_path / "phi3"), "tiny-phi3")
-    adapter = _adapter(base, str(tmp_path / "adapter"), 3, ["qkv_proj"])
+def test_a_fused_projection_is_refused():
+    base, adapter = _recorded("phi3"), _recorded("phi3-adapter")  # tiny-phi3, on qkv_proj
     with pytest.raises(WeightsError, match="qkv_proj.weight.*fused or sliced"):
         build(base, adapter=adapter, adapter_mode="separate")
     assert build(base, adapter=adapter).model is not None  # merging it works

@@ -1,54 +1,49 @@
-"""--adapter: a PEFT LoRA adapter merged into the weights matches transformers + peft."""
+"""--adapter: a PEFT LoRA adapter merged into the weights matches transformers + peft
+(recorded at build time with the adapters peft saved, lora_cases.py)."""
 
 import json
 import os
+import shutil
 
 import pytest
 
 from mobius.builder import build
 from mobius.errors import WeightsError
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint
+from mobius.weights import lora_cases as cases
+from testing import decoder_reference
 from testing.model_runs import BuiltPackage, f32_parity
-
-TARGETS = ["q_proj", "v_proj", "down_proj"]
-
-
-def _adapter(base_folder: str, folder: str, seed: int, **lora) -> str:
-    """A random (not zero-initialised) LoRA adapter saved by peft itself."""
-    import peft
-    import torch
-
-    torch.manual_seed(seed)
-    config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS,
-                             init_lora_weights=False, **lora)
-    peft.get_peft_model(load_hf_model(base_folder), config).save_pretrained(folder)
-    return folder
+from testing.reference_cases import case_dir
 
 
-def _parity(tmp_path, checkpoint: str, hf_model, adapter=None, name="pkg") -> float:
+def _recorded(name: str) -> str:
+    """A folder of lora_cases ("base", an adapter) or its recorded run ("<name>.npz")."""
+    return os.path.join(case_dir(cases, "peft"), name)
+
+
+def _run(name: str) -> decoder_reference.DecoderReference:
+    return decoder_reference.load(_recorded(name + ".npz"))
+
+
+def _parity(tmp_path, checkpoint: str, reference, adapter=None, name="pkg") -> float:
     # default EP: exact on a left-padded batch; every position's logits are compared
     package = build(checkpoint, adapter=adapter, prefill_logits="all")
     path = package.save(str(tmp_path / name))
-    return f32_parity(BuiltPackage(path, package.config, "f32"), hf_model).max_abs_diff
+    return f32_parity(BuiltPackage(path, package.config, "f32"), reference).max_abs_diff
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    return make_hf_checkpoint(str(tmp_path_factory.mktemp("base")), "tiny-llama")
+def base():
+    return _recorded("base")
 
 
-@pytest.mark.parametrize("lora", [{}, {"use_rslora": True}], ids=["lora", "rslora"])
+@pytest.mark.parametrize("lora", sorted(cases.LORAS))
 def test_merged_adapter_matches_peft(tmp_path, base, lora):
-    import peft
-
-    adapter = _adapter(base, str(tmp_path / "adapter"), seed=1, **lora)
-    with_adapter = peft.PeftModel.from_pretrained(load_hf_model(base), adapter).eval()
-    assert _parity(tmp_path, base, with_adapter, adapter) <= 1e-4  # adapter on, unmerged peft
-    merged = with_adapter.merge_and_unload()
-    assert _parity(tmp_path, base, merged, adapter, "pkg2") <= 1e-4  # peft's own merge
+    adapter = _recorded(lora)
+    assert _parity(tmp_path, base, _run(lora), adapter) <= 1e-4  # adapter on, unmerged peft
+    assert _parity(tmp_path, base, _run(lora + "-merged"), adapter, "pkg2") <= 1e-4  # peft's merge
     # adapter off: the base package is the base model, and the adapter changes the logits
-    assert _parity(tmp_path, base, load_hf_model(base), None, "base") <= 1e-4
-    assert _parity(tmp_path, base, load_hf_model(base), adapter, "pkg3") > 1e-2
+    assert _parity(tmp_path, base, _run("base"), None, "base") <= 1e-4
+    assert _parity(tmp_path, base, _run("base"), adapter, "pkg3") > 1e-2
 
 
 def _edit_config(folder: str, **changes) -> None:
@@ -67,15 +62,15 @@ def _edit_config(folder: str, **changes) -> None:
     ({"r": 0}, "must be positive"),
 ])
 def test_unsupported_adapters_are_refused(tmp_path, base, changes, message):
-    adapter = _adapter(base, str(tmp_path / "adapter"), seed=2)
+    adapter = str(tmp_path / "adapter")  # the recorded adapter of seed 2, to edit
+    shutil.copytree(_recorded("refused"), adapter, copy_function=shutil.copyfile)
     _edit_config(adapter, **changes)
     with pytest.raises(WeightsError, match=message):
         build(base, adapter=adapter)
 
 
 def test_adapter_for_another_model_is_refused(tmp_path, base):
-    other = make_hf_checkpoint(str(tmp_path / "other"), "tiny-llama", num_hidden_layers=3)
-    adapter = _adapter(other, str(tmp_path / "adapter"), seed=3)
+    adapter = _recorded("other")  # for a 3-layer tiny-llama
     with pytest.raises(WeightsError, match="adapter targets .model.layers.2.*which the base checkpoint lacks"):
         build(base, adapter=adapter)
     with pytest.raises(WeightsError, match="no adapter_config.json"):

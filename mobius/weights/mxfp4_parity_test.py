@@ -3,34 +3,41 @@
 The checkpoint comes from testing/fp8_checkpoints.py (a tiny transformers
 gpt-oss, every parameter random, its expert stacks quantized there to MXFP4
 with numpy). transformers' CPU loader dequantizes MXFP4 (``Mxfp4Config(
-dequantize=True)``); that model is the reference.
+dequantize=True)``); that model is the reference. Both are made at build time
+(mxfp4_parity_cases.py).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 
 from mobius.builder import build
+from mobius.weights import mxfp4_parity_cases as cases
 from mobius.weights.dequantized_checkpoint import DequantizedCheckpoint
-from testing.fp8_checkpoints import check_f32_parity, check_same_package, write_mxfp4
+from testing import decoder_reference
+from testing.fp8_checkpoints import check_f32_parity, check_same_package
+from testing.reference_cases import case_dir
 
 EXPERTS, LAYERS = 5, 2  # tiny-gpt_oss
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
+    """A writable copy of the MXFP4 folder and its float one (check_f32_parity writes its
+    package next to the folder)."""
     root = tmp_path_factory.mktemp("mxfp4")
-    return write_mxfp4(str(root / "mxfp4"), str(root / "mxfp4-ref"))
+    for name in ("mxfp4", "mxfp4-ref"):
+        shutil.copytree(os.path.join(case_dir(cases, "mxfp4"), name), str(root / name),
+                        copy_function=shutil.copyfile)
+    return str(root / "mxfp4")
 
 
 def test_f32_package_matches_transformers(checkpoint):
-    import torch
-    import transformers
-
-    reference = transformers.AutoModelForCausalLM.from_pretrained(
-        checkpoint, dtype=torch.float32,
-        quantization_config=transformers.Mxfp4Config(dequantize=True))
-    check_f32_parity(checkpoint, reference.eval())
+    reference = decoder_reference.load(os.path.join(case_dir(cases, "mxfp4"), "reference.npz"))
+    check_f32_parity(checkpoint, reference)
 
 
 def test_int4_package_equals_the_float_checkpoints(checkpoint, tmp_path):

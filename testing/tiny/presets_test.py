@@ -17,7 +17,9 @@ from mobius.models import registry
 from mobius.models.registry import family_for
 from mobius.tiny.checkpoint import make_tiny_checkpoint, prebuilt_tiny_checkpoint
 from mobius.tiny.presets import TINY_PRESETS
-from testing.hf_checkpoints import make_hf_checkpoint, prebuilt_hf_checkpoint
+from testing.hf_checkpoints import prebuilt_hf_checkpoint
+from testing.reference_cases import case_dir
+from testing.tiny import presets_cases
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -100,9 +102,10 @@ def test_each_transformers_checkpoint_is_built(name):
     assert _expected_files(name) <= set(os.listdir(folder))
 
 
-def test_transformers_checkpoint_is_seed_zero_without_overrides(tmp_path):
+def test_transformers_checkpoint_is_seed_zero_without_overrides():
     built = load_file(os.path.join(prebuilt_hf_checkpoint("tiny-qwen3"), "model.safetensors"))
-    fresh = load_file(os.path.join(make_hf_checkpoint(str(tmp_path / "q"), "tiny-qwen3"),
+    # make_hf_checkpoint's seed-0 checkpoint, written apart (presets_cases.py)
+    fresh = load_file(os.path.join(case_dir(presets_cases, "tiny-qwen3"), "ckpt",
                                    "model.safetensors"))
     assert built.keys() == fresh.keys()
     for key, value in fresh.items():
