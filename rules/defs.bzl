@@ -6,6 +6,8 @@ Python dependencies installed by pip are referenced as //third_party:<name>
 (e.g. "//third_party:onnx"); see //third_party:BUILD.bazel.
 """
 
+load("//rules:bytecode.bzl", "py_bytecode")
+
 _RUNNER = "//testing:run_pytest.py"
 
 def _is_test_file(path):
@@ -52,13 +54,19 @@ def mobius_py_test(
     test_deps = list(deps) + [r for r in references if r not in deps]
     if "//third_party:pytest" not in test_deps:
         test_deps.append("//third_party:pytest")
+    py_bytecode(
+        name = name + "_pyc",
+        testonly = True,
+        deps = test_deps,
+    )
     native.py_test(
         name = name,
         srcs = srcs + [_RUNNER],
         main = _RUNNER,
         args = ["$(rootpath %s)" % s for s in test_srcs] + extra_args,
         deps = test_deps,
-        data = data + ["//testing/tiny:" + t for t in tiny] + [r + "_out" for r in references],
+        data = data + ["//testing/tiny:" + t for t in tiny] + [r + "_out" for r in references] +
+               [":" + name + "_pyc"],
         size = size,
         tags = tags,
         shard_count = shard_count,
