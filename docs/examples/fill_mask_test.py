@@ -12,15 +12,12 @@ import sys
 import numpy as np
 import pytest
 
-import transformers
-
 import mobius
-from mobius.models.masked_lm import FAMILIES
-from testing.model_runs import make_family_checkpoint
+from docs import examples_cases as cases
+from docs.examples_cases import FILL_MASK_TEXTS as TEXTS
+from testing.reference_cases import case_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MASK = "<mask>"
-TEXTS = [f"The quick brown {MASK} jumps over the lazy dog.", f"ONNX {MASK} runs models."]
 
 
 def _example():
@@ -35,35 +32,20 @@ def _example():
         sys.path.remove(HERE)
 
 
-def _add_mask_token(folder: str) -> None:
-    """The tiny tokenizer has no mask token: add one, as a masked LM's tokenizer has."""
-    from tokenizers import Tokenizer
-
-    path = os.path.join(folder, "tokenizer.json")
-    tokenizer = Tokenizer.from_file(path)
-    tokenizer.add_special_tokens([MASK])
-    tokenizer.save(path)
-    config_path = os.path.join(folder, "tokenizer_config.json")
-    with open(config_path) as f:
-        config = json.load(f)
-    with open(config_path, "w") as f:
-        json.dump({**config, "mask_token": MASK}, f)
-
-
-@pytest.fixture(scope="module", params=[FAMILIES[0], FAMILIES[1]], ids=lambda f: f.name)
+@pytest.fixture(scope="module", params=["tiny-bert-mlm", "tiny-roberta-mlm"])
 def package(request, tmp_path_factory):
-    root = tmp_path_factory.mktemp(request.param.name)
-    folder = make_family_checkpoint(str(root / "ckpt"), request.param)
-    _add_mask_token(folder)
-    return folder, mobius.build(folder).save(str(root / "pkg"))
+    """(transformers' pipeline answers, the package of the checkpoint with a mask token)."""
+    recorded = case_dir(cases, f"fill_mask__{request.param}")
+    folder = os.path.join(recorded, "ckpt")
+    with open(os.path.join(recorded, "expected.json")) as f:
+        expected = json.load(f)
+    return expected, mobius.build(folder).save(str(tmp_path_factory.mktemp("pkg") / "pkg"))
 
 
 def test_same_top_tokens_and_scores_as_the_pipeline(package):
-    folder, pkg = package
+    answers, pkg = package
     results = _example().fill(pkg, TEXTS, top=5)
-    pipe = transformers.pipeline("fill-mask", model=folder, device="cpu", top_k=5)
-    for text, (candidates,) in zip(TEXTS, results):
-        expected = pipe(text)
+    for expected, (candidates,) in zip(answers, results, strict=True):
         assert [i for i, _, _ in candidates] == [e["token"] for e in expected]
         np.testing.assert_allclose([s for _, _, s in candidates], [e["score"] for e in expected],
                                    atol=1e-5)

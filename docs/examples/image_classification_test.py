@@ -5,6 +5,7 @@ processor the package carries."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -12,15 +13,11 @@ import sys
 import numpy as np
 import pytest
 
-import transformers
-from PIL import Image
-
 import mobius
-from mobius.models.registry import FAMILIES
-from testing.model_runs import make_family_checkpoint
+from docs import examples_cases as cases
+from testing.reference_cases import case_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CLASSIFIERS = {f.name: f for f in FAMILIES if f.task.name == "image-classification"}
 
 
 def _example():
@@ -31,29 +28,24 @@ def _example():
     return module
 
 
-def _images(folder) -> list[str]:
-    """Two made-up images of different sizes and aspect ratios (resize and crop matter)."""
-    rng = np.random.default_rng(0)
-    paths = []
-    for i, (height, width) in enumerate([(45, 60), (70, 38)]):
-        ramp = np.linspace(0, 255, width)[None, :, None] * np.ones((height, 1, 3))
-        noise = rng.integers(0, 80, size=(height, width, 3))
-        pixels = np.clip(ramp + noise, 0, 255).astype(np.uint8)
-        path = os.path.join(folder, f"image{i}.png")
-        Image.fromarray(pixels).save(path)
-        paths.append(path)
-    return paths
+def _recorded(preset: str):
+    """(checkpoint, its made-up images, transformers' pipeline answers) of examples_cases:
+    two images of different sizes and aspect ratios (resize and crop matter)."""
+    recorded = case_dir(cases, f"image_classification__{preset}")
+    with open(os.path.join(recorded, "expected.json")) as f:
+        expected = json.load(f)
+    paths = [os.path.join(recorded, f"image{i}.png") for i in range(len(expected))]
+    return os.path.join(recorded, "ckpt"), paths, expected
 
 
 #: one processor of each kind: resize to a square (ViT), shortest edge + centre crop (DINOv2)
-@pytest.mark.parametrize("family", ["vit-img-cls", "dinov2-img-cls"])
-def test_same_labels_and_scores_as_the_pipeline(family, tmp_path):
-    folder = make_family_checkpoint(str(tmp_path / "ckpt"), CLASSIFIERS[family])
+@pytest.mark.parametrize("preset", ["tiny-vit-img-cls", "tiny-dinov2-img-cls"])
+def test_same_labels_and_scores_as_the_pipeline(preset, tmp_path):
+    folder, paths, answers = _recorded(preset)
     pkg = mobius.build(folder).save(str(tmp_path / "pkg"))
-    paths = _images(str(tmp_path))
     probabilities, labels = _example().classify(pkg, paths)
-    pipe = transformers.pipeline("image-classification", model=folder, device="cpu")
-    for row, expected in zip(probabilities, pipe(paths, top_k=len(labels))):
+    for row, expected in zip(probabilities, answers, strict=True):
+        assert len(expected) == len(labels)  # the pipeline ranked every label
         got = [labels[int(i)] for i in np.argsort(-row)]
         assert got[:3] == [e["label"] for e in expected[:3]]
         np.testing.assert_allclose(np.sort(row)[::-1], [e["score"] for e in expected],
@@ -61,9 +53,8 @@ def test_same_labels_and_scores_as_the_pipeline(family, tmp_path):
 
 
 def test_command_line(tmp_path):
-    folder = make_family_checkpoint(str(tmp_path / "ckpt"), CLASSIFIERS["vit-img-cls"])
+    folder, paths, _ = _recorded("tiny-vit-img-cls")
     pkg = mobius.build(folder).save(str(tmp_path / "pkg"))
-    paths = _images(str(tmp_path))
     result = subprocess.run([sys.executable, os.path.join(HERE, "image_classification.py"), pkg,
                              *paths], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

@@ -4,6 +4,7 @@ greedy tokens from a tiny LLaVA package: text only, one image, two images."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -11,12 +12,13 @@ import sys
 import numpy as np
 import pytest
 
+from docs import examples_cases as cases
+from docs.examples_cases import LLAVA_NEW_TOKENS as NEW_TOKENS
+from docs.examples_cases import llava_prompt
 from mobius.builder import build
-from testing.hf_checkpoints import load_hf_model
-from testing.llava_checkpoints import hf_llava_generate, make_llava_checkpoint
+from testing.reference_cases import case_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NEW_TOKENS = 8
 
 
 def _example():
@@ -29,30 +31,29 @@ def _example():
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
+    """(package, transformers' recorded runs: examples_cases._llava_generate)."""
+    recorded = case_dir(cases, "llava_generate__tiny-llava")
+    folder = os.path.join(recorded, "ckpt")
     root = tmp_path_factory.mktemp("llava")
-    folder = make_llava_checkpoint(str(root / "ckpt"))
     package = build(folder, execution_provider="cpu", dtype="f32").save(str(root / "pkg"))
-    return package, load_hf_model(folder)
+    with open(os.path.join(recorded, "expected.json")) as f:
+        return package, json.load(f)
 
 
 @pytest.mark.parametrize("images", [0, 1, 2])
 def test_generates_transformers_tokens(built, images):
-    package, hf_model = built
+    package, runs = built
     example = _example()
-    config, rng = hf_model.config, np.random.default_rng(images)
-    vision = config.vision_config
-    pixels = rng.standard_normal((images, vision.num_channels, vision.image_size,
-                                  vision.image_size)).astype(np.float32) if images else None
-    prompt = [int(t) for t in rng.integers(4, config.image_token_index, size=3)]
-    for _ in range(images):  # one <image> per image, then text
-        prompt += [config.image_token_index] + [int(t) for t in rng.integers(4, 900, size=2)]
+    facts = runs["facts"]
+    pixels, prompt = llava_prompt(facts, images)
     llava = example.LlavaPackage(package)
     if images:
         per_image = llava.tokens_per_image(pixels)
-        assert per_image == (vision.image_size // vision.patch_size) ** 2
+        assert per_image == (facts["image_size"] // facts["patch_size"]) ** 2
         prompt = example.expand_image_tokens(prompt, llava.image_token_id, per_image)
+    assert prompt == runs[str(images)]["input_ids"]  # transformers' prompt
     input_ids = np.array([prompt], np.int64)
-    expected = hf_llava_generate(hf_model, input_ids, pixels, NEW_TOKENS)
+    expected = runs[str(images)]["tokens"]
     assert example.generate(llava, input_ids, pixels, NEW_TOKENS) == expected
 
 

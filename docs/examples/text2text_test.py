@@ -5,6 +5,7 @@ from the command line."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -12,19 +13,13 @@ import sys
 import numpy as np
 import pytest
 
-import torch
-import transformers
-
 import mobius
-from mobius.models import bart, marian, t5
-from testing.hf_checkpoints import untie_t5_head
-from testing.model_runs import make_family_checkpoint
+from docs import examples_cases as cases
+from docs.examples_cases import T2T_NEW_TOKENS as NEW_TOKENS
+from docs.examples_cases import T2T_TEXTS as TEXTS
+from testing.reference_cases import case_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TEXTS = ["translate English to German: The quick brown fox jumps over the lazy dog.",
-         "summarize: ONNX Runtime runs models.", "Once upon a time"]  # padded batch
-NEW_TOKENS = 12
-BY_NAME = {f.name: f for f in (*t5.FAMILIES, bart.FAMILY, marian.FAMILY)}
 
 
 def _example():
@@ -39,28 +34,21 @@ def _example():
         sys.path.remove(HERE)
 
 
-def _package(tmp_path, family_name, untie_t5=False, **overrides):
-    folder = make_family_checkpoint(str(tmp_path / "ckpt"), BY_NAME[family_name], **overrides)
-    if untie_t5:  # a tied, unscaled mT5 head repeats the start token: untie it, as mT5 is
-        untie_t5_head(folder)
-    return folder, mobius.build(folder).save(str(tmp_path / "pkg"))
+def _package(tmp_path, case: str):
+    """(transformers' recorded generate, the package of the case's checkpoint): examples_cases
+    (untied heads where a tied one would echo the start token: mT5, BART, Marian)."""
+    recorded = case_dir(cases, f"text2text__{case}")
+    with open(os.path.join(recorded, "expected.json")) as f:
+        expected = json.load(f)
+    return expected, mobius.build(os.path.join(recorded, "ckpt")).save(str(tmp_path / "pkg"))
 
 
-# untied heads where a tied one would echo the start token (mT5, BART)
-@pytest.mark.parametrize("family,untie_t5,overrides", [
-    ("t5", False, {}), ("mt5", True, {}), ("bart", False, {"tie_word_embeddings": False}),
-    ("marian", False, {"tie_word_embeddings": False})])
-def test_same_tokens_as_transformers_generate(family, untie_t5, overrides, tmp_path):
-    folder, pkg = _package(tmp_path, family, untie_t5, **overrides)
+@pytest.mark.parametrize("case", ["t5", "mt5", "bart", "marian"])
+def test_same_tokens_as_transformers_generate(case, tmp_path):
+    expected, pkg = _package(tmp_path, case)
     got = _example().generate(pkg, TEXTS, max_new_tokens=NEW_TOKENS)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder, dtype=torch.float32).eval()
-    batch = tokenizer(TEXTS, padding=True, return_tensors="pt")
-    assert not batch["attention_mask"].all()  # the batch is padded
-    with torch.no_grad():
-        expected = model.generate(**batch, do_sample=False, num_beams=1,
-                                  max_new_tokens=NEW_TOKENS).numpy()
-    np.testing.assert_array_equal(got, expected)
+    assert expected["padded"]  # the batch is padded
+    np.testing.assert_array_equal(got, np.array(expected["tokens"]))
     assert len(set(got[:, 1:].ravel().tolist())) > 1  # not one token repeated
 
 

@@ -4,6 +4,7 @@ sequence- and token-classification checkpoints (labels from the package metadata
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -11,16 +12,12 @@ import sys
 import numpy as np
 import pytest
 
-import transformers
-
 import mobius
-from mobius.models.classifiers import FAMILIES
-from testing.model_runs import make_family_checkpoint
+from docs import examples_cases as cases
+from docs.examples_cases import TEXTS
+from testing.reference_cases import case_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TEXTS = ["The quick brown fox jumps over the lazy dog.", "ONNX Runtime runs models.",
-         "Once upon a time"]  # different lengths: the batch is padded
-BY_NAME = {f.name: f for f in FAMILIES}
 
 
 def _example():
@@ -35,43 +32,43 @@ def _example():
         sys.path.remove(HERE)
 
 
-def _package(tmp_path, family_name, **overrides):
-    folder = make_family_checkpoint(str(tmp_path / "ckpt"), BY_NAME[family_name], **overrides)
-    return folder, mobius.build(folder).save(str(tmp_path / "pkg"))
+def _package(tmp_path, case: str):
+    """(transformers' recorded pipeline answers, the package of the case's checkpoint):
+    examples_cases."""
+    recorded = case_dir(cases, f"text_classification__{case}")
+    with open(os.path.join(recorded, "expected.json")) as f:
+        expected = json.load(f)
+    return expected, mobius.build(os.path.join(recorded, "ckpt")).save(str(tmp_path / "pkg"))
 
 
 @pytest.mark.parametrize("family", ["distilbert-seq-cls", "bert-seq-cls"])
 def test_same_labels_and_scores_as_the_pipeline(family, tmp_path):
-    folder, pkg = _package(tmp_path, family)
+    answers, pkg = _package(tmp_path, family)
     probabilities, labels, _ = _example().classify(pkg, TEXTS)
-    pipe = transformers.pipeline("text-classification", model=folder, device="cpu")
-    for i, expected in enumerate(pipe(TEXTS)):
+    for i, expected in enumerate(answers):
         best = int(probabilities[i].argmax())
         assert labels[best] == expected["label"]
         np.testing.assert_allclose(probabilities[i, best], expected["score"], atol=1e-5)
+    assert len(answers) == len(TEXTS)
 
 
 def test_reranker_score_is_the_pipelines_sigmoid(tmp_path):
-    folder, pkg = _package(tmp_path, "bert-seq-cls", id2label={"0": "LABEL_0"},
-                           label2id={"LABEL_0": 0})
+    answers, pkg = _package(tmp_path, "reranker")
     probabilities, _, _ = _example().classify(pkg, TEXTS)
-    pipe = transformers.pipeline("text-classification", model=folder, device="cpu")
-    expected = [r["score"] for r in pipe(TEXTS)]
-    np.testing.assert_allclose(probabilities[:, 0], expected, atol=1e-5)
+    np.testing.assert_allclose(probabilities[:, 0], [r["score"] for r in answers], atol=1e-5)
 
 
 def test_same_token_labels_as_the_pipeline(tmp_path):
-    folder, pkg = _package(tmp_path, "roberta-tok-cls")
+    answers, pkg = _package(tmp_path, "roberta-tok-cls")
     probabilities, labels, feeds = _example().classify(pkg, TEXTS)
-    pipe = transformers.pipeline("token-classification", model=folder, device="cpu",
-                                 ignore_labels=[])
-    for i, tokens in enumerate(pipe(TEXTS)):
+    for i, tokens in enumerate(answers):
         real = probabilities[i][feeds["attention_mask"][i].astype(bool)]
         assert len(tokens) == len(real)
         for token in tokens:
             row = real[token["index"]]
             assert labels[int(row.argmax())] == token["entity"]
             np.testing.assert_allclose(row.max(), token["score"], atol=1e-5)
+    assert len(answers) == len(TEXTS)
 
 
 def test_command_line(tmp_path):

@@ -11,11 +11,14 @@ import pytest
 
 from mobius.errors import ConfigError
 from mobius.models import classifiers
+from mobius.models import classifiers_cases as cases
 from mobius.models.registry import family_for
 from mobius.tasks.labels import METADATA_KEY, id2label
 from mobius.tiny.presets import TINY_PRESETS
+from testing import encoder_runs
 from testing.encoder_runs import encoder_parity
-from testing.model_runs import build_package, make_family_checkpoint, ort_session
+from testing.model_runs import build_package, family_checkpoint, ort_session
+from testing.reference_cases import case_dir
 
 
 @pytest.mark.parametrize("family", classifiers.FAMILIES, ids=lambda f: f.name)
@@ -28,7 +31,7 @@ def test_the_architecture_picks_the_head(family):
 @pytest.mark.parametrize("family", classifiers.FAMILIES[:1] + classifiers.FAMILIES[4:5],
                          ids=lambda f: f.name)
 def test_id2label_is_in_the_saved_metadata(family, tmp_path):
-    folder = make_family_checkpoint(str(tmp_path / "ckpt"), family)
+    folder = family_checkpoint(str(tmp_path / "ckpt"), family)
     built = build_package(folder, tmp_path / "onnx")
     model = onnx.load(os.path.join(built.path, "model.onnx"), load_external_data=False)
     metadata = {p.key: p.value for p in model.metadata_props}
@@ -39,11 +42,10 @@ def test_id2label_is_in_the_saved_metadata(family, tmp_path):
 
 def test_cross_encoder_reranker_scores_a_padded_batch(tmp_path):
     """BertForSequenceClassification with num_labels 1: one relevance logit per pair."""
-    family = classifiers.FAMILIES[0]
-    folder = make_family_checkpoint(str(tmp_path / "ckpt"), family, id2label={"0": "LABEL_0"},
-                                    label2id={"LABEL_0": 0})
-    built = build_package(folder, tmp_path / "onnx")
-    run = encoder_parity(ort_session(os.path.join(built.path, "model.onnx")), folder,
+    recorded = case_dir(cases, "cross_encoder")
+    built = build_package(os.path.join(recorded, "ckpt"), tmp_path / "onnx")
+    reference = encoder_runs.load(os.path.join(recorded, "reference.npz"))
+    run = encoder_parity(ort_session(os.path.join(built.path, "model.onnx")), reference,
                          built.config)
     assert run.onnx["logits"].shape == (2, 1)
     assert run.diffs["logits"] <= 1e-4, run.diffs

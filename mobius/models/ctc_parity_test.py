@@ -22,62 +22,22 @@ import pytest
 
 import mobius
 from mobius.errors import ConfigError
-from mobius.models import wav2vec2
+from mobius.models import ctc_parity_cases as cases
+from testing import ctc_runs
 from testing.ctc_runs import ctc_parity, run_onnx
-from testing.model_runs import (NUMPY_DTYPES, build_package, make_family_checkpoint,
-                                op_counts, ort_session)
+from testing.model_runs import NUMPY_DTYPES, build_package, op_counts, ort_session
+from testing.reference_cases import case_dir
 
 F32_TOLERANCE = 1e-4
-#: case -> (family, config overrides of its tiny preset)
-CASES = {
-    "wav2vec2": (wav2vec2.FAMILY, {}),  # group norm, post-norm, no conv bias, kernel 6
-    "hubert": (wav2vec2.HUBERT, {}),  # layer norm + mask, stable, conv bias
-    # encoder eps 1e-2 (the conv layers' LayerNorms keep PyTorch's 1e-5)
-    "wav2vec2-layer-stable-bias": (wav2vec2.FAMILY, {
-        "feat_extract_norm": "layer", "do_stable_layer_norm": True, "conv_bias": True,
-        "layer_norm_eps": 1e-2}),
-    # the feature encoder's activation is its own (relu here), not hidden_act
-    "wav2vec2-layer-postnorm-kernel5": (wav2vec2.FAMILY, {
-        "feat_extract_norm": "layer", "num_conv_pos_embeddings": 5,
-        "num_conv_pos_embedding_groups": 2, "feat_extract_activation": "relu"}),
-    "hubert-group-postnorm-no-proj-norm": (wav2vec2.HUBERT, {
-        "feat_extract_norm": "group", "do_stable_layer_norm": False,
-        "feat_proj_layer_norm": False, "hidden_act": "gelu_new"}),
-    "hubert-conv-pos-batch-norm": (wav2vec2.HUBERT, {"conv_pos_batch_norm": True}),
-}
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    made = {}
-
-    def get(case):
-        if case not in made:
-            family, overrides = CASES[case]
-            folder = tmp_path_factory.mktemp(case) / "ckpt"
-            made[case] = _random_statistics(make_family_checkpoint(str(folder), family,
-                                                                   **overrides))
-        return made[case]
-
-    return get
+def _checkpoint(case: str) -> str:
+    """The case's checkpoint (ctc_parity_cases.py): read it, never write."""
+    return os.path.join(case_dir(cases, case), "ckpt")
 
 
-def _random_statistics(folder: str) -> str:
-    """BatchNorm's running statistics are buffers (transformers saves 0 and 1, which the
-    parameter randomization leaves): random too, so dropping them cannot pass."""
-    from safetensors.numpy import load_file, save_file
-
-    path = os.path.join(folder, "model.safetensors")
-    tensors = load_file(path)
-    rng = np.random.default_rng(3)
-    stats = [n for n in tensors if n.endswith((".running_mean", ".running_var"))]
-    for name in stats:
-        noise = rng.uniform(0.5, 1.5, tensors[name].shape) if name.endswith("var") else (
-            0.2 * rng.standard_normal(tensors[name].shape))
-        tensors[name] = noise.astype(np.float32)
-    if stats:
-        save_file(tensors, path, metadata={"format": "pt"})
-    return folder
+def _reference(case: str) -> ctc_runs.CtcReference:
+    return ctc_runs.load(os.path.join(case_dir(cases, case), "reference.npz"))
 
 
 def _session(folder, out, dtype="f32", ep="default"):
@@ -85,38 +45,37 @@ def _session(folder, out, dtype="f32", ep="default"):
     return ort_session(built.model_path), built
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_f32_logits(case, checkpoint, tmp_path):
-    folder = checkpoint(case)
+@pytest.mark.parametrize("case", cases.CASES)
+def test_f32_logits(case, tmp_path):
+    folder = _checkpoint(case)
     session, _ = _session(folder, tmp_path / "onnx")
     with open(os.path.join(folder, "config.json")) as f:
         layer = json.load(f)["feat_extract_norm"] == "layer"
     inputs = [i.name for i in session.get_inputs()]
     assert inputs == (["input_values", "attention_mask"] if layer else ["input_values"])
-    run = ctc_parity(session, folder)
+    run = ctc_parity(session, _reference(case))
     assert run.onnx.shape == (2, 79, 37)
     print(f"{case} f32: {run.diff:.3g}")
     assert run.diff <= F32_TOLERANCE, f"{case}: {run.diff:.3g}"
 
 
-def test_attention_mask_matters(checkpoint, tmp_path):
+def test_attention_mask_matters(tmp_path):
     """Guards the padded cases: the padded row's real frames change when the mask is
     all ones, so a graph that ignored attention_mask would fail test_f32_logits."""
-    folder = checkpoint("hubert")
-    session, _ = _session(folder, tmp_path / "onnx")
-    run = ctc_parity(session, folder)
+    session, _ = _session(_checkpoint("hubert"), tmp_path / "onnx")
+    run = ctc_parity(session, _reference("hubert"))
     unmasked = dict(run.feeds, attention_mask=np.ones_like(run.feeds["attention_mask"]))
     changed = np.abs(run_onnx(session, unmasked, np.float32) - run.reference)[1, :59]
     assert changed.max() > 100 * F32_TOLERANCE, changed.max()
 
 
-def test_old_weight_norm_spelling(checkpoint, tmp_path):
+def test_old_weight_norm_spelling(tmp_path):
     """Checkpoints saved before torch's parametrizations name weight_norm's tensors
     weight_g / weight_v: the same weight is computed from them."""
     from safetensors.numpy import load_file, save_file
 
     folder = str(tmp_path / "old")
-    shutil.copytree(checkpoint("wav2vec2"), folder)
+    shutil.copytree(_checkpoint("wav2vec2"), folder, copy_function=shutil.copyfile)
     path = os.path.join(folder, "model.safetensors")
     renames = {".parametrizations.weight.original0": ".weight_g",
                ".parametrizations.weight.original1": ".weight_v"}
@@ -128,7 +87,7 @@ def test_old_weight_norm_spelling(checkpoint, tmp_path):
     assert sum(n.endswith((".weight_g", ".weight_v")) for n in tensors) == 2
     save_file(tensors, path, metadata={"format": "pt"})
     session, _ = _session(folder, tmp_path / "onnx")
-    run = ctc_parity(session, checkpoint("wav2vec2"))  # transformers reads the new spelling
+    run = ctc_parity(session, _reference("wav2vec2"))  # transformers read the new spelling
     assert run.diff <= F32_TOLERANCE, run.diff
 
 
@@ -143,10 +102,9 @@ EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
 
 @pytest.mark.parametrize("dtype", sorted(EPS))
 @pytest.mark.parametrize("case", ["wav2vec2", "hubert"])
-def test_low_precision_close_to_f32_reference(case, dtype, checkpoint, tmp_path):
-    folder = checkpoint(case)
-    session, _ = _session(folder, tmp_path / f"onnx-{dtype}", dtype)
-    run = ctc_parity(session, folder, NUMPY_DTYPES[dtype])
+def test_low_precision_close_to_f32_reference(case, dtype, tmp_path):
+    session, _ = _session(_checkpoint(case), tmp_path / f"onnx-{dtype}", dtype)
+    run = ctc_parity(session, _reference(case), NUMPY_DTYPES[dtype])
     assert np.isfinite(run.onnx).all()
     atol = 4 * EPS[dtype] * max(1.0, float(np.abs(run.reference).max()))
     print(f"{case} {dtype}: {run.diff:.3g} = {run.diff / EPS[dtype]:.2f} eps")
@@ -160,9 +118,9 @@ def test_low_precision_close_to_f32_reference(case, dtype, checkpoint, tmp_path)
     ("conv_stride", [5, 2], "differ in length"),
     ("num_conv_pos_embedding_groups", 3, "not divisible"),
 ])
-def test_unsupported_config_is_a_clear_error(key, value, message, checkpoint, tmp_path):
+def test_unsupported_config_is_a_clear_error(key, value, message, tmp_path):
     folder = str(tmp_path / "ckpt")
-    shutil.copytree(checkpoint("hubert"), folder)
+    shutil.copytree(_checkpoint("hubert"), folder, copy_function=shutil.copyfile)
     config_path = os.path.join(folder, "config.json")
     with open(config_path) as f:
         raw = json.load(f)
@@ -174,11 +132,11 @@ def test_unsupported_config_is_a_clear_error(key, value, message, checkpoint, tm
 
 
 @pytest.mark.parametrize("case,mask", [("hubert", True), ("wav2vec2", False)])
-def test_package_carries_the_preprocessor_config(case, mask, checkpoint, tmp_path):
+def test_package_carries_the_preprocessor_config(case, mask, tmp_path):
     """The checkpoint's preprocessor_config.json as it is; without one, wav2vec2's
     defaults with an attention mask exactly where the graph takes one."""
     folder = str(tmp_path / "ckpt")
-    shutil.copytree(checkpoint(case), folder)
+    shutil.copytree(_checkpoint(case), folder, copy_function=shutil.copyfile)
     path = os.path.join(folder, "preprocessor_config.json")
     with open(path) as f:
         own = {**json.load(f), "sampling_rate": 8000, "do_normalize": False}
@@ -197,10 +155,9 @@ def test_package_carries_the_preprocessor_config(case, mask, checkpoint, tmp_pat
 
 
 @pytest.mark.parametrize("case", ["wav2vec2", "hubert"])
-def test_cpu_build_f32_logits(case, checkpoint, tmp_path):
+def test_cpu_build_f32_logits(case, tmp_path):
     """The cpu EP's MultiHeadAttention keeps f32 parity (HuBERT: with its padding mask)."""
-    folder = checkpoint(case)
-    session, built = _session(folder, tmp_path / "onnx", ep="cpu")
+    session, built = _session(_checkpoint(case), tmp_path / "onnx", ep="cpu")
     ops = op_counts(built.model_path)
     assert ops.get("com.microsoft::MultiHeadAttention", 0) > 0 and "Attention" not in ops, ops
-    assert ctc_parity(session, folder).diff <= F32_TOLERANCE
+    assert ctc_parity(session, _reference(case)).diff <= F32_TOLERANCE

@@ -7,124 +7,74 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import numpy as np
 import pytest
 
-import torch
-
 from mobius import build
 from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models import deberta_v2
+from mobius.models import deberta_v2_cases as cases
+from mobius.models.deberta_v2_cases import (BASE, BUCKETS, MLM_FEEDS, MOVES, SWITCHES,
+                                            moves_mask, respelled)
 from mobius.models.registry import family_for
-from mobius.tiny.bases import VOCAB_SIZE
-from testing.encoder_runs import encoder_parity, run_reference
-from testing.model_runs import build_package, make_family_checkpoint, ort_session
-
-SEQ_CLS, TOK_CLS, BASE = deberta_v2.FAMILIES
-#: weights 10x transformers' init scale: attention logits O(1), so that position terms
-#: change the output by far more than the parity tolerance
-SHARP = {"initializer_range": 0.2}
+from testing import encoder_runs
+from testing.encoder_runs import encoder_parity
+from testing.model_runs import build_package, ort_session
+from testing.reference_cases import case_dir
 
 
-@pytest.mark.parametrize("buckets,max_position", [(6, 16), (256, 512), (32, 40)])
+@pytest.mark.parametrize("buckets,max_position", BUCKETS)
 def test_buckets_equal_transformers_for_every_distance(buckets, max_position):
-    from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
-
+    with np.load(os.path.join(case_dir(cases, "buckets"), "buckets.npz")) as recorded:
+        expected = recorded[f"{buckets}_{max_position}"]  # the row each term reads
     relative = np.arange(-3 * max_position, 3 * max_position + 1)
-    expected = make_log_bucket_position(torch.from_numpy(relative), buckets, max_position).numpy()
-    expected = np.clip(expected + buckets, 0, 2 * buckets - 1)  # the row each term reads
     table = deberta_v2.bucket_table(buckets, max_position)
     ours = np.sign(relative) * table[np.minimum(np.abs(relative), len(table) - 1)]
     np.testing.assert_array_equal(np.clip(ours + buckets, 0, 2 * buckets - 1), expected)
-
-
-#: (family, overrides, sequence): each turns switches away from the v3-style preset
-CASES = {
-    "separate_keys_c2p": (SEQ_CLS, {"share_att_key": False, "pos_att_type": ["c2p"]}, 9),
-    "separate_keys_p2c_string": (TOK_CLS, {"share_att_key": False, "pos_att_type": "p2c"}, 9),
-    "v2_absolute_types_unbucketed": (SEQ_CLS, {
-        "position_biased_input": True, "type_vocab_size": 2, "position_buckets": -1,
-        "max_relative_positions": -1, "norm_rel_ebd": "none", "embedding_size": 48}, 9),
-    "no_relative_attention": (TOK_CLS, {"relative_attention": False}, 9),
-    "past_the_buckets": (TOK_CLS, {}, 60),
-}
 
 
 def test_masked_lm_checkpoint_builds_as_the_base_model(tmp_path):
     """A DebertaV2ForMaskedLM checkpoint (no family of its own) resolves by model_type to the
     base model: its ``deberta.`` body is read, its MLM head is declared ignorable, and the
     hidden states match transformers' body on a padded batch."""
-    import transformers
-
-    from mobius.tiny.presets import TINY_PRESETS
-    from mobius.tiny.tokenizer import write_tiny_tokenizer
-
-    raw = {k: v for k, v in TINY_PRESETS[BASE.tiny_preset].items() if k != "architectures"}
-    torch.manual_seed(0)
-    model = transformers.DebertaV2ForMaskedLM(transformers.DebertaV2Config(**raw)).eval()
-    with torch.no_grad():
-        for param in model.parameters():  # biases too: nothing left at its init value
-            param.add_(0.05 * torch.randn_like(param))
-    folder = str(tmp_path / "mlm")
-    model.save_pretrained(folder)
-    write_tiny_tokenizer(folder, raw["vocab_size"])
+    recorded = case_dir(cases, "mlm")
+    folder = os.path.join(recorded, "ckpt")
     with open(os.path.join(folder, "config.json")) as f:
         assert family_for(json.load(f)) is BASE
     path = build(folder).save(str(tmp_path / "onnx"))
     session = ort_session(os.path.join(path, "model.onnx"))
-    feeds = {"input_ids": np.array([[5, 6, 7, 8, 9, 10], [11, 12, 13, 0, 0, 0]]),
-             "attention_mask": np.array([[1] * 6, [1, 1, 1, 0, 0, 0]])}
-    (hidden,) = session.run(None, feeds)
-    with torch.no_grad():
-        expected = model.deberta(**{k: torch.from_numpy(v) for k, v in feeds.items()})
-    real = feeds["attention_mask"].astype(bool)
-    diff = np.abs(hidden - expected.last_hidden_state.numpy())[real].max()
+    (hidden,) = session.run(None, MLM_FEEDS)
+    expected = np.load(os.path.join(recorded, "last_hidden_state.npy"))
+    real = MLM_FEEDS["attention_mask"].astype(bool)
+    diff = np.abs(hidden - expected)[real].max()
     assert diff <= 1e-4, diff
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(SWITCHES))
 def test_switch_parity(case, tmp_path):
-    family, overrides, seq = CASES[case]
-    folder = make_family_checkpoint(str(tmp_path / "ckpt"), family, **SHARP, **overrides)
-    built = build_package(folder, tmp_path / "onnx")
-    run = encoder_parity(ort_session(os.path.join(built.path, "model.onnx")), folder,
+    _, _, seq = SWITCHES[case]
+    recorded = case_dir(cases, case)
+    built = build_package(os.path.join(recorded, "ckpt"), tmp_path / "onnx")
+    reference = encoder_runs.load(os.path.join(recorded, "reference.npz"))
+    run = encoder_parity(ort_session(os.path.join(built.path, "model.onnx")), reference,
                          built.config, seq=seq, pad=seq // 3)
     assert run.diffs["logits"] <= 1e-4, f"{case}: {run.diffs}"
 
 
-def _respelled(folder: str, out: str, **changes) -> str:
-    shutil.copytree(folder, out)
-    path = os.path.join(out, "config.json")
-    with open(path) as f:
-        raw = json.load(f)
-    raw.update(changes)
-    with open(path, "w") as f:
-        json.dump(raw, f)
-    return out
-
-
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    return make_family_checkpoint(str(tmp_path_factory.mktemp("deberta") / "ckpt"), TOK_CLS,
-                                  **SHARP)
+def base():
+    return os.path.join(case_dir(cases, "base"), "ckpt")
 
 
-@pytest.mark.parametrize("changes", [{"max_relative_positions": 40},
-                                     {"norm_rel_ebd": "none"}, {"pos_att_type": ["c2p"]}],
-                         ids=lambda c: next(iter(c)))
-def test_each_value_moves_the_output(changes, base, tmp_path):
+@pytest.mark.parametrize("key", sorted(MOVES))
+def test_each_value_moves_the_output(key):
     """Each preset value matters on this batch: changing it alone moves transformers'
     logits far beyond the parity tolerance. (position_buckets sizes the table; its
     bucketing is checked against transformers' above.)"""
-    mask = np.ones((2, 9), np.int64)
-    mask[1, 6:] = 0
-    ids = np.random.default_rng(0).integers(4, VOCAB_SIZE, size=(2, 9)) * mask
-    feeds = {"input_ids": ids, "attention_mask": mask}
-    before, after = (run_reference(f, feeds, ["logits"])["logits"]
-                     for f in (base, _respelled(base, str(tmp_path / "x"), **changes)))
-    assert np.abs(before - after)[mask > 0].max() > 1e-2
+    with np.load(os.path.join(case_dir(cases, f"moves_{key}"), "logits.npz")) as logits:
+        before, after = logits["before"], logits["after"]
+    assert np.abs(before - after)[moves_mask() > 0].max() > 1e-2
 
 
 @pytest.mark.parametrize("changes,error,match", [
@@ -135,4 +85,4 @@ def test_each_value_moves_the_output(changes, base, tmp_path):
 ])
 def test_unsupported_configs_are_one_line_errors(changes, error, match, base, tmp_path):
     with pytest.raises(error, match=match):
-        build(_respelled(base, str(tmp_path / "bad"), **changes))
+        build(respelled(base, str(tmp_path / "bad"), **changes))

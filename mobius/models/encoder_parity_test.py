@@ -17,48 +17,39 @@ import onnx_ir
 import pytest
 
 from mobius.context import build_context
-from mobius.models.registry import FAMILIES
-from mobius.tasks import encoder
-from testing.encoder_runs import encoder_parity, save_sentence_transformer
+from mobius.models import encoder_parity_cases as cases
+from mobius.models.encoder_parity_cases import EMBEDDERS, ENCODERS, POOLINGS
+from testing import encoder_runs
+from testing.encoder_runs import encoder_parity
 from testing.model_runs import (build_package, family_checkpoint, op_counts,
                                 ort_session)
+from testing.reference_cases import case_dir
 
 F32_TOLERANCE = 1e-4
-ENCODERS = [f for f in FAMILIES if f.task.reference.runner == "single_pass"]
-#: the families whose task reads sentence-transformers' pooling
-EMBEDDERS = [f for f in ENCODERS if f.task is encoder.TASK]
-#: sentence-transformers pipelines: (pooling modes, Normalize)
-POOLINGS = {
-    "mean_normalized": (("mean",), True),
-    "cls": (("cls",), False),
-    "lasttoken": (("lasttoken",), False),
-    "max_cls_sqrt_normalized": (("max", "cls", "mean_sqrt_len_tokens"), True),
-}
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    """transformers checkpoint per family, and sentence-transformers ones around it."""
-    made = {}
+    """(folder, transformers' recorded outputs): the seed-0 checkpoint per family, and the
+    sentence-transformers pipelines around it (encoder_parity_cases.py)."""
 
     def get(family, pooling=None):
-        key = (family.name, pooling)
-        if key not in made:
-            root = tmp_path_factory.mktemp(f"{family.name}-{pooling}")
-            base = get(family) if pooling else None
-            if pooling is None:
-                made[key] = family_checkpoint(str(root / "ckpt"), family)
-            else:
-                modes, normalize = POOLINGS[pooling]
-                made[key] = save_sentence_transformer(base, str(root / "st"), modes, normalize)
-        return made[key]
+        if pooling is None:
+            root = tmp_path_factory.mktemp(family.name)
+            folder = family_checkpoint(str(root / "ckpt"), family)
+            recorded = case_dir(cases, family.name)
+        else:
+            recorded = case_dir(cases, f"{family.name}__{pooling}")
+            folder = os.path.join(recorded, "st")
+        return folder, encoder_runs.load(os.path.join(recorded, "reference.npz"))
 
     return get
 
 
-def _run(folder, tmp_path, dtype="f32"):
+def _run(checkpoint, tmp_path, dtype="f32"):
+    folder, reference = checkpoint
     built = build_package(folder, tmp_path / f"onnx-{dtype}", dtype)
-    return encoder_parity(ort_session(os.path.join(built.path, "model.onnx")), folder,
+    return encoder_parity(ort_session(os.path.join(built.path, "model.onnx")), reference,
                           built.config)
 
 
@@ -70,9 +61,9 @@ def _output_names(family, config):
 
 @pytest.mark.parametrize("family", ENCODERS, ids=lambda f: f.name)
 def test_f32_outputs(family, checkpoint, tmp_path):
-    folder = checkpoint(family)
+    folder, reference = checkpoint(family)
     built = build_package(folder, tmp_path / "onnx", "f32")
-    run = encoder_parity(ort_session(os.path.join(built.path, "model.onnx")), folder,
+    run = encoder_parity(ort_session(os.path.join(built.path, "model.onnx")), reference,
                          built.config)
     assert set(run.diffs) == _output_names(family, built.config)
     assert max(run.diffs.values()) <= F32_TOLERANCE, f"{family.name}: {run.diffs}"
@@ -87,13 +78,13 @@ FUSED = ("bert-tok-cls", "distilbert-mlm", "mpnet", "deberta-v2-seq-cls", "moder
 @pytest.mark.parametrize("family", [f for f in ENCODERS if f.name in FUSED], ids=lambda f: f.name)
 def test_cpu_build_f32_outputs(family, checkpoint, tmp_path):
     """The cpu EP's MultiHeadAttention keeps f32 parity on the padded batch."""
-    folder = checkpoint(family)
+    folder, reference = checkpoint(family)
     built = build_package(folder, tmp_path / "onnx", "f32", ep="cpu")
     ops = op_counts(built.model_path)
     fused = family.name != "modernbert"
     assert (ops.get("com.microsoft::MultiHeadAttention", 0) > 0) == fused, ops
     assert ("Attention" in ops) != fused, ops
-    run = encoder_parity(ort_session(built.model_path), folder, built.config)
+    run = encoder_parity(ort_session(built.model_path), reference, built.config)
     assert max(run.diffs.values()) <= F32_TOLERANCE, f"{family.name}: {run.diffs}"
 
 

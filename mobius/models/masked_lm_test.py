@@ -9,16 +9,21 @@ import os
 import pytest
 
 from mobius.models import masked_lm
+from mobius.models import masked_lm_cases as cases
 from mobius.models.registry import family_for
 from mobius.tiny.presets import TINY_PRESETS
+from testing import encoder_runs
 from testing.encoder_runs import encoder_parity
-from testing.model_runs import build_package, make_family_checkpoint, ort_session
+from testing.model_runs import build_package, ort_session
+from testing.reference_cases import case_dir
 
 
-def _parity(family, tmp_path, **overrides):
-    folder = make_family_checkpoint(str(tmp_path / "ckpt"), family, **overrides)
-    built = build_package(folder, tmp_path / "onnx")
-    return built, encoder_parity(ort_session(os.path.join(built.path, "model.onnx")), folder,
+def _parity(family, tmp_path):
+    """The untied checkpoint of masked_lm_cases.py, built, against transformers' outputs."""
+    recorded = case_dir(cases, family.name)
+    built = build_package(os.path.join(recorded, "ckpt"), tmp_path / "onnx")
+    reference = encoder_runs.load(os.path.join(recorded, "reference.npz"))
+    return built, encoder_parity(ort_session(os.path.join(built.path, "model.onnx")), reference,
                                  built.config)
 
 
@@ -26,7 +31,7 @@ def _parity(family, tmp_path, **overrides):
 def test_untied_decoder(family, tmp_path):
     """Untied, transformers keeps a head bias its forward never reads beside the decoder's
     own: reading the wrong one is off by the bias (~0.1), far above 1e-4."""
-    built, run = _parity(family, tmp_path, tie_word_embeddings=False)
+    built, run = _parity(family, tmp_path)
     assert built.config.tie_word_embeddings is False
     assert run.diffs["logits"] <= 1e-4, run.diffs
 

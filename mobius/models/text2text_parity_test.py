@@ -5,8 +5,9 @@ constant parameter and every all-zero tensor, such as BART's final_logits_bias,
 re-randomized). A right-padded batch of two sources (lengths 9
 and 6) and two different 4-token decoder prompts run through the package as a
 generation loop chains it -- encoder once; decoder prefill with an empty self
-cache, then 3 greedy steps feeding ``present_*_self_*`` back and the encoder's
-``present_*_cross_*`` unchanged -- and through transformers with its cache.
+cache, then 3 steps on transformers' greedy tokens feeding ``present_*_self_*`` back
+and the encoder's ``present_*_cross_*`` unchanged -- and through transformers with its
+cache (recorded at build time: text2text_parity_cases.py).
 Compared, each to 1e-4 in f32: encoder_hidden_states, every cross K/V, logits at
 every prefill position and step, and the self-attention presents.
 
@@ -28,60 +29,29 @@ CPU EP against the f32 reference.
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
 import pytest
 
-import torch
-
 from mobius.builder import build
-from testing.hf_checkpoints import (load_hf_model, make_hf_checkpoint,
-                                    randomize_zero_tensors, untie_t5_head)
+from mobius.models import text2text_parity_cases as cases
+from mobius.models.text2text_parity_cases import CASES, PROMPT, STEPS, inputs
 from testing.model_runs import ort_session
 from testing.parity import run_session
+from testing.reference_cases import case_dir
 
 F32_TOLERANCE = 1e-4
-STEPS, PROMPT = 3, 4
-LENGTHS = (9, 6)  # source lengths: the second row is right-padded
-
-#: name -> (preset, overrides, untied lm_head: True adds one to a t5 checkpoint, "config"
-#: is an override transformers itself honours)
-CASES = {
-    "t5_relu_tied": ("tiny-t5", {}, False),
-    "t5_gated_untied": ("tiny-t5", {"feed_forward_proj": "gated-gelu",
-                                    "relative_attention_num_buckets": 16,
-                                    "relative_attention_max_distance": 10}, True),
-    "t5_gated_silu_untied": ("tiny-t5", {"feed_forward_proj": "gated-silu"}, True),
-    "mt5_tied": ("tiny-mt5", {}, False),
-    "mt5_untied": ("tiny-mt5", {}, True),
-    "bart_tied_scaled": ("tiny-bart", {}, False),
-    "bart_untied_unscaled": ("tiny-bart", {"tie_word_embeddings": False, "scale_embedding": False,
-                                           "activation_function": "relu"}, "config"),
-    "marian_tied": ("tiny-marian", {}, False),
-}
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    made = {}
-
-    def get(name):
-        if name not in made:
-            preset, overrides, untied = CASES[name]
-            folder = str(tmp_path_factory.mktemp(name) / "ckpt")
-            make_hf_checkpoint(folder, preset, **overrides)
-            randomize_zero_tensors(folder)
-            if untied is True:
-                untie_t5_head(folder)
-            model = load_hf_model(folder)
-            shared = model.get_input_embeddings().weight
-            tied = model.lm_head.weight.data_ptr() == shared.data_ptr()
-            assert tied != bool(untied), name  # the case is what it says
-            made[name] = folder, model
-        return made[name]
-
-    return get
+def _recorded(case: str):
+    """The case's checkpoint folder and transformers' recorded run (text2text_parity_cases)."""
+    folder = case_dir(cases, case)
+    with open(os.path.join(folder, "tied.json")) as f:
+        assert json.load(f) != bool(CASES[case][2]), case  # the case is what it says
+    with np.load(os.path.join(folder, "reference.npz")) as data:
+        return os.path.join(folder, "ckpt"), {k: data[k] for k in data.files}
 
 
 class Package:
@@ -120,52 +90,32 @@ class Package:
         return logits, presents, chosen, encoded
 
 
-def _inputs(vocab: int, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(4, vocab, size=(2, max(LENGTHS)), dtype=np.int64)
-    mask = np.zeros_like(ids)
-    for row, length in enumerate(LENGTHS):
-        mask[row, :length] = 1
-        ids[row, length:] = 0
-    prompt = rng.integers(4, vocab, size=(2, PROMPT), dtype=np.int64)
-    prompt[:, 0] = 0  # decoder_start_token_id
-    return ids, mask, prompt
-
-
-def _hf_run(model, ids, mask, prompt, tokens):
-    """transformers: encoder states, cross K/V, and per-step logits + self cache."""
-    with torch.no_grad():
-        mask_t = torch.from_numpy(mask)
-        encoded = model.get_encoder()(input_ids=torch.from_numpy(ids), attention_mask=mask_t)
-        states = encoded.last_hidden_state
-        cross, logits, presents, cache, step_ids = None, [], [], None, torch.from_numpy(prompt)
-        for step in range(len(tokens) + 1):
-            out = model(encoder_outputs=encoded, attention_mask=mask_t, decoder_input_ids=step_ids,
-                        cache=cache, use_cache=True)
-            cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
-            if cross is None:  # what transformers cached of the encoder states
-                cross = [t.numpy().copy() for layer in cache.cross_attention_cache.layers
-                         for t in (layer.keys, layer.values)]
-            logits.append(out.logits.numpy())
-            presents.append([t.numpy().copy() for layer in cache.self_attention_cache.layers
-                             for t in (layer.keys, layer.values)])
-            if step < len(tokens):
-                step_ids = torch.from_numpy(tokens[step])
-    return states.numpy(), cross, logits, presents
+def _hf_run(reference: dict, layers: int):
+    """transformers' recorded run: encoder states, cross K/V, per-step logits + self cache,
+    and the tokens it chose."""
+    kv = range(2 * layers)
+    steps = range(STEPS + 1)
+    return (reference["states"], [reference[f"cross_{n}"] for n in kv],
+            [reference[f"logits_{s}"] for s in steps],
+            [[reference[f"self_{s}_{n}"] for n in kv] for s in steps],
+            [reference[f"token_{s}"] for s in range(STEPS)])
 
 
 def _max_diff(a_list, b_list) -> float:
     return max(float(np.abs(a - b).max()) for a, b in zip(a_list, b_list, strict=True))
 
 
-def _compare(checkpoint, tmp_path, case, dtype="f32", ep="default"):
-    folder, hf_model = checkpoint(case)
+def _compare(tmp_path, case, dtype="f32", ep="default"):
+    """The package driven on transformers' greedy tokens, against transformers' run."""
+    folder, reference = _recorded(case)
     package = build(folder, dtype=dtype, execution_provider=ep)
     onnx = Package(package.save(str(tmp_path / "pkg")), package.config)
-    ids, mask, prompt = _inputs(package.config.vocab_size)
-    logits, presents, tokens, encoded = onnx.generate(ids, mask, prompt, STEPS)
-    states, cross, hf_logits, hf_presents = _hf_run(hf_model, ids, mask, prompt, tokens)
+    ids, mask, prompt = inputs(package.config.vocab_size)
+    for name, value in zip(("ids", "mask", "prompt"), (ids, mask, prompt)):
+        np.testing.assert_array_equal(reference[name], value, err_msg=name)
     layers = package.config.num_hidden_layers
+    states, cross, hf_logits, hf_presents, tokens = _hf_run(reference, layers)
+    logits, presents, _, encoded = onnx.generate(ids, mask, prompt, STEPS, tokens)
     onnx_cross = [encoded[f"present_{kind}_cross_{i}"].astype(np.float32)
                   for i in range(layers) for kind in ("key", "value")]
     diffs = {
@@ -185,18 +135,18 @@ def _compare(checkpoint, tmp_path, case, dtype="f32", ep="default"):
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_matches_transformers(checkpoint, tmp_path, case):
-    diffs, _, logits = _compare(checkpoint, tmp_path, case)
+def test_matches_transformers(tmp_path, case):
+    diffs, _, logits = _compare(tmp_path, case)
     assert all(d <= F32_TOLERANCE for d in diffs.values()), diffs
     assert logits[0].shape[:2] == (2, PROMPT) and all(s.shape[1] == 1 for s in logits[1:])
 
 
 @pytest.mark.parametrize("case", ["t5_gated_untied", "bart_tied_scaled", "marian_tied"])
-def test_cpu_build_matches_transformers(checkpoint, tmp_path, case):
+def test_cpu_build_matches_transformers(tmp_path, case):
     """The cpu EP's fused graphs (SkipSimplifiedLayerNormalization for T5's pre-norm;
     SkipLayerNormalization and BiasGelu for BART's post-norm; the encoders' attention a
     MultiHeadAttention, T5's with its position bias and scale 1) keep f32 parity."""
-    diffs, _, _ = _compare(checkpoint, tmp_path, case, ep="cpu")
+    diffs, _, _ = _compare(tmp_path, case, ep="cpu")
     assert all(d <= F32_TOLERANCE for d in diffs.values()), diffs
 
 
@@ -212,8 +162,8 @@ EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
 
 @pytest.mark.parametrize("case", ["t5_gated_untied", "bart_tied_scaled"])
 @pytest.mark.parametrize("dtype", sorted(EPS))
-def test_low_precision_close_to_f32_reference(checkpoint, tmp_path, dtype, case):
-    diffs, scales, logits = _compare(checkpoint, tmp_path, case, dtype)
+def test_low_precision_close_to_f32_reference(tmp_path, dtype, case):
+    diffs, scales, logits = _compare(tmp_path, case, dtype)
     assert all(np.isfinite(step).all() for step in logits)
     print(case, dtype, {n: round(d / (EPS[dtype] * max(1.0, scales[n])), 2) for n, d in diffs.items()},
           "eps of max(1, |ref|)")

@@ -17,33 +17,40 @@ import numpy as np
 import pytest
 
 from mobius.errors import ConfigError, UnsupportedModelError
-from mobius.models.registry import FAMILIES
-from testing.model_runs import (NUMPY_DTYPES, build_package, family_checkpoint,
-                                make_family_checkpoint, op_counts, ort_session)
+from mobius.models import vision_parity_cases as cases
+from mobius.models.vision_parity_cases import BY_NAME, IMAGE_FAMILIES, SWITCHES
+from testing import vision_runs
+from testing.model_runs import (NUMPY_DTYPES, build_package, family_checkpoint, op_counts,
+                                ort_session)
+from testing.reference_cases import case_dir
 from testing.vision_runs import image_parity
 
 F32_TOLERANCE = 1e-4
-IMAGE_FAMILIES = [f for f in FAMILIES if f.task.reference.runner == "image_pass"]
-BY_NAME = {f.name: f for f in IMAGE_FAMILIES}
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
+    """(the family's seed-0 checkpoint, transformers' recorded outputs on it)."""
     made = {}
 
     def get(family):
         if family.name not in made:
             folder = tmp_path_factory.mktemp(family.name) / "ckpt"
             made[family.name] = family_checkpoint(str(folder), family)
-        return made[family.name]
+        return made[family.name], _reference(family.name)
 
     return get
 
 
-def _run(folder, tmp_path, dtype="f32"):
+def _reference(case: str) -> vision_runs.ImageReference:
+    return vision_runs.load(os.path.join(case_dir(cases, case), "reference.npz"))
+
+
+def _run(checkpoint, tmp_path, dtype="f32"):
+    folder, reference = checkpoint
     built = build_package(folder, tmp_path / f"onnx-{dtype}", dtype)
     session = ort_session(os.path.join(built.path, "model.onnx"))
-    return image_parity(session, folder, built.config, NUMPY_DTYPES[dtype]), built
+    return image_parity(session, reference, built.config, NUMPY_DTYPES[dtype]), built
 
 
 def _output_names(family, config) -> set[str]:
@@ -79,7 +86,7 @@ def test_f32_outputs(family, checkpoint, tmp_path):
     assert max(run.diffs.values()) <= F32_TOLERANCE, f"{family.name}: {run.diffs}"
     with open(os.path.join(built.path, "preprocessor_config.json")) as f:
         packaged = json.load(f)
-    with open(os.path.join(checkpoint(family), "preprocessor_config.json")) as f:
+    with open(os.path.join(checkpoint(family)[0], "preprocessor_config.json")) as f:
         assert packaged == json.load(f)
 
 
@@ -92,13 +99,13 @@ FUSED = ("clip", "siglip", "vit-img-cls", "dinov2")
                          ids=lambda f: f.name)
 def test_cpu_build_f32_outputs(family, checkpoint, tmp_path):
     """The cpu EP's MultiHeadAttention (and CLIP's QuickGelu) keep f32 parity."""
-    folder = checkpoint(family)
+    folder, reference = checkpoint(family)
     built = build_package(folder, tmp_path / "onnx", "f32", ep="cpu")
     ops = op_counts(built.model_path)
     assert ops.get("com.microsoft::MultiHeadAttention", 0) > 0 and "Attention" not in ops, ops
     quick = family.name == "clip"
     assert (ops.get("com.microsoft::QuickGelu", 0) > 0) == quick, ops
-    run = image_parity(ort_session(built.model_path), folder, built.config)
+    run = image_parity(ort_session(built.model_path), reference, built.config)
     assert max(run.diffs.values()) <= F32_TOLERANCE, f"{family.name}: {run.diffs}"
 
 
@@ -120,20 +127,14 @@ def test_low_precision_close_to_f32_reference(family, dtype, checkpoint, tmp_pat
         assert diff <= atol, f"{family.name} {dtype} {name}: {diff:.3g} > {atol:.3g}"
 
 
-#: (family, config overrides): every switch the families read, off its preset value
-SWITCHES = {
-    "vit-no-qkv-bias": ("vit", {"qkv_bias": False}),
-    "vit-pooler-size-act": ("vit", {"pooler_output_size": 24, "pooler_act": "relu"}),
-    "siglip-vision-no-head": ("siglip-vision", {"vision_use_head": False}),
-    "dinov2-mlp-ratio": ("dinov2", {"mlp_ratio": 3}),
-}
+def _switched(case: str) -> tuple[str, vision_runs.ImageReference]:
+    """A switched checkpoint of vision_parity_cases.py and transformers' outputs on it."""
+    return os.path.join(case_dir(cases, case), "ckpt"), _reference(case)
 
 
 @pytest.mark.parametrize("case", sorted(SWITCHES))
 def test_config_switches(case, tmp_path):
-    name, overrides = SWITCHES[case]
-    folder = make_family_checkpoint(str(tmp_path / "ckpt"), BY_NAME[name], **overrides)
-    run, _ = _run(folder, tmp_path)
+    run, _ = _run(_switched(case), tmp_path)
     assert max(run.diffs.values()) <= F32_TOLERANCE, f"{case}: {run.diffs}"
     if case == "siglip-vision-no-head":
         assert set(run.onnx) == {"last_hidden_state"}
@@ -145,12 +146,7 @@ def test_config_switches(case, tmp_path):
 def test_clip_legacy_eos_pooling(tmp_path):
     """eos_token_id 2 (configs from before transformers fixed it): CLIP pools at the
     largest token id, not at the first eos."""
-    from mobius.tiny.presets import TINY_PRESETS
-
-    text = {**TINY_PRESETS["tiny-clip"]["text_config"], "eos_token_id": 2}
-    overrides = {"text_config": text}
-    folder = make_family_checkpoint(str(tmp_path / "ckpt"), BY_NAME["clip"], **overrides)
-    run, _ = _run(folder, tmp_path)
+    run, _ = _run(_switched("clip-legacy-eos"), tmp_path)
     assert max(run.diffs.values()) <= F32_TOLERANCE, run.diffs
     ids = run.feeds["input_ids"]
     assert (ids.argmax(-1) != (ids == 2).argmax(-1)).any()  # the two rules differ here

@@ -6,10 +6,11 @@ position tables re-randomized (transformers initializes biases to 0, so a
 dropped bias would otherwise pass). One batch of two different log-mel inputs
 and two different 4-token decoder prompts is run through the package the way
 onnxruntime-genai chains it -- encoder once; decoder prefill with an empty self
-cache, then 3 greedy decode steps that feed ``present_*_self_*`` back as
+cache, then 3 decode steps on transformers' greedy tokens that feed ``present_*_self_*`` back as
 ``past_*_self_*`` (the self cache grows 4 -> 7) and the encoder's
 ``present_*_cross_*`` unchanged as ``past_*_cross_*`` -- and through
-transformers with its EncoderDecoderCache. Compared, each to 1e-4:
+transformers with its EncoderDecoderCache (recorded at build time:
+whisper_parity_cases.py). Compared, each to 1e-4:
 
 * encoder_hidden_states vs ``model.model.encoder(...)``;
 * every cross K/V vs the decoder layers' ``encoder_attn.k_proj`` / ``v_proj`` of
@@ -29,45 +30,18 @@ import os
 import numpy as np
 import pytest
 
-import torch
-
 from mobius.builder import build
-from mobius.tiny.presets import TINY_PRESETS
-from mobius.tiny.tokenizer import write_tiny_tokenizer
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint
+from mobius.models import whisper_parity_cases as cases
+from mobius.models.whisper_parity_cases import CASES, PROMPT, STEPS, inputs
 from testing.model_runs import ort_session
+from testing.reference_cases import case_dir
 
 F32_TOLERANCE = 1e-4
-STEPS, PROMPT = 3, 4
-
-CASES = {
-    "default": {},  # 2 + 2 layers, 4 heads, proj_out tied to the token embedding
-    # distil-whisper's shape: deep encoder, shallow decoder; encoder heads (6 of 8) differ
-    # from the decoder's (4 of 12), whose cross K/V the encoder outputs; untied proj_out
-    "distil_untied": {"encoder_layers": 3, "decoder_layers": 1, "encoder_attention_heads": 6,
-                      "tie_word_embeddings": False},
-}
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    made = {}
-
-    def get(name):
-        if name not in made:
-            folder = str(tmp_path_factory.mktemp(name) / "ckpt")
-            make_hf_checkpoint(folder, "tiny-whisper", **CASES[name])
-            model = load_hf_model(folder)
-            generator = torch.Generator().manual_seed(7)
-            with torch.no_grad():
-                for param_name, param in model.named_parameters():
-                    if param_name.endswith("bias") or "embed_positions" in param_name:
-                        param.add_(0.1 * torch.randn(param.shape, generator=generator))
-            model.save_pretrained(folder, safe_serialization=True)
-            made[name] = folder, model
-        return made[name]
-
-    return get
+def _checkpoint(case: str, name: str = "ckpt") -> str:
+    """A checkpoint of whisper_parity_cases.py: "ckpt", or "bare" (case "default")."""
+    return os.path.join(case_dir(cases, case), name)
 
 
 class Package:
@@ -110,41 +84,26 @@ class Package:
         return logits, presents, chosen, encoded
 
 
-def _inputs(config, raw, seed=0):
-    rng = np.random.default_rng(seed)
-    frames = 2 * raw.get("max_source_positions", TINY_PRESETS["tiny-whisper"]["max_source_positions"])
-    mels = raw.get("num_mel_bins", TINY_PRESETS["tiny-whisper"]["num_mel_bins"])
-    features = rng.standard_normal((2, mels, frames)).astype(np.float32)
-    prompt = rng.integers(4, config.vocab_size, size=(2, PROMPT), dtype=np.int64)
-    prompt[:, 0] = TINY_PRESETS["tiny-whisper"]["decoder_start_token_id"]
-    return features, prompt
+def _inputs(config, case: str):
+    """The recorded features and prompt, which must be whisper_parity_cases.inputs for the
+    built config; and transformers' recorded run."""
+    with np.load(os.path.join(case_dir(cases, case), "reference.npz")) as data:
+        reference = {k: data[k] for k in data.files}
+    features, prompt = inputs(config.vocab_size, CASES[case])
+    np.testing.assert_array_equal(reference["features"], features)
+    np.testing.assert_array_equal(reference["prompt"], prompt)
+    return features, prompt, reference
 
 
-def _hf_run(model, features, prompt, tokens):
-    """transformers: encoder states, cross K/V, and per-step logits + self cache."""
-    layers = model.model.decoder.layers
-    with torch.no_grad():
-        encoded = model.model.encoder(torch.from_numpy(features))
-        states = encoded.last_hidden_state
-        batch, length = states.shape[:2]
-        cross = []
-        for layer in layers:
-            attn = layer.encoder_attn
-            for proj in (attn.k_proj, attn.v_proj):
-                cross.append(proj(states).view(batch, length, attn.num_heads, attn.head_dim)
-                             .transpose(1, 2).numpy())
-        logits, presents = [], []
-        cache, ids = None, torch.from_numpy(prompt)
-        for step in range(len(tokens) + 1):
-            out = model(encoder_outputs=encoded, decoder_input_ids=ids, cache=cache, use_cache=True)
-            cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
-            logits.append(out.logits.numpy())
-            self_cache = cache.self_attention_cache.layers
-            presents.append([t.numpy().copy() for layer in self_cache
-                             for t in (layer.keys, layer.values)])
-            if step < len(tokens):
-                ids = torch.from_numpy(tokens[step])
-    return states.numpy(), cross, logits, presents
+def _hf_run(reference: dict, layers: int):
+    """transformers' recorded run: encoder states, cross K/V, per-step logits + self cache,
+    and the tokens it chose."""
+    kv = range(2 * layers)
+    steps = range(STEPS + 1)
+    return (reference["states"], [reference[f"cross_{n}"] for n in kv],
+            [reference[f"logits_{s}"] for s in steps],
+            [[reference[f"self_{s}_{n}"] for n in kv] for s in steps],
+            [reference[f"token_{s}"] for s in range(STEPS)])
 
 
 def _max_diff(a_list, b_list) -> float:
@@ -152,16 +111,15 @@ def _max_diff(a_list, b_list) -> float:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_matches_transformers(checkpoint, tmp_path, case):
-    folder, hf_model = checkpoint(case)
-    package = build(folder)
+def test_matches_transformers(tmp_path, case):
+    package = build(_checkpoint(case))
     config = package.config
     onnx = Package(package.save(str(tmp_path / "pkg")), config)
-    features, prompt = _inputs(config, CASES[case])
-    logits, presents, tokens, encoded = onnx.generate(features, prompt, STEPS)
-    states, cross, hf_logits, hf_presents = _hf_run(hf_model, features, prompt, tokens)
-
+    features, prompt, reference = _inputs(config, case)
     layers = config.num_hidden_layers
+    states, cross, hf_logits, hf_presents, tokens = _hf_run(reference, layers)
+    logits, presents, _, encoded = onnx.generate(features, prompt, STEPS, tokens)
+
     onnx_cross = [encoded[f"present_{kind}_cross_{i}"] for i in range(layers)
                   for kind in ("key", "value")]
     diffs = {
@@ -177,13 +135,13 @@ def test_matches_transformers(checkpoint, tmp_path, case):
     assert all(step.shape == (2, 1, config.vocab_size) for step in logits[1:])
 
 
-def test_cpu_build_matches_default_build_on_ort_cpu(checkpoint, tmp_path):
-    folder, _ = checkpoint("default")
+def test_cpu_build_matches_default_build_on_ort_cpu(tmp_path):
+    folder = _checkpoint("default")
     packages = {}
     for ep in ("default", "cpu"):
         package = build(folder, execution_provider=ep)
         packages[ep] = Package(package.save(str(tmp_path / ep)), package.config)
-    features, prompt = _inputs(packages["default"].config, CASES["default"])
+    features, prompt, _ = _inputs(packages["default"].config, "default")
     ref_logits, ref_presents, tokens, ref_encoded = packages["default"].generate(
         features, prompt, STEPS)
     logits, presents, _, encoded = packages["cpu"].generate(features, prompt, STEPS, tokens)
@@ -196,13 +154,10 @@ def test_cpu_build_matches_default_build_on_ort_cpu(checkpoint, tmp_path):
     assert all(d <= F32_TOLERANCE for d in diffs.values()), diffs
 
 
-def test_bare_whisper_model_checkpoint_loads_the_same(checkpoint, tmp_path):
+def test_bare_whisper_model_checkpoint_loads_the_same(tmp_path):
     """``WhisperModel.save_pretrained`` writes encoder.* / decoder.* (no ``model.``,
     no proj_out: tied); the alias maps them onto the same graph."""
-    folder, hf_model = checkpoint("default")
-    bare = str(tmp_path / "bare")
-    hf_model.model.save_pretrained(bare, safe_serialization=True)
-    write_tiny_tokenizer(bare, hf_model.config.vocab_size)
+    folder, bare = _checkpoint("default"), _checkpoint("default", "bare")
     from safetensors import safe_open
 
     with safe_open(os.path.join(bare, "model.safetensors"), "np") as f:
@@ -213,7 +168,7 @@ def test_bare_whisper_model_checkpoint_loads_the_same(checkpoint, tmp_path):
     for path in (folder, bare):
         package = build(path)
         runs.append(Package(package.save(str(tmp_path / f"pkg-{len(runs)}")), package.config))
-    features, prompt = _inputs(runs[0].config, CASES["default"])
+    features, prompt, _ = _inputs(runs[0].config, "default")
     ref_logits, _, tokens, ref_encoded = runs[0].generate(features, prompt, 1)
     logits, _, _, encoded = runs[1].generate(features, prompt, 1, tokens)
     for key in ref_encoded:
