@@ -12,6 +12,9 @@ import sys
 
 import pytest
 
+from docs import adding_a_model_cases as cases
+from testing.reference_cases import case_dir
+
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the source tree
 #: what the registry, the generator and deps_check read (ep/ and docs/ hold no library)
 _COPIED = ("BUILD.bazel", "WORKSPACE", "mobius", "rules", "testing", "third_party", "tools")
@@ -19,32 +22,24 @@ _COPIED = ("BUILD.bazel", "WORKSPACE", "mobius", "rules", "testing", "third_part
 _DRIVER = '''
 import json, os, sys
 
-import torch
-import transformers
-
 import mobius
 from mobius.models.registry import family_for
 from mobius.tiny.presets import TINY_PRESETS
-from testing.hf_checkpoints import randomize_parameters
+from testing import decoder_reference
 from testing.model_runs import build_package, f32_parity
 
-folder, out = sys.argv[1], sys.argv[2]
+case, out = sys.argv[1], sys.argv[2]
 raw = TINY_PRESETS["tiny-llama_clone"]
 assert family_for(raw).name == "llama_clone", family_for(raw).name
 mobius.build("tiny-llama_clone", execution_provider="cpu").save(os.path.join(out, "tiny"))
 
-config = transformers.LlamaConfig(
-    **{k: v for k, v in raw.items() if k not in ("model_type", "architectures")})
-torch.manual_seed(0)
-model = transformers.LlamaForCausalLM(config).eval()
-randomize_parameters(model, 0)
-model.save_pretrained(folder, safe_serialization=True)
-with open(os.path.join(folder, "config.json")) as f:
-    saved = json.load(f)
-saved.update(model_type=raw["model_type"], architectures=raw["architectures"])
-with open(os.path.join(folder, "config.json"), "w") as f:
-    json.dump(saved, f)
-print("max_abs_diff", f32_parity(build_package(folder, os.path.join(out, "hf")), model).max_abs_diff)
+# the reference (adding_a_model_cases.py): transformers' Llama on the template preset's config
+with open(os.path.join(case, "config.json")) as f:
+    llama = json.load(f)
+assert {k: v for k, v in raw.items() if k not in ("model_type", "architectures")} == llama, raw
+reference = decoder_reference.load(os.path.join(case, "reference.npz"))
+built = build_package(os.path.join(case, "ckpt"), os.path.join(out, "hf"))
+print("max_abs_diff", f32_parity(built, reference).max_abs_diff)
 '''
 
 
@@ -95,8 +90,7 @@ def test_the_generator_gives_the_new_family_its_bazel_library(tree):
 def test_the_new_family_builds_and_matches_transformers(tree, tmp_path):
     driver = tmp_path / "driver.py"
     driver.write_text(_DRIVER)
-    (tmp_path / "hf").mkdir()
-    run = _run(tree, str(driver), str(tmp_path / "hf"), str(tmp_path / "out"))
+    run = _run(tree, str(driver), case_dir(cases, "llama_clone"), str(tmp_path / "out"))
     assert run.returncode == 0, run.stdout + run.stderr
     diff = float(run.stdout.split("max_abs_diff")[-1])
     assert diff < 1e-4, diff

@@ -197,3 +197,28 @@ def hf_generate(
     gaps = (top2[..., 0] - top2[..., 1]).tolist()
     margins = [gaps[i][: len(rows[i])] for i in range(len(rows))]
     return rows, margins
+
+
+def record_hf_generate(path: str, checkpoint_dir_or_model, prompts: Prompts,
+                       max_new_tokens: int, **kwargs) -> None:
+    """hf_generate's rows and margins on one torch thread (how the L4 tests ran it), saved as
+    JSON: a reference_cases module's recording, which a test reads with load_hf_generate
+    instead of importing torch."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        rows, margins = hf_generate(checkpoint_dir_or_model, prompts, max_new_tokens,
+                                    return_margins=True, **kwargs)
+    finally:
+        torch.set_num_threads(threads)
+    with open(path, "w") as f:
+        json.dump({"rows": rows, "margins": margins}, f)
+
+
+def load_hf_generate(path: str) -> tuple[list[list[int]], list[list[float]]]:
+    """(rows, margins) as record_hf_generate saved them."""
+    with open(path) as f:
+        recorded = json.load(f)
+    return recorded["rows"], recorded["margins"]

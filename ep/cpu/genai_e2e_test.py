@@ -13,6 +13,9 @@ library is fed (genai right-padded, transformers left-padded).
 
 Families whose cpu graph has no GQA (none today; see ep/cpu/cpu_fusion_test.py
 for gaps) would run with separate buffers; the test records which case ran.
+
+transformers' side (checkpoints, greedy tokens) is genai_e2e_cases.py, written at build
+time (//rules:references.bzl).
 """
 
 from __future__ import annotations
@@ -21,37 +24,25 @@ import os
 
 import pytest
 
+from ep.cpu import genai_e2e_cases as cases
+from ep.cpu.genai_e2e_cases import NEW_TOKENS, PROMPTS
 from testing import ep_suite, genai_harness as harness
-from testing.hf_checkpoints import make_hf_checkpoint
+from testing.reference_cases import case_dir
 
-NEW_TOKENS = 12
 THREADS = 1
-# transformers' default initializer_range (0.02) makes tiny models repeat one
-# token; 0.2 gives varied continuations with top-1/top-2 gaps far above noise
-# (see mobius/package/genai_e2e_test.py).
-OVERRIDES = {"initializer_range": 0.2}
-PROMPTS = [[17, 93, 251, 407, 12, 999, 64, 5], [311, 28, 777]]  # no pad (0) / bos / eos ids
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
-    yield
-    torch.set_num_threads(previous)
 
 
 def _package(tmp_path_factory, family):
     import mobius
 
-    preset = ep_suite.family(family).tiny_preset
-    folder = str(tmp_path_factory.mktemp(family) / "checkpoint")
-    make_hf_checkpoint(folder, preset, **OVERRIDES)
-    package = mobius.build(folder, execution_provider="cpu")
-    path = package.save(os.path.join(folder, "..", "package-cpu"))
+    folder = case_dir(cases, family)
+    package = mobius.build(os.path.join(folder, "ckpt"), execution_provider="cpu")
+    path = package.save(str(tmp_path_factory.mktemp(family) / "package-cpu"))
     return folder, package, path
+
+
+def test_the_cases_are_the_decoder_families():
+    assert cases.CASES == ep_suite.decoder_family_names()
 
 
 @pytest.mark.parametrize("family", ep_suite.decoder_family_names())
@@ -63,7 +54,7 @@ def test_cpu_package_generates_like_transformers(tmp_path_factory, family):
     assert config["model"]["decoder"]["session_options"]["provider_options"] == []
 
     genai_rows = harness.genai_generate(path, PROMPTS, NEW_TOKENS, intra_op_num_threads=THREADS)
-    hf_rows, margins = harness.hf_generate(folder, PROMPTS, NEW_TOKENS, return_margins=True)
+    hf_rows, margins = harness.load_hf_generate(os.path.join(folder, "transformers.json"))
     mismatch = [
         f"row {i}: genai {g}\n        transformers {h} "
         f"(top-1/top-2 gaps {[round(m, 4) for m in gaps]})"

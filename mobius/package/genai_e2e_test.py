@@ -20,72 +20,60 @@ EOS: generation is forced to the full 20 tokens on both sides (genai
 min_length, transformers min_new_tokens); test_eos_* checks that both
 suppress (and, without suppression, stop on) EOS identically by making a
 token that greedy decoding does produce the EOS.
+
+transformers' side (checkpoints, tokenizer, greedy runs) is genai_e2e_cases.py, recorded at
+build time (//rules:references.bzl).
 """
 
 from __future__ import annotations
+
+import json
+import os
 
 import pytest
 
 import onnxruntime_genai as og
 
 import mobius
+from mobius.package import genai_e2e_cases as cases
+from mobius.package.genai_e2e_cases import NEW_TOKENS, TEXTS, TOKENIZER_TEXTS, file_hashes
+from mobius.package.tokenizer_files import TOKENIZER_FILES
 from testing import genai_harness as harness
-from testing.hf_checkpoints import make_hf_checkpoint
-
-NEW_TOKENS = 20
-
-# With transformers' default initializer_range (0.02) the tied-embedding
-# Qwen3 checkpoint degenerates to repeating the last prompt token forever (the
-# residual stream is ~ the input embedding, whose best match under the tied
-# LM head is itself), and the Llama one ends in a loop after a few steps with
-# a top-1/top-2 logit gap of ~5e-5 at one step. 0.2 gives varied
-# continuations with gaps >= ~3e-3, far above ORT-vs-torch float32 noise.
-CHECKPOINT_OVERRIDES = {"initializer_range": 0.2}
+from testing.reference_cases import case_dir
 
 # Tiny models run fastest single-threaded, and so do not slow to a crawl
 # when the machine is busy with other tests.
 THREADS = 1
-
-TEXTS = [
-    "The quick brown fox jumps over the lazy dog.",
-    "Once upon a time there was",
-]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture(scope="module", params=["tiny-llama", "tiny-qwen3"])
-def checkpoint(request, tmp_path_factory):
-    folder = tmp_path_factory.mktemp(request.param) / "checkpoint"
-    make_hf_checkpoint(str(folder), request.param, **CHECKPOINT_OVERRIDES)
-    return str(folder), harness.load_hf_model(str(folder))
 
 
 # "default": the portable graph (standard ONNX Attention, separate KV
 # buffers: past_present_share_buffer false). "cpu": GroupQueryAttention, for
 # which genai_config turns past_present_share_buffer on.
 @pytest.fixture(scope="module", params=["default", "cpu"])
-def built(request, checkpoint, tmp_path_factory):
-    folder, hf_model = checkpoint
-    out = tmp_path_factory.mktemp(f"package-{request.param}")
-    package = mobius.build(folder, execution_provider=request.param).save(str(out))
+def ep(request):
+    return request.param
+
+
+@pytest.fixture(scope="module", params=cases.CASES)
+def built(request, ep, tmp_path_factory):
+    folder = case_dir(cases, request.param)
+    out = tmp_path_factory.mktemp(f"package-{ep}")
+    package = mobius.build(os.path.join(folder, "ckpt"), execution_provider=ep).save(str(out))
     tokenizer = og.Tokenizer(og.Model(package))
     prompts = [[int(t) for t in tokenizer.encode(text)] for text in TEXTS]
     assert len(prompts[0]) != len(prompts[1])
-    return {"package": package, "hf_model": hf_model, "prompts": prompts}
+    with open(os.path.join(folder, "tokenizer.json")) as f:  # what transformers was run on
+        assert prompts == json.load(f)["ids"][:len(TEXTS)]
+    return {"package": package, "prompts": prompts, "case": folder}
 
 
 def _genai(built, prompts, **kwargs):
     return harness.genai_generate(built["package"], prompts, NEW_TOKENS,
                                   intra_op_num_threads=THREADS, **kwargs)
+
+
+def _recorded(built, name: str):
+    return os.path.join(built["case"], "runs", name)
 
 
 def _describe_mismatch(genai_rows, hf_rows, margins):
@@ -100,20 +88,18 @@ def _describe_mismatch(genai_rows, hf_rows, margins):
     return "\n".join(lines)
 
 
-def _assert_same_tokens(built, prompts, **kwargs):
+def _assert_same_tokens(built, prompts, run: str, **kwargs):
+    """genai's rows == transformers' recorded ``run`` (generated from the same prompts: the
+    package's tokenizer encodes as transformers does, test_genai_tokenizer_*)."""
     genai_rows = _genai(built, prompts, **kwargs)
-    hf_kwargs = {k: v for k, v in kwargs.items() if k == "suppress_eos"}
-    if "config_overlay" in kwargs:
-        hf_kwargs["eos_token_id"] = kwargs["config_overlay"]["model"]["eos_token_id"]
-    hf_rows, margins = harness.hf_generate(built["hf_model"], prompts, NEW_TOKENS,
-                                           return_margins=True, **hf_kwargs)
+    hf_rows, margins = harness.load_hf_generate(_recorded(built, run + ".json"))
     assert genai_rows == hf_rows, _describe_mismatch(genai_rows, hf_rows, margins)
     return genai_rows
 
 
 @pytest.mark.parametrize("row", [0, 1])
 def test_greedy_20_tokens_batch_1(built, row):
-    (tokens,) = _assert_same_tokens(built, [built["prompts"][row]])
+    (tokens,) = _assert_same_tokens(built, [built["prompts"][row]], f"row{row}")
     assert len(tokens) == NEW_TOKENS
     # Guards the test's own strength: a checkpoint that only repeats a token
     # would let most bugs through.
@@ -122,7 +108,7 @@ def test_greedy_20_tokens_batch_1(built, row):
 
 def test_greedy_20_tokens_batch_2_different_lengths(built):
     prompts = built["prompts"]
-    rows = _assert_same_tokens(built, prompts)
+    rows = _assert_same_tokens(built, prompts, "batch")
     assert [len(r) for r in rows] == [NEW_TOKENS, NEW_TOKENS]
     alone = [_genai(built, [p])[0] for p in prompts]
     assert rows == alone
@@ -131,39 +117,43 @@ def test_greedy_20_tokens_batch_2_different_lengths(built):
 def test_eos_is_suppressed_and_honoured_the_same_way(built):
     prompts = built["prompts"]
     (free,) = _genai(built, prompts[:1])
-    # An EOS id that greedy decoding reaches at step k (and not before).
-    k = next(k for k in range(2, NEW_TOKENS) if free[k] not in free[:k])
+    # An EOS id that greedy decoding reaches at step k (and not before): the recorded runs
+    # took it from transformers' own continuation, which must be genai's.
+    with open(_recorded(built, "eos.json")) as f:
+        eos = json.load(f)
+    assert free == eos["free"]
+    k = eos["k"]
+    assert k == next(k for k in range(2, NEW_TOKENS) if free[k] not in free[:k])
     overlay = {"model": {"eos_token_id": free[k]}}
 
-    suppressed = _assert_same_tokens(built, prompts, config_overlay=overlay)
+    suppressed = _assert_same_tokens(built, prompts, "eos_suppressed", config_overlay=overlay)
     assert [len(r) for r in suppressed] == [NEW_TOKENS, NEW_TOKENS]
     assert suppressed[0][:k] == free[:k] and suppressed[0][k] != free[k]
 
-    stopped = _assert_same_tokens(built, prompts, config_overlay=overlay, suppress_eos=False)
+    stopped = _assert_same_tokens(built, prompts, "eos_stopped", config_overlay=overlay,
+                                  suppress_eos=False)
     assert stopped[0] == free[: k + 1]
 
 
 def test_genai_tokenizer_matches_transformers(built):
-    import transformers
-
+    """transformers' tokenizer was recorded on the checkpoint's tokenizer files: the package
+    holds the same files, byte for byte."""
+    with open(os.path.join(built["case"], "tokenizer.json")) as f:
+        reference = json.load(f)
+    assert file_hashes(built["package"], TOKENIZER_FILES) == reference["files"]
     model = og.Model(built["package"])
     tokenizer = og.Tokenizer(model)
-    reference = transformers.AutoTokenizer.from_pretrained(built["package"])
-    texts = TEXTS + [
-        "Hello, wörld! 你好 🙂  two  spaces\n newline\ttab",
-        " leading space, 0123456789 + 42 = 4242;",
-        "mobius builds ONNX packages </s> with <s> specials <pad>",
-    ]
-    for text in texts:
+    for text, expected, decoded in zip(TOKENIZER_TEXTS, reference["ids"], reference["decoded"],
+                                       strict=True):
         ids = [int(t) for t in tokenizer.encode(text)]
-        assert ids == reference.encode(text), text
+        assert ids == expected, text
         # genai always drops special tokens when decoding.
-        assert tokenizer.decode(ids) == reference.decode(ids, skip_special_tokens=True), text
-    assert tokenizer.bos_token_id == reference.bos_token_id
-    assert list(tokenizer.eos_token_ids) == [reference.eos_token_id]
-    assert tokenizer.pad_token_id == reference.pad_token_id
+        assert tokenizer.decode(ids) == decoded, text
+    assert tokenizer.bos_token_id == reference["bos_token_id"]
+    assert list(tokenizer.eos_token_ids) == [reference["eos_token_id"]]
+    assert tokenizer.pad_token_id == reference["pad_token_id"]
 
     batch = tokenizer.encode_batch(TEXTS).as_numpy()
-    expected, _ = harness.pad_batch([reference.encode(t) for t in TEXTS],
-                                    reference.pad_token_id, "right")
+    expected, _ = harness.pad_batch(reference["ids"][:len(TEXTS)], reference["pad_token_id"],
+                                    "right")
     assert batch.tolist() == expected.tolist()

@@ -16,45 +16,24 @@ padding against the generic graph instead).
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 import onnx
 import pytest
 
-from testing.hf_checkpoints import load_hf_model
+from mobius.quantize import prequantized_parity_cases as cases
+from mobius.quantize.prequantized_parity_cases import PAD, PREQUANTIZED, STEPS
+from testing import decoder_reference
 from testing.model_runs import BuiltPackage, f32_parity
-from testing.prequantized_checkpoints import awq_config, gptq_config, write_prequantized
+from testing.reference_cases import case_dir
 
 LINEARS = 14  # 2 layers x (q, k, v, o, gate, up, down); the lm_head stays float
-CASES = {
-    # name: (quantization_config, EPs, tiny preset)
-    "gptq-int4-asym-act-order-g32": (gptq_config(4, 32, sym=False, desc_act=True),
-                                     ("cpu", "default", "onnx-standard"), "tiny-llama"),
-    "gptq-int8-sym-g-1": (gptq_config(8, None, sym=True), ("cpu",), "tiny-llama"),
-    "gptq_v2-int4-asym-g48": (gptq_config(4, 48, sym=False, checkpoint_format="gptq_v2"),
-                              ("cpu",), "tiny-llama"),
-    "awq-int4-g32": (awq_config(32), ("cpu", "default"), "tiny-llama"),
-    # Phi-3: fused qkv_proj / gate_up_proj, read as row slices of one packed Linear
-    "phi3-gptq-int4-asym-act-order-g32": (gptq_config(4, 32, sym=False, desc_act=True),
-                                          ("cpu",), "tiny-phi3"),
-}
-PARAMS = [(name, ep) for name, (_, eps, _) in CASES.items() for ep in eps]
+PARAMS = [(name, ep) for name, (_, eps, _) in PREQUANTIZED.items() for ep in eps]
 
 
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    root = tmp_path_factory.mktemp("prequantized")
-    made = {}
-
-    def get(name):
-        if name not in made:
-            config, _, preset = CASES[name]
-            biases = dict(attention_bias=True, mlp_bias=True) if preset == "tiny-llama" else {}
-            made[name] = write_prequantized(str(root / name), str(root / f"{name}-ref"), config,
-                                            preset=preset, intermediate_size=160, **biases)
-        return made[name]
-
-    return get
+def _checkpoint(name: str) -> str:
+    return os.path.join(case_dir(cases, name), "ckpt")
 
 
 def _session(path: str):
@@ -69,18 +48,18 @@ def _session(path: str):
 
 
 @pytest.mark.parametrize("name, ep", PARAMS)
-def test_prequantized_logits_match_the_dequantized_float_model(checkpoints, tmp_path, caplog,
-                                                               name, ep):
+def test_prequantized_logits_match_the_dequantized_float_model(tmp_path, caplog, name, ep):
     from mobius.builder import build
 
-    folder = checkpoints(name)
+    folder = _checkpoint(name)
     with caplog.at_level(logging.WARNING, "mobius.quantize.prequantized"):
         package = build(folder, execution_provider=ep, quant_accuracy_level=1,
                         prefill_logits="all")  # every position compared
         path = package.save(str(tmp_path / "onnx"))
     assert not caplog.records, [r.message for r in caplog.records]  # nothing requantized
-    run = f32_parity(BuiltPackage(path, package.config, "f32"), load_hf_model(folder + "-ref"),
-                     session=_session(f"{path}/model.onnx"), pad=0, steps=2)
+    reference = decoder_reference.load(os.path.join(case_dir(cases, name), "reference.npz"))
+    run = f32_parity(BuiltPackage(path, package.config, "f32"), reference,
+                     session=_session(f"{path}/model.onnx"), pad=PAD, steps=STEPS)
     scale = max(float(np.abs(step).max()) for step in run.hf_steps)
     assert run.max_abs_diff <= 1e-5 * scale, (run.max_abs_diff, scale)
     _check_ops(onnx.load(f"{path}/model.onnx", load_external_data=False), name, ep)
@@ -103,7 +82,7 @@ def _check_ops(model, name: str, ep: str) -> None:
         assert not any(n.name.endswith("/act_order") for n in model.graph.node)
 
 
-def test_every_ep_builds_an_act_order_gptq_checkpoint(checkpoints, tmp_path):
+def test_every_ep_builds_an_act_order_gptq_checkpoint(tmp_path):
     """L1: every registered EP (f32 where it has it, else f16); the full ONNX checker
     passes and every packed Linear became the EP's quantized form (trt-rtx:
     requantized, no zero points)."""
@@ -111,7 +90,7 @@ def test_every_ep_builds_an_act_order_gptq_checkpoint(checkpoints, tmp_path):
     from mobius.ep.registry import ep_registry
     from mobius.weights.dtypes import SHORT_NAMES
 
-    folder = checkpoints("gptq-int4-asym-act-order-g32")
+    folder = _checkpoint("gptq-int4-asym-act-order-g32")
     for caps in ep_registry:
         dtype = SHORT_NAMES[sorted(caps.dtypes, key=lambda d: SHORT_NAMES[d])[-1]]
         path = build(folder, execution_provider=caps.name, dtype=dtype).save(

@@ -7,6 +7,8 @@ equals its kernel. MoEs the QMoE kernel cannot express stay float MoE.
 """
 
 import logging
+import os
+import shutil
 
 import numpy as np
 import pytest
@@ -14,16 +16,23 @@ from onnx_ir.passes.common import InlinePass
 from safetensors.numpy import load_file, save_file
 
 import mobius
+from mobius.quantize import qmoe_cases as cases
 from testing import ep_parity, parity
-from testing.hf_checkpoints import make_hf_checkpoint
+from testing.reference_cases import case_dir
 from testing.quant_grid import on_grid
 
 EP = "cuda"
 
 
+def _copy(case: str, folder: str) -> str:
+    """The case's transformers checkpoint (read-only) copied to ``folder``, to edit."""
+    shutil.copytree(os.path.join(case_dir(cases, case), "ckpt"), folder,
+                    copy_function=shutil.copyfile)
+    return folder
+
+
 def _checkpoint(folder, normalize: bool) -> str:
-    make_hf_checkpoint(folder, "tiny-qwen3-moe", hidden_size=64, moe_intermediate_size=32,
-                       norm_topk_prob=normalize)
+    _copy("qwen3_moe_normalized" if normalize else "qwen3_moe_unnormalized", folder)
     path = f"{folder}/model.safetensors"
     tensors = load_file(path)
     rng = np.random.default_rng(0)
@@ -81,7 +90,7 @@ def _gpt_oss_checkpoint(folder) -> str:
     """tiny-gpt_oss with every quantized weight on the int4 grid: 2-D [out, in] weights (the
     token table [V, H] too: quantized by default) and the stacked experts ([E, in, out] in
     the checkpoint; blocks run along in)."""
-    make_hf_checkpoint(folder, "tiny-gpt_oss")
+    _copy("gpt_oss", folder)
     path = f"{folder}/model.safetensors"
     tensors = load_file(path)
     rng = np.random.default_rng(0)

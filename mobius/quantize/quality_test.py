@@ -18,8 +18,9 @@ import onnxruntime as ort
 import pytest
 
 import mobius
+from mobius.quantize import quality_cases as cases
 from testing import ep_parity, ep_suite, genai_harness, parity
-from testing.hf_checkpoints import make_hf_checkpoint
+from testing.reference_cases import case_dir
 
 EP = "cpu"
 NEW_TOKENS = 10
@@ -64,7 +65,7 @@ def test_logit_error_per_family(checkpoints, family):
 
 
 def test_genai_greedy_equals_onnxruntime_steps(tmp_path):
-    folder = make_hf_checkpoint(str(tmp_path / "checkpoint"), "tiny-llama", initializer_range=0.2)
+    folder = os.path.join(case_dir(cases, "tiny-llama"), "ckpt")
     package = mobius.build(folder, execution_provider=EP, quant="int4")
     path = package.save(str(tmp_path / "int4"))
     assert any(n.op_type == "MatMulNBits" for n in package.model.graph)
