@@ -108,13 +108,18 @@ class BuildGraph:
         env = _AutoRules(state)
         env.update(native=_Native(state), glob=state.glob, fail=_fail, Label=str,
                    select=lambda d: next(iter(d.values())), attr=_AttrStub(),
-                   rule=lambda implementation=None, attrs=None, **kw: _RuleStub(attrs or {}))
+                   rule=lambda implementation=None, attrs=None, **kw: _RuleStub(attrs or {}),
+                   provider=lambda *a, **kw: None, aspect=lambda *a, **kw: None)
         env["load"] = lambda bzl, *names, **aliases: self._load(env, bzl, names, aliases)
         for kind in ("package", "licenses", "exports_files"):
             env[kind] = lambda *a, **kw: None
         return env
 
     def _load(self, env, bzl: str, names, aliases) -> None:
+        if bzl.startswith("@"):  # a generated repository's constants (@python_cache_tag):
+            for name in (*names, *aliases):  # they name files, never targets or deps
+                env[name] = f"{bzl}%{name}"
+            return
         module = self._bzl_module(bzl, env)
         for name in names:
             env[name] = module[name]
