@@ -15,6 +15,8 @@ import dataclasses
 
 import numpy as np
 
+from testing import parity
+
 
 @dataclasses.dataclass(frozen=True)
 class VlmReference:
@@ -27,31 +29,62 @@ class VlmReference:
 
 
 def greedy(hf_model, prefill: dict, attention_mask: np.ndarray, steps: int,
-           positions=None) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """(per-step logits, greedy tokens) of transformers: ``hf_model(**prefill)`` (numpy
-    arrays, ``attention_mask`` added), then ``steps`` steps on its own greedy token with its
-    cache; ``positions(step, mask)`` gives a step's position_ids (numpy), None: none passed."""
+           positions=None, tokens=None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(per-step logits, tokens) of transformers: ``hf_model(**prefill)`` (numpy arrays,
+    ``attention_mask`` added), then ``steps`` steps with its cache on its own greedy token
+    (or on ``tokens`` where given); ``positions(step, mask)`` gives a step's position_ids
+    (numpy), None: none passed."""
+    import inspect
+
     import torch
 
+    params = inspect.signature(hf_model.forward).parameters
+    cache_kwarg = "cache" if "cache" in params else "past_key_values"
+    forced = tokens
     mask = torch.from_numpy(attention_mask)
     feeds = {k: torch.from_numpy(v) for k, v in prefill.items()}
     logits, tokens, cache = [], [], None
     with torch.no_grad():
         for step in range(steps + 1):
             if cache is not None:
-                feeds["cache"] = cache
+                feeds[cache_kwarg] = cache
             out = hf_model(**feeds, attention_mask=mask, use_cache=True)
             cache = getattr(out, "cache", None)
             cache = out.past_key_values if cache is None else cache
             logits.append(out.logits.float().numpy())
             if step == steps:
                 break
-            token = logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64)
+            token = (logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64) if forced is None
+                     else forced[step])
             tokens.append(token)
             mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype)], dim=1)
             feeds = {"input_ids": torch.from_numpy(token)}
             if positions is not None:
                 feeds["position_ids"] = torch.from_numpy(positions(step, mask.numpy()))
+    return logits, tokens
+
+
+def record_image_run(hf_model, inputs: dict, media: tuple, features, steps: int, path: str,
+                     **extra) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Saves ``inputs`` (input_ids, attention_mask, the ``media`` keys transformers takes,
+    anything else the test feeds), transformers' image ``features`` (a tensor), its merge
+    of them into the token embeddings ("merged") and its run (position ids over the mask;
+    ``extra``: more prefill feeds); returns (logits, greedy tokens)."""
+    import torch
+
+    with torch.no_grad():
+        ids = torch.from_numpy(inputs["input_ids"])
+        embeds = hf_model.get_input_embeddings()(ids)
+        placeholder = hf_model.model.get_placeholder_mask(ids, inputs_embeds=embeds,
+                                                          image_features=features)
+        merged = embeds.masked_scatter(placeholder, features)
+    mask = inputs["attention_mask"]
+    prefill = {"input_ids": inputs["input_ids"], **{k: inputs[k] for k in media},
+               "position_ids": parity.position_ids_for(mask, mask.shape[1]), **extra}
+    logits, tokens = greedy(hf_model, prefill, mask, steps,
+                            lambda step, m: parity.position_ids_for(m, 1))
+    save(path, {**inputs, "features": features.numpy(), "merged": merged.numpy()}, logits,
+         tokens)
     return logits, tokens
 
 

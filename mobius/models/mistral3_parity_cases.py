@@ -100,28 +100,13 @@ def _features(hf_model, pixels, sizes):
 
 def _record(hf_model, seed, pad, steps, path):
     """The batch, transformers' features, merged embeddings, logits and greedy tokens."""
-    import torch
-
     from testing import vlm_reference
-    from testing.parity import position_ids_for
 
     inputs = _inputs(hf_model.config, seed, pad)
+    inputs["tie_word_embeddings"] = np.bool_(hf_model.config.tie_word_embeddings)
     features = _features(hf_model, inputs["pixel_values"], inputs["image_sizes"])
-    with torch.no_grad():
-        ids = torch.from_numpy(inputs["input_ids"])
-        embeds = hf_model.get_input_embeddings()(ids)
-        placeholder = hf_model.model.get_placeholder_mask(ids, inputs_embeds=embeds,
-                                                          image_features=features)
-        merged = embeds.masked_scatter(placeholder, features)
-    mask = inputs["attention_mask"]
-    prefill = {"input_ids": inputs["input_ids"], "pixel_values": inputs["pixel_values"],
-               "image_sizes": inputs["image_sizes"],
-               "position_ids": position_ids_for(mask, mask.shape[1])}
-    logits, tokens = vlm_reference.greedy(hf_model, prefill, mask, steps,
-                                          lambda step, m: position_ids_for(m, 1))
-    arrays = {**inputs, "features": features.numpy(), "merged": merged.numpy(),
-              "tie_word_embeddings": np.bool_(hf_model.config.tie_word_embeddings)}
-    vlm_reference.save(path, arrays, logits, tokens)
+    vlm_reference.record_image_run(hf_model, inputs, ("pixel_values", "image_sizes"), features,
+                                   steps, path)
 
 
 def _odd_grid(hf_model, path):
