@@ -79,8 +79,10 @@ def record_image_run(hf_model, inputs: dict, media: tuple, features, steps: int,
                                                           image_features=features)
         merged = embeds.masked_scatter(placeholder, features)
     mask = inputs["attention_mask"]
+    positions = inputs.get("position_ids")  # the test's own, else numbered over the mask
     prefill = {"input_ids": inputs["input_ids"], **{k: inputs[k] for k in media},
-               "position_ids": parity.position_ids_for(mask, mask.shape[1]), **extra}
+               "position_ids": parity.position_ids_for(mask, mask.shape[1])
+               if positions is None else positions, **extra}
     logits, tokens = greedy(hf_model, prefill, mask, steps,
                             lambda step, m: parity.position_ids_for(m, 1))
     save(path, {**inputs, "features": features.numpy(), "merged": merged.numpy()}, logits,
