@@ -138,7 +138,7 @@ def renamed_checkpoint(folder: str, out: str, rename, saved_prefix: str | None =
 
     from safetensors.numpy import load_file, save_file
 
-    shutil.copytree(folder, out)
+    shutil.copytree(folder, out, copy_function=shutil.copyfile)  # case folders are read-only
     tensors = load_file(os.path.join(folder, "model.safetensors"))
     if saved_prefix is not None:
         assert any(k.startswith(saved_prefix) for k in tensors), saved_prefix

@@ -3,19 +3,24 @@ as onnxruntime-genai chains it, and transformers' reference for the same inputs.
 
 One batch of 2 prompts with one 6 x 10-patch image each (row 1 left-padded)
 runs vision -> embedding -> decoder, then decode steps feeding the greedy
-token through the embedding model (zero image features) and present.* back as
-past_key_values.*. The prefill's 3-D position ids are transformers' own
-(``get_rope_index``); each decode step continues every stream at the row's
-last position + 1. Qwen3-VL's image_features / inputs_embeds carry its
+token (or transformers' recorded one) through the embedding model (zero image
+features) and present.* back as past_key_values.*. ``record`` runs transformers
+at build time (a cases module, //rules:references.bzl) into a
+testing/vlm_reference.py recording that holds the batch too. The prefill's 3-D
+position ids are transformers' own (``get_rope_index``); each decode step continues
+every stream at the row's last position + 1. Qwen3-VL's image_features / inputs_embeds carry its
 deepstack features beside the embeddings (mobius/models/qwen3_vl.py): the
 reference lays transformers' out the same way.
 """
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from mobius.builder import build
+from testing import vlm_reference
 from testing.qwen2_5_vl_checkpoints import GRID, image_span, make_pixels
 from testing.vlm_sessions import Sessions
 
@@ -37,13 +42,18 @@ class Package(Sessions):
         return self.vision.run(None, {"pixel_values": pixel_values,
                                       "image_grid_thw": image_grid_thw})[0]
 
-    def generate(self, inputs, steps=STEPS):
-        """(image_features, prefill inputs_embeds, per-step logits, greedy tokens)."""
+    def generate(self, inputs, steps=STEPS, tokens=None):
+        """(image_features, prefill inputs_embeds, per-step logits, tokens): the decode
+        steps on the greedy tokens, or on ``tokens`` (transformers') where given."""
         features = self.image_features(inputs["pixel_values"], inputs["image_grid_thw"])
         embeds = self.embed(inputs["input_ids"], features)
         return (features, embeds, *self.greedy(inputs["input_ids"], embeds,
                                                inputs["attention_mask"], steps,
-                                               inputs["position_ids"]))
+                                               inputs["position_ids"], tokens))
+
+    def replay(self, ref: vlm_reference.VlmReference):
+        """generate on a recording's batch, its decode steps on transformers' tokens."""
+        return self.generate(ref, len(ref.tokens), ref.tokens)
 
 
 def decode_positions(prefill_positions: np.ndarray, step: int) -> np.ndarray:
@@ -96,24 +106,43 @@ def _hf_features(hf_model, ids, pixels, grid):
     return torch.cat(parts, -1), torch.cat(merged, -1)
 
 
-def hf_reference(hf_model, inputs, tokens):
-    """transformers' image features, merged embeddings and per-step logits."""
+def write_case(folder: str, make, runs=((0, PAD),)) -> None:
+    """A cases module's case: ckpt/ (``make(ckpt folder)`` writes it) and, per (seed, pad)
+    of ``runs``, transformers' run on make_inputs(seed, pad) (``load_case`` reads it)."""
+    from testing.hf_checkpoints import load_hf_model
+
+    checkpoint = os.path.join(folder, "ckpt")
+    make(checkpoint)
+    hf_model = load_hf_model(checkpoint)
+    for seed, pad in runs:
+        record(hf_model, make_inputs(hf_model, seed, pad), _run_path(folder, seed, pad))
+
+
+def load_case(folder: str, seed=0, pad=PAD) -> tuple[str, vlm_reference.VlmReference]:
+    """(checkpoint folder, recorded run) that ``write_case`` left in ``folder``."""
+    return (os.path.join(folder, "ckpt"),
+            vlm_reference.load(_run_path(folder, seed, pad)))
+
+
+def _run_path(folder, seed, pad):
+    return os.path.join(folder, f"seed{seed}_pad{pad}.npz")
+
+
+def record(hf_model, inputs, path: str, steps=STEPS) -> str:
+    """Saves the batch, transformers' image features ("features"), merged embeddings
+    ("merged"), per-step logits and greedy tokens to ``path`` (testing/vlm_reference.py)."""
     import torch
 
     with torch.no_grad():
-        ids, mask = torch.from_numpy(inputs["input_ids"]), torch.from_numpy(inputs["attention_mask"])
-        pixels, grid = torch.from_numpy(inputs["pixel_values"]), torch.from_numpy(inputs["image_grid_thw"])
-        features, merged = _hf_features(hf_model, ids, pixels, grid)
-        out = hf_model(input_ids=ids, pixel_values=pixels, image_grid_thw=grid,
-                       attention_mask=mask, mm_token_type_ids=(ids == hf_model.config.image_token_id).int(),
-                       use_cache=True)
-        logits = [out.logits.numpy()]
-        cache = getattr(out, "cache", None) or out.past_key_values
-        for step, token in enumerate(tokens):
-            mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype)], dim=1)
-            positions = torch.from_numpy(decode_positions(inputs["position_ids"], step))
-            out = hf_model(input_ids=torch.from_numpy(token), attention_mask=mask,
-                           position_ids=positions, use_cache=True, cache=cache)
-            cache = getattr(out, "cache", None) or out.past_key_values
-            logits.append(out.logits.numpy())
-    return features.numpy(), merged.numpy(), logits
+        features, merged = _hf_features(
+            hf_model, torch.from_numpy(inputs["input_ids"]),
+            torch.from_numpy(inputs["pixel_values"]), torch.from_numpy(inputs["image_grid_thw"]))
+    ids = inputs["input_ids"]
+    prefill = {"input_ids": ids, "pixel_values": inputs["pixel_values"],
+               "image_grid_thw": inputs["image_grid_thw"],
+               "mm_token_type_ids": (ids == hf_model.config.image_token_id).astype(np.int32)}
+    logits, tokens = vlm_reference.greedy(
+        hf_model, prefill, inputs["attention_mask"], steps,
+        lambda step, _: decode_positions(inputs["position_ids"], step))
+    arrays = {**inputs, "features": features.numpy(), "merged": merged.numpy()}
+    return vlm_reference.save(path, arrays, logits, tokens)

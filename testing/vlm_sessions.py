@@ -54,21 +54,24 @@ class Sessions:
         too passes them on)."""
         return self.decode(embeds, attention_mask, position_ids, past)
 
-    def greedy(self, input_ids, embeds, attention_mask, steps: int, position_ids=None):
-        """(per-step logits, greedy tokens): the prefill on ``embeds``, then ``steps``
-        decode steps; explicit prefill ``position_ids`` ([..., batch, seq]) continue at
-        each row's last position + 1."""
+    def greedy(self, input_ids, embeds, attention_mask, steps: int, position_ids=None,
+               tokens=None):
+        """(per-step logits, tokens): the prefill on ``embeds``, then ``steps`` decode
+        steps on the greedy tokens, or on ``tokens`` (transformers' recorded greedy tokens,
+        testing/vlm_reference.py) where given; explicit prefill ``position_ids``
+        ([..., batch, seq]) continue at each row's last position + 1."""
         logits, past = self.step(input_ids, embeds, attention_mask, position_ids, None)
-        steps_logits, tokens, mask = [logits], [], attention_mask
+        steps_logits, fed, mask = [logits], [], attention_mask
         for step in range(steps):
-            token = steps_logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64)
-            tokens.append(token)
+            token = (steps_logits[-1][:, -1].argmax(-1)[:, None].astype(np.int64)
+                     if tokens is None else tokens[step])
+            fed.append(token)
             mask = np.concatenate([mask, np.ones((mask.shape[0], 1), np.int64)], axis=1)
             positions = None if position_ids is None else position_ids[..., -1:] + 1 + step
             logits, past = self.step(token, self.embed(token, self.no_features()), mask,
                                      positions, past)
             steps_logits.append(logits)
-        return steps_logits, tokens
+        return steps_logits, fed
 
 
 def assert_chain_matches(pkg: Sessions, input_ids, attention_mask, ours, reference,

@@ -25,11 +25,15 @@ per-image counts [256, 256], as a caller of ``set_inputs`` can. (A vision output
 model [images, 0, hidden] or, with no image, [0, hidden]: no fixed-rank input
 takes both, and the ONNX checker requires main-graph inputs to have a shape. Text-only
 prompts matter more, so image_features stays [num_image_tokens, hidden].)
+
+transformers' side (its processor's outputs and tokens) is recorded at build time
+(gemma3_genai_cases.py).
 """
 
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -37,67 +41,41 @@ import pytest
 import onnxruntime_genai as og
 
 from mobius.builder import build
-from testing.gemma3_checkpoints import make_gemma3_checkpoint
+from mobius.models import gemma3_genai_cases as cases
+from mobius.models.gemma3_genai_cases import (CUSTOM_PROMPT, NEW_TOKENS, PROMPTS, custom_image,
+                                              write_images)
 from testing import vlm_runs
-from testing.hf_checkpoints import load_hf_model
+from testing.reference_cases import case_dir
 
-NEW_TOKENS = 8
-SEED = 3  # a checkpoint whose causal-only tokens differ for the one-image prompt
-PROMPTS = {"one-image": ("The quick <start_of_image> fox", 1),
-           "two-images": ("<start_of_image> and <start_of_image> jump", 2),
-           "text-only": ("The quick brown fox", 0)}
+
+def _npz(folder, name):
+    with np.load(os.path.join(folder, name)) as data:
+        return {k: data[k] for k in data.files}
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """(package folder, checkpoint folder, transformers model, image paths)."""
-    from PIL import Image
-
+    """(package folder, case folder, image paths)."""
     root = tmp_path_factory.mktemp("gemma3")
-    folder = make_gemma3_checkpoint(str(root / "ckpt"), seed=SEED,
-                                    text_config=_text_config(max_position_embeddings=1024))
-    path = build(folder, execution_provider="cpu", dtype="f32").save(str(root / "pkg"))
-    rng = np.random.default_rng(0)
-    images = []
-    for i in range(2):
-        images.append(str(root / f"image{i}.png"))
-        Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(images[-1])
-    return path, folder, load_hf_model(folder), images
-
-
-def _text_config(**overrides):
-    from mobius.tiny.presets import TINY_PRESETS
-
-    return {**TINY_PRESETS["tiny-gemma3-vl"]["text_config"], **overrides}
-
-
-def _hf_inputs(folder: str, prompt: str, images: list[str]):
-    from PIL import Image
-    from transformers import AutoProcessor
-
-    processor = AutoProcessor.from_pretrained(folder)
-    pictures = [[Image.open(p) for p in images]] if images else None
-    return processor(text=prompt, images=pictures, return_tensors="np")
-
-
-def _hf_generate(hf_model, inputs, token_types: bool = True) -> list[int]:
-    kwargs = {k: v for k, v in inputs.items() if token_types or k != "token_type_ids"}
-    return vlm_runs.hf_greedy(hf_model, kwargs, NEW_TOKENS)
+    folder = case_dir(cases, "tiny-gemma3-vl")
+    path = build(os.path.join(folder, "ckpt"), execution_provider="cpu",
+                 dtype="f32").save(str(root / "pkg"))
+    return path, folder, write_images(str(root))
 
 
 @pytest.mark.parametrize("case", sorted(PROMPTS))
 def test_genai_processor_and_generation_match_transformers(built, case):
-    path, folder, hf_model, image_paths = built
+    path, folder, image_paths = built
     prompt, count = PROMPTS[case]
     model = vlm_runs.genai_model(path)
     processor = model.create_multimodal_processor()
     images = og.Images.open(*image_paths[:count]) if count else None
     inputs = processor(prompt, images=images)
-    expected = _hf_inputs(folder, prompt, image_paths[:count])
+    expected = _npz(folder, f"{case}.npz")
 
     input_ids = inputs["input_ids"].as_numpy()
     np.testing.assert_array_equal(input_ids.astype(np.int64), expected["input_ids"])
-    image_tokens = int((expected["input_ids"] == hf_model.config.image_token_index).sum())
+    image_tokens = int((expected["input_ids"] == expected["image_token_index"]).sum())
     assert image_tokens == 256 * count
     if count:
         pixels = inputs["pixel_values"].as_numpy()
@@ -112,36 +90,26 @@ def test_genai_processor_and_generation_match_transformers(built, case):
         named["num_image_tokens"] = np.full(count, 256, dtype=np.int64)
         inputs = named
     tokens = vlm_runs.genai_greedy(model, inputs, input_ids.shape[1], NEW_TOKENS)
-    assert tokens == _hf_generate(hf_model, expected)
+    assert tokens == expected["tokens"].tolist()
     if case == "one-image":
-        assert tokens != _hf_generate(hf_model, expected, token_types=False)
+        assert tokens != expected["causal_tokens"].tolist()
 
 
 def test_checkpoint_preprocessor_settings_reach_genai(tmp_path):
     """A checkpoint's own rescale and mean/std (not 1/255 and 0.5) are in the package's
     processor_config.json, and genai's processor then gives the pixel_values
     transformers' Gemma3Processor gives from the same checkpoint."""
-    from PIL import Image
-
-    folder = make_gemma3_checkpoint(str(tmp_path / "ckpt"))
-    name = f"{folder}/preprocessor_config.json"
-    with open(name) as f:
-        preprocessor = json.load(f)
-    preprocessor.update(image_mean=[0.4, 0.5, 0.6], image_std=[0.2, 0.3, 0.25],
-                        rescale_factor=1 / 200)
-    with open(name, "w") as f:
-        json.dump(preprocessor, f)
-    path = build(folder, execution_provider="cpu", dtype="f32").save(str(tmp_path / "pkg"))
+    folder = case_dir(cases, "custom_preprocessor")
+    path = build(os.path.join(folder, "ckpt"), execution_provider="cpu",
+                 dtype="f32").save(str(tmp_path / "pkg"))
     with open(f"{path}/processor_config.json") as f:
         steps = {t["operation"]["name"]: t["operation"]["attrs"]
                  for t in json.load(f)["processor"]["transforms"]}
     assert (steps["normalize"]["mean"], steps["normalize"]["std"]) == (
         [0.4, 0.5, 0.6], [0.2, 0.3, 0.25])
     assert steps["rescale"]["rescale_factor"] == 1 / 200
-    image = str(tmp_path / "image.png")
-    Image.fromarray(np.random.default_rng(6).integers(0, 256, (64, 64, 3), dtype=np.uint8)
-                    ).save(image)
-    prompt = "The quick <start_of_image> fox"
-    inputs = vlm_runs.genai_model(path).create_multimodal_processor()(prompt, images=og.Images.open(image))
-    expected = _hf_inputs(folder, prompt, [image])["pixel_values"]
+    image = custom_image(str(tmp_path / "image.png"))
+    inputs = vlm_runs.genai_model(path).create_multimodal_processor()(
+        CUSTOM_PROMPT, images=og.Images.open(image))
+    expected = _npz(folder, "processor.npz")["pixel_values"]
     np.testing.assert_allclose(inputs["pixel_values"].as_numpy(), expected, atol=1e-5)

@@ -6,10 +6,11 @@ downsample_factor, 64..256 tokens), cuts it into patches padded to
 ``max_num_patches``, and expands ``<image>`` in the prompt into ``<|image_start|>`` +
 one ``<image>`` per token + ``<|image_end|>``, as transformers' Lfm2VlProcessor does
 for one tile. Checked: genai's processor gives what transformers' processor gives
-(``_hf_inputs``: input_ids, patches, patch mask, spatial shapes; the PNG already has a
-valid size, so no resize interpolates), and genai's greedy tokens (processor in, ``Generator.set_inputs``: vision -> embedding ->
-decoder with the conv states carried) equal transformers' ``generate``, with one image
-and with two. (genai 0.18's processor batches the images of one prompt only when they
+(``_hf_inputs`` of lfm2_vl_genai_cases.py, recorded at build time with transformers'
+tokens: input_ids, patches, patch mask, spatial shapes; the PNG already has a valid
+size, so no resize interpolates), and genai's greedy tokens (processor in,
+``Generator.set_inputs``: vision -> embedding -> decoder with the conv states carried)
+equal transformers' ``generate``, with one image and with two. (genai 0.18's processor batches the images of one prompt only when they
 resize to one size: two sizes stop it with "image_sizes reports ... larger than the
 ... pixel_values batch"; the vision model itself takes mixed sizes, see
 lfm2_vl_parity_test.py.)
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -26,85 +28,43 @@ import pytest
 import onnxruntime_genai as og
 
 from mobius.builder import build
+from mobius.models import lfm2_vl_genai_cases as cases
+from mobius.models.lfm2_vl_genai_cases import NEW_TOKENS, PROMPTS, SIDE, write_images
 from testing import vlm_runs
-from testing.hf_checkpoints import load_hf_model
-from testing.lfm2_vl_checkpoints import (END, IMAGE, START, add_image_tokens,
-                                         make_lfm2_vl_checkpoint)
-
-NEW_TOKENS = 8
-SIDE = 64  # 16 x 16 patches of 4 px: 64 tokens, the processor's minimum (no resize)
-PROMPTS = {"one-image": ("The quick <image> brown fox", 1),
-           "two-images": ("<image> and <image> jump", 2)}
+from testing.reference_cases import case_dir
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """(package folder, checkpoint folder, transformers model, image paths)."""
-    from PIL import Image
-
+    """(package folder, case folder, image paths)."""
     root = tmp_path_factory.mktemp("lfm2_vl")
-    # untied, seed 3: a checkpoint whose greedy tokens the image steers (a tied tiny head
-    # echoes the last prompt token whatever the image)
-    folder = make_lfm2_vl_checkpoint(str(root / "ckpt"), seed=3, tie_word_embeddings=False)
-    with open(os.path.join(folder, "config.json")) as f:
-        config = json.load(f)
-    add_image_tokens(folder, config["image_token_id"])
-    path = build(folder, execution_provider="cpu", dtype="f32").save(str(root / "pkg"))
-    rng = np.random.default_rng(0)
-    images = [str(root / f"image{i}.png") for i in range(2)]
-    for image in images:
-        Image.fromarray(rng.integers(0, 256, (SIDE, SIDE, 3), dtype=np.uint8)).save(image)
-    return path, folder, load_hf_model(folder), images
+    folder = case_dir(cases, "tiny-lfm2-vl")
+    path = build(os.path.join(folder, "ckpt"), execution_provider="cpu",
+                 dtype="f32").save(str(root / "pkg"))
+    return path, folder, write_images(str(root))
 
 
-def _hf_inputs(folder: str, prompt: str, images: list[str], config) -> dict:
-    """What transformers' Lfm2VlProcessor makes of the prompt and images, one tile each, no
-    resize (its image processor needs torchvision, not a dependency here): ``<image>``
-    expanded as Lfm2VlProcessor does (image start, a token per 2 x 2 patch block, image
-    end) through the checkpoint's tokenizer; the 1/255-scaled, 0.5-normalized image cut as
-    its ``convert_image_to_patches`` cuts it (row-major patches, each (y, x, channel)),
-    padded to max_image_tokens * downsample_factor^2 patches, with the patch mask and
-    the grid."""
-    from PIL import Image
-    from transformers import AutoTokenizer
-
-    patch, factor = config.vision_config.patch_size, config.downsample_factor
-    grid = SIDE // patch
-    span = START + IMAGE * ((grid // factor) ** 2) + END
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    input_ids = tokenizer(prompt.replace(IMAGE, span), add_special_tokens=False,
-                          return_tensors="np")["input_ids"]
-    most = 256 * factor**2
-    padded = np.zeros((len(images), most, 3 * patch**2), np.float32)
-    mask = np.zeros((len(images), most), np.int64)
-    for i, image in enumerate(images):
-        pixels = (np.asarray(Image.open(image).convert("RGB"), np.float32) / 255 - 0.5) / 0.5
-        patches = pixels.reshape(grid, patch, grid, patch, 3).transpose(0, 2, 1, 3, 4)
-        padded[i, :grid * grid] = patches.reshape(grid * grid, -1)
-        mask[i, :grid * grid] = 1
-    return {"input_ids": input_ids.astype(np.int64), "attention_mask": np.ones_like(input_ids),
-            "pixel_values": padded, "pixel_attention_mask": mask,
-            "spatial_shapes": np.array([[grid, grid]] * len(images), np.int64)}
-
-
-def _hf_generate(hf_model, inputs) -> list[int]:
-    names = ("input_ids", "attention_mask", "pixel_values", "pixel_attention_mask",
-             "spatial_shapes")
-    return vlm_runs.hf_greedy(hf_model, {k: np.asarray(inputs[k]) for k in names}, NEW_TOKENS)
+def _plain_checkpoint(tmp_path) -> str:
+    """A copy of the seed-0 tiny-lfm2-vl checkpoint, to edit."""
+    folder = str(tmp_path / "ckpt")
+    shutil.copytree(os.path.join(case_dir(cases, "plain"), "ckpt"), folder,
+                    copy_function=shutil.copyfile)
+    return folder
 
 
 @pytest.mark.parametrize("case", sorted(PROMPTS))
 def test_genai_processor_and_generation_match_transformers(built, case):
-    path, folder, hf_model, image_paths = built
+    path, folder, image_paths = built
     prompt, count = PROMPTS[case]
     model = og.Model(path)
     inputs = model.create_multimodal_processor()(prompt,
                                                  images=og.Images.open(*image_paths[:count]))
-    expected = _hf_inputs(folder, prompt, image_paths[:count], hf_model.config)
+    with np.load(os.path.join(folder, f"{case}.npz")) as data:
+        expected = {k: data[k] for k in data.files}
 
     input_ids = inputs["input_ids"].as_numpy().astype(np.int64)
     np.testing.assert_array_equal(input_ids, expected["input_ids"])
-    assert int((input_ids == hf_model.config.image_token_id).sum()) == count * (SIDE // 8) ** 2
+    assert int((input_ids == expected["image_token_id"]).sum()) == count * (SIDE // 8) ** 2
     np.testing.assert_array_equal(inputs["image_sizes"].as_numpy(), expected["spatial_shapes"])
     mask = inputs["image_attention_mask"].as_numpy()
     np.testing.assert_array_equal(mask, expected["pixel_attention_mask"])
@@ -113,9 +73,8 @@ def test_genai_processor_and_generation_match_transformers(built, case):
     assert float(np.abs(pixels - expected["pixel_values"]).max()) <= 1e-6
 
     tokens = vlm_runs.genai_greedy(model, inputs, input_ids.shape[1], NEW_TOKENS)
-    assert tokens == _hf_generate(hf_model, expected)
-    other = dict(expected, pixel_values=-expected["pixel_values"])  # the image steers them
-    assert tokens != _hf_generate(hf_model, other)
+    assert tokens == expected["tokens"].tolist()
+    assert tokens != expected["negated_tokens"].tolist()  # the image steers them
 
 
 def test_checkpoint_preprocessor_settings_reach_genai(tmp_path):
@@ -126,7 +85,7 @@ def test_checkpoint_preprocessor_settings_reach_genai(tmp_path):
     from PIL import Image
 
     mean, std = [0.4, 0.5, 0.6], [0.2, 0.3, 0.25]
-    folder = make_lfm2_vl_checkpoint(str(tmp_path / "ckpt"))
+    folder = _plain_checkpoint(tmp_path)
     with open(os.path.join(folder, "preprocessor_config.json"), "w") as f:
         json.dump({"image_processor_type": "Lfm2VlImageProcessorFast", "min_image_tokens": 16,
                    "max_image_tokens": 100, "image_mean": mean, "image_std": std}, f)
@@ -165,7 +124,7 @@ def test_processor_settings_genai_cannot_honour_fail_clearly(preprocessor, match
     setting genai's lfm2_vl processor would not apply."""
     from mobius.errors import ConfigError
 
-    folder = make_lfm2_vl_checkpoint(str(tmp_path / "ckpt"))
+    folder = _plain_checkpoint(tmp_path)
     with open(os.path.join(folder, "preprocessor_config.json"), "w") as f:
         json.dump(preprocessor, f)
     with pytest.raises(ConfigError, match=match):

@@ -20,7 +20,8 @@ sections, image_token_id) and its three graphs are checked by loading it with
 ``model.type`` overlaid to "phi3v" and feeding what a LLaVA processor would
 produce -- pixel_values, input_ids with the image tokens already expanded, and
 num_image_tokens -- through ``Generator.set_inputs``; genai's greedy tokens must
-equal transformers' ``generate`` on the same inputs. Text-only prompts
+equal transformers' ``generate`` on the same inputs (recorded at build time:
+llava_genai_cases.py). Text-only prompts
 (``append_tokens``, no image) must work too (genai then feeds the embedding
 model zero image features).
 """
@@ -28,6 +29,7 @@ model zero image features).
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -35,21 +37,27 @@ import pytest
 import onnxruntime_genai as og
 
 from mobius.builder import build
+from mobius.models import llava_genai_cases as cases
+from mobius.models.llava_genai_cases import IMAGES, NEW_TOKENS
 from testing import vlm_runs
-from testing.hf_checkpoints import load_hf_model
-from testing.llava_checkpoints import hf_llava_generate, make_llava_checkpoint
+from testing.reference_cases import case_dir
 
 STAND_IN_TYPE = "phi3v"
-NEW_TOKENS = 8
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """(package folder, transformers model) for the tiny-llava checkpoint, cpu EP."""
+    """(package folder, transformers' recorded run) for the tiny-llava checkpoint, cpu EP."""
     root = tmp_path_factory.mktemp("llava")
-    folder = make_llava_checkpoint(str(root / "ckpt"))
-    path = build(folder, execution_provider="cpu", dtype="f32").save(str(root / "pkg"))
-    return path, load_hf_model(folder)
+    folder = case_dir(cases, "tiny-llava")
+    path = build(os.path.join(folder, "ckpt"), execution_provider="cpu",
+                 dtype="f32").save(str(root / "pkg"))
+    with open(os.path.join(folder, "transformers.json")) as f:
+        reference = json.load(f)
+    with np.load(os.path.join(folder, "prompts.npz")) as prompts:
+        reference["prompts"] = {n: (prompts[f"input_ids.{n}"], prompts[f"pixel_values.{n}"])
+                                for n in IMAGES}
+    return path, reference
 
 
 def _genai_model(path: str, model_type: str | None = None):
@@ -73,21 +81,6 @@ def test_genai_has_no_llava_model_type(built):
         pytest.fail(f"onnxruntime-genai {og.__version__} loads model.type 'llava' now")
 
 
-def _prompt(hf_model, images: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """input_ids [1, n] with ``images`` runs of image tokens, and their pixel_values."""
-    config = hf_model.config
-    vision = config.vision_config
-    per_image = (vision.image_size // vision.patch_size) ** 2
-    rng = np.random.default_rng(seed)
-    ids = [int(t) for t in rng.integers(4, config.image_token_index, size=2)]
-    for _ in range(images):
-        ids += [config.image_token_index] * per_image
-        ids += [int(t) for t in rng.integers(4, config.image_token_index, size=3)]
-    pixels = rng.standard_normal((images, vision.num_channels, vision.image_size,
-                                  vision.image_size)).astype(np.float32)
-    return np.array([ids], dtype=np.int64), pixels
-
-
 def _genai_generate(model, input_ids, pixel_values, image_token: int) -> list[int]:
     inputs = input_ids
     if pixel_values is not None:
@@ -101,10 +94,10 @@ def _genai_generate(model, input_ids, pixel_values, image_token: int) -> list[in
 
 @pytest.mark.parametrize("images", [0, 1, 2], ids=["text-only", "one-image", "two-images"])
 def test_genai_pipeline_generates_like_transformers(built, images):
-    path, hf_model = built
+    path, reference = built
     model = _genai_model(path, STAND_IN_TYPE)
-    input_ids, pixel_values = _prompt(hf_model, images)
+    input_ids, pixel_values = reference["prompts"][images]
     pixel_values = pixel_values if images else None
-    expected = hf_llava_generate(hf_model, input_ids, pixel_values, NEW_TOKENS)
-    image_token = hf_model.config.image_token_index
+    expected = reference["tokens"][str(images)]
+    image_token = reference["image_token_index"]
     assert _genai_generate(model, input_ids, pixel_values, image_token) == expected
