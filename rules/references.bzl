@@ -23,11 +23,15 @@ def _reference_outputs_impl(ctx):
     args = ctx.actions.args()
     args.add(cases.path)
     args.add(out.path)
+    args.add_all([
+        "%s=%s" % (key, ctx.expand_location(value, ctx.attr.data))
+        for key, value in sorted(ctx.attr.env.items())
+    ])
     args.use_param_file("@%s", use_always = True)
     args.set_param_file_format("multiline")
     ctx.actions.run(
         outputs = [out],
-        inputs = [cases],
+        inputs = [cases] + ctx.files.data,
         executable = ctx.executable._writer,
         arguments = [args],
         mnemonic = "TransformersReferences",
@@ -45,6 +49,8 @@ _reference_outputs = rule(
     doc = "write_case(case, <name>/<case>) for every case of a cases module, in one action.",
     attrs = {
         "cases": attr.label(allow_single_file = [".py"], mandatory = True),
+        "data": attr.label_list(allow_files = True, doc = "Files write_case reads."),
+        "env": attr.string_dict(doc = "Set while write_case runs; $(execpath) of data expands."),
         "_writer": attr.label(
             default = "//testing:write_references",
             executable = True,
@@ -53,8 +59,12 @@ _reference_outputs = rule(
     },
 )
 
-def reference_cases(name, deps = [], **kwargs):
-    """py_library <name> (srcs <name>.py, testonly) and its outputs <name>_out (see above)."""
+def reference_cases(name, deps = [], data = [], env = {}, **kwargs):
+    """py_library <name> (srcs <name>.py, testonly) and its outputs <name>_out (see above).
+
+    data / env: build outputs write_case reads (a real checkpoint) and the environment
+    variables, set for the request only, that name them (like a test's data and env).
+    """
     native.py_library(
         name = name,
         testonly = True,
@@ -66,4 +76,6 @@ def reference_cases(name, deps = [], **kwargs):
         name = name + "_out",
         testonly = True,
         cases = name + ".py",
+        data = data,
+        env = env,
     )

@@ -10,6 +10,9 @@ one padded batch and emits ``sentence_embedding``; SentenceTransformer(folder).e
   component within ``EMBEDDING_ATOL`` (so a missing Normalize would fail too);
 * for a few queries, the order of the top-5 most similar sentences is the same:
   the result a retrieval application shows.
+
+The reference runs at build time (testing/real_minilm_cases.py, case "retrieval"), which
+also records transformers' tokenization of the texts: the package's tokenizer must match it.
 """
 
 from __future__ import annotations
@@ -18,35 +21,28 @@ import numpy as np
 import pytest
 
 import mobius
-from testing import real_runs, real_text
+from testing import real_minilm_cases, real_runs
+from testing.real_minilm_cases import QUERIES, SENTENCES
 from testing.real_weights import minilm_folder
 
 MIN_COSINE = 0.99999
 EMBEDDING_ATOL = 1e-5  # unit-norm 384-d vectors; f32 vs f32 measured 2e-7
-SENTENCES = 30
 TOP_K = 5
-QUERIES = (
-    "Every person is born equal and has rights.",
-    "A terrible war between the northern and southern states.",
-    "The king taxed the colonies without their consent.",
-    "Soldiers who died on the battlefield are honoured.",
-)
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     folder = minilm_folder(str(tmp_path_factory.mktemp("minilm")))
-    sentences = real_text.sentences(SENTENCES)
-    texts = sentences + list(QUERIES)
-    return {"folder": folder, "texts": texts,
-            "embeddings": real_runs.sentence_transformers_embeddings(folder, texts)}
+    recorded = real_minilm_cases.reference("retrieval")
+    return {"folder": folder, "texts": real_minilm_cases.texts("retrieval"),
+            "recorded": recorded, "embeddings": recorded["embeddings"]}
 
 
 @pytest.fixture(scope="module", params=["default", "cpu"])
 def embeddings(request, reference, tmp_path_factory):
     out = tmp_path_factory.mktemp(f"minilm-{request.param}")
     package = mobius.build(reference["folder"], execution_provider=request.param).save(str(out))
-    return real_runs.ort_sentence_embeddings(package, reference["texts"])
+    return real_runs.ort_sentence_embeddings(package, reference["texts"], reference["recorded"])
 
 
 def test_sentence_embeddings_equal_sentence_transformers(embeddings, reference):

@@ -16,7 +16,8 @@ from __future__ import annotations
 import pytest
 
 import mobius
-from testing import real_runs, real_text
+from testing import real_minilm_cases, real_runs, real_smollm2_cases
+from testing.real_smollm2_cases import WINDOW, WINDOWS
 from testing.real_weights import minilm_folder, smollm2_for_tests
 
 #: Upper bounds on SmolLM2's mean KL(f32 || quantized), nats/token, over the windows below.
@@ -28,8 +29,6 @@ SMOLLM2_MAX_KL = {"int8": 0.02, "int4": 1.10}
 #: int8 0.99937, int4 0.95701 (30 sentences of the text).
 MINILM_MIN_COSINE = {"int8": 0.998, "int4": 0.94}
 EP = "cpu"
-WINDOWS, WINDOW = 3, 256
-SENTENCES = 30
 
 
 def _build(folder: str, out, quant: str | None, **options) -> str:
@@ -38,12 +37,12 @@ def _build(folder: str, out, quant: str | None, **options) -> str:
 
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory):
-    """The f32 package's logits on the text windows, and what builds and runs the others."""
-    import transformers
-
+    """The f32 package's logits on the text windows (tokenized by transformers at build
+    time, real_smollm2_cases), and what builds and runs the others."""
     folder = smollm2_for_tests(str(tmp_path_factory.mktemp("smollm2")))
-    windows = real_text.token_windows(transformers.AutoTokenizer.from_pretrained(folder).encode,
-                                      WINDOWS, WINDOW)
+    facts, _ = real_smollm2_cases.read("windows")
+    windows = facts["windows"]
+    assert [len(w) for w in windows] == [WINDOW] * WINDOWS
 
     def logits(quant: str | None):
         out = tmp_path_factory.mktemp(f"smollm2-{quant or 'f32'}")
@@ -57,11 +56,12 @@ def smollm2(tmp_path_factory):
 @pytest.fixture(scope="module")
 def minilm(tmp_path_factory):
     folder = minilm_folder(str(tmp_path_factory.mktemp("minilm")))
-    sentences = real_text.sentences(SENTENCES)
+    sentences = real_minilm_cases.texts("sentences")
+    tokens = real_minilm_cases.reference("sentences")  # transformers' tokenization
 
     def embeddings(quant: str | None):
         out = tmp_path_factory.mktemp(f"minilm-{quant or 'f32'}")
-        return real_runs.ort_sentence_embeddings(_build(folder, out, quant), sentences)
+        return real_runs.ort_sentence_embeddings(_build(folder, out, quant), sentences, tokens)
 
     return {"f32": embeddings(None), "embeddings": embeddings}
 

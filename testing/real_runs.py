@@ -1,12 +1,15 @@
-"""Runs of real-weights packages and their references, shared by the real-weights tests:
-a causal LM's prefill logits in onnxruntime and transformers, sentence embeddings in
-onnxruntime and sentence-transformers, and the figures that compare them.
+"""Runs of real-weights packages, shared by the real-weights tests: a causal LM's prefill
+logits and sentence embeddings in onnxruntime, and the figures that compare them with the
+references (transformers, sentence-transformers) that real_smollm2_cases and
+real_minilm_cases recorded at build time.
 
 Every prefill here is a batch of equal-length rows (no padding): the padding
 conventions are the tiny-checkpoint suites' business; these runs measure the weights.
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 
@@ -33,14 +36,6 @@ def ort_prefill_logits(session, rows) -> np.ndarray:
     return logits.astype(np.float32)
 
 
-def hf_prefill_logits(model, rows) -> np.ndarray:
-    """transformers' float32 logits of the same prefill, every position."""
-    import torch
-
-    with torch.no_grad():
-        return model(torch.tensor(rows, dtype=torch.long)).logits.float().numpy()
-
-
 def log_softmax(logits: np.ndarray) -> np.ndarray:
     shifted = logits - logits.max(-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
@@ -57,27 +52,36 @@ def top1_agreement(reference_logits: np.ndarray, logits: np.ndarray) -> float:
     return float((reference_logits.argmax(-1) == logits.argmax(-1)).mean())
 
 
-def ort_sentence_embeddings(package_dir: str, sentences: list[str]) -> np.ndarray:
+def ort_sentence_embeddings(package_dir: str, sentences: list[str],
+                            reference: dict[str, np.ndarray]) -> np.ndarray:
     """The package's ``sentence_embedding`` for ``sentences``, tokenized by the package's own
-    tokenizer in one right-padded batch (padding and pooling are part of what is tested)."""
-    import transformers
-
-    tokenizer = transformers.AutoTokenizer.from_pretrained(package_dir)
+    tokenizer in one right-padded batch (padding and pooling are part of what is tested),
+    which must equal transformers' tokenization in ``reference`` (real_minilm_cases)."""
+    feeds = package_tokens(package_dir, sentences)
+    assert sorted(feeds) == sorted(k for k in reference if k != "embeddings"), sorted(feeds)
+    for name, ids in feeds.items():
+        np.testing.assert_array_equal(ids, reference[name], err_msg=name)
     session = ort_session(f"{package_dir}/model.onnx")
-    feeds = dict(tokenizer(sentences, padding=True, return_tensors="np"))
     wanted = {i.name for i in session.get_inputs()}
-    feeds = {k: np.asarray(v, np.int64) for k, v in feeds.items() if k in wanted}
-    (embeddings,) = session.run(["sentence_embedding"], feeds)
+    (embeddings,) = session.run(["sentence_embedding"],
+                                {k: v for k, v in feeds.items() if k in wanted})
     return embeddings.astype(np.float32)
 
 
-def sentence_transformers_embeddings(folder: str, sentences: list[str]) -> np.ndarray:
-    """SentenceTransformer(folder)'s own embeddings (its tokenizer, pooling and Normalize)."""
-    from sentence_transformers import SentenceTransformer
+def package_tokens(package_dir: str, sentences: list[str]) -> dict[str, np.ndarray]:
+    """The package's tokenizer.json (the tokenizers library, no torch) run as transformers'
+    ``tokenizer(sentences, padding=True)`` runs it: padded to the longest, not truncated."""
+    from tokenizers import Tokenizer
 
-    model = SentenceTransformer(folder, device="cpu")
-    return model.encode(sentences, convert_to_numpy=True, batch_size=len(sentences)).astype(
-        np.float32)
+    tokenizer = Tokenizer.from_file(f"{package_dir}/tokenizer.json")
+    with open(f"{package_dir}/tokenizer_config.json") as f:
+        pad = json.load(f)["pad_token"]
+    tokenizer.enable_padding(pad_id=tokenizer.token_to_id(pad), pad_token=pad)
+    tokenizer.no_truncation()
+    rows = tokenizer.encode_batch(sentences)
+    return {name: np.array([getattr(row, field) for row in rows], np.int64)
+            for name, field in (("input_ids", "ids"), ("token_type_ids", "type_ids"),
+                                ("attention_mask", "attention_mask"))}
 
 
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -12,50 +12,40 @@ For EP "default" (portable graph) and "cpu" (GroupQueryAttention, shared KV buff
 
 Random tiny checkpoints have flat distributions and no trained structure; a real
 checkpoint exercises the magnitudes, the tied embedding and the tokenizer a user ships.
+transformers' side runs at build time (testing/real_smollm2_cases.py, case "chat").
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import mobius
-from testing import genai_harness, real_runs, real_text
+from testing import genai_harness, real_runs, real_smollm2_cases
+from testing.real_smollm2_cases import CHAT_NEW_TOKENS
 from testing.real_weights import smollm2_for_tests
 
 #: f32 against f32, different kernels and summation orders: measured <= 7e-5 on logits ~±20.
 LOGIT_ATOL = 3e-4
-NEW_TOKENS = 24
-PROMPTS = (
-    "What is the capital of France?",
-    "Write a short poem about the sea.",
-    "Explain why the sky is blue in two sentences.",
-)
 # SmolLM2's pad id is its EOS, <|im_end|>, which every chat prompt contains; genai masks a
 # batch's pad ids, so the batch is padded with <|endoftext|> (0), which no prompt holds.
 GENAI_OVERLAY = {"model": {"pad_token_id": 0}}
-THREADS = 1  # 135M runs fine on one thread, and a busy machine does not reorder anything
+#: 135M runs fine on one thread, and a busy machine does not reorder anything (transformers
+#: ran on as many, real_smollm2_cases).
+THREADS = real_smollm2_cases.THREADS
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """The float folder, transformers' model on it, the chat prompts' ids, and its tokens."""
-    import transformers
+    """The float folder, the chat prompts' ids, transformers' tokens (and their text) for
+    them, and its last-position logits of each prefill (real_smollm2_cases "chat")."""
+    from tokenizers import Tokenizer
 
-    torch.set_num_threads(THREADS)
     folder = smollm2_for_tests(str(tmp_path_factory.mktemp("smollm2")))
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": p}],
-                                             add_generation_prompt=True,
-                                             tokenize=True)["input_ids"] for p in PROMPTS]
-    model = genai_harness.load_hf_model(folder)
-    tokens = genai_harness.hf_generate(model, prompts, NEW_TOKENS, suppress_eos=False)
-    # One prefill per chat prompt, and one of a 256-token window of English text.
-    prefills = [[p] for p in prompts] + [real_text.token_windows(tokenizer.encode, 1, 256)]
-    logits = [real_runs.hf_prefill_logits(model, rows)[:, -1] for rows in prefills]
-    return {"folder": folder, "prompts": prompts, "tokens": tokens, "tokenizer": tokenizer,
-            "prefills": prefills, "logits": logits}
+    facts, arrays = real_smollm2_cases.read("chat")
+    tokenizer = Tokenizer.from_file(f"{folder}/tokenizer.json")  # failure messages' text
+    return {**facts, "folder": folder, "tokenizer": tokenizer,
+            "logits": [arrays[f"logits_{i}"] for i in range(len(facts["prefills"]))]}
 
 
 @pytest.fixture(scope="module", params=["default", "cpu"])
@@ -66,13 +56,13 @@ def package(request, reference, tmp_path_factory):
 
 def test_reference_generates_real_text(reference):
     """Guards the test's strength: real answers of several distinct tokens per prompt."""
-    for row in reference["tokens"]:
-        assert len(row) >= 6 and len(set(row)) >= 5, reference["tokenizer"].decode(row)
-    assert "Paris" in reference["tokenizer"].decode(reference["tokens"][0])
+    for row, text in zip(reference["tokens"], reference["texts"]):
+        assert len(row) >= 6 and len(set(row)) >= 5, text
+    assert "Paris" in reference["texts"][0]
 
 
 def test_genai_greedy_tokens_equal_transformers(package, reference):
-    rows = genai_harness.genai_generate(package, reference["prompts"], NEW_TOKENS,
+    rows = genai_harness.genai_generate(package, reference["prompts"], CHAT_NEW_TOKENS,
                                         suppress_eos=False, config_overlay=GENAI_OVERLAY,
                                         intra_op_num_threads=THREADS)
     decode = reference["tokenizer"].decode

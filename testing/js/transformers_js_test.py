@@ -10,30 +10,29 @@ config.json's dtype) computes something else than f32 transformers, so its
 reference is the same q4 file run step by step in Python onnxruntime: greedy
 prefill + one token per step, fed as transformers.js feeds it (int64 ids,
 mask, positions, ``num_logits_to_keep`` 1). The tokens must be equal.
+
+The checkpoints and transformers' outputs are written at build time
+(testing/js/transformers_js_cases.py).
 """
 
+import json
 import os
 
 import numpy as np
 import pytest
 
 from mobius.cli import main as mobius_main
-from testing import ep_suite
+from testing.js import transformers_js_cases
 from testing.js.node import run_node
-from testing.model_runs import make_family_checkpoint
-
-PROMPT = "The quick brown fox jumps over"
-NEW_TOKENS = 10
-#: Weights this large make greedy decoding of a random model leave the prompt's
-#: last token (tied-embedding Qwen3 and Gemma repeat it at the default 0.02).
-INIT_RANGE = 0.5
+from testing.js.transformers_js_cases import GENERATION_FAMILIES, NEW_TOKENS, PROMPT
+from testing.reference_cases import case_dir
 
 
-def _checkpoint(tmp_path, family: str) -> str:
-    from testing.hf_checkpoints import make_hf_checkpoint
-
-    preset = ep_suite.family(family).tiny_preset
-    return make_hf_checkpoint(str(tmp_path / "ckpt"), preset, initializer_range=INIT_RANGE)
+def _case(family: str) -> tuple[str, dict]:
+    """The family's checkpoint and transformers' generation on it."""
+    folder = case_dir(transformers_js_cases, family)
+    with open(os.path.join(folder, "reference.json")) as f:
+        return os.path.join(folder, "ckpt"), json.load(f)
 
 
 def _build(checkpoint: str, out: str, *extra: str) -> str:
@@ -43,41 +42,23 @@ def _build(checkpoint: str, out: str, *extra: str) -> str:
     return out
 
 
-def _reference_generation(checkpoint: str) -> tuple[list[int], str]:
-    import torch
-    import transformers
-
-    tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
-    model = transformers.AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
-    inputs = tokenizer(PROMPT, return_tensors="pt")
-    with torch.no_grad():
-        ids = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False)
-    generator = transformers.pipeline("text-generation", model=model, tokenizer=tokenizer)
-    text = generator(PROMPT, max_new_tokens=NEW_TOKENS, do_sample=False,
-                     return_full_text=False)[0]["generated_text"]
-    return ids[0].tolist(), text
-
-
 @pytest.mark.parametrize("family", [
-    pytest.param(name, marks=pytest.mark.shard_group(name))
-    for name in ("llama", "qwen3", "gemma", "phi3")])
+    pytest.param(name, marks=pytest.mark.shard_group(name)) for name in GENERATION_FAMILIES])
 def test_text_generation_matches_transformers(tmp_path, family):
-    checkpoint = _checkpoint(tmp_path, family)
+    checkpoint, reference = _case(family)
     folder = _build(checkpoint, str(tmp_path / "models" / family))
     got = run_node("transformers_runner.mjs", "generate", folder, str(tmp_path / "cache"),
                    PROMPT, str(NEW_TOKENS))
-    tokens, text = _reference_generation(checkpoint)
+    tokens, text = reference["tokens"], reference["text"]
     assert len(set(tokens[-NEW_TOKENS:])) >= NEW_TOKENS // 2, tokens  # not a degenerate repeat
     assert got["tokens"] == tokens
     assert got["text"] == text
 
 
-def _onnxruntime_generation(checkpoint: str, model_path: str) -> list[int]:
-    """Prompt + NEW_TOKENS greedy tokens of ``model_path`` in Python onnxruntime."""
+def _onnxruntime_generation(ids: list[int], model_path: str) -> list[int]:
+    """Prompt ``ids`` + NEW_TOKENS greedy tokens of ``model_path`` in Python onnxruntime."""
     import onnxruntime as ort
-    import transformers
 
-    ids = transformers.AutoTokenizer.from_pretrained(checkpoint)(PROMPT)["input_ids"]
     session = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
     inputs = {i.name: i for i in session.get_inputs()}
     past = {name: np.zeros([1, i.shape[1], 0, i.shape[3]], np.float32)
@@ -97,32 +78,27 @@ def _onnxruntime_generation(checkpoint: str, model_path: str) -> list[int]:
 
 
 @pytest.mark.parametrize("family", [
-    pytest.param(name, marks=pytest.mark.shard_group(name))
-    for name in ("llama", "qwen3", "gemma", "phi3")])
+    pytest.param(name, marks=pytest.mark.shard_group(name)) for name in GENERATION_FAMILIES])
 def test_q4_generation_matches_the_q4_graph_in_onnxruntime(tmp_path, family):
-    checkpoint = _checkpoint(tmp_path, family)
+    checkpoint, reference = _case(family)
     folder = _build(checkpoint, str(tmp_path / "models" / family), "--quant", "int4")
     assert sorted(os.listdir(os.path.join(folder, "onnx"))) == ["model_q4.onnx",
                                                                 "model_q4.onnx_data"]
     got = run_node("transformers_runner.mjs", "generate", folder, str(tmp_path / "cache"),
                    PROMPT, str(NEW_TOKENS))
-    tokens = _onnxruntime_generation(checkpoint, os.path.join(folder, "onnx", "model_q4.onnx"))
+    tokens = _onnxruntime_generation(reference["prompt_ids"],
+                                     os.path.join(folder, "onnx", "model_q4.onnx"))
     assert len(set(tokens[-NEW_TOKENS:])) >= NEW_TOKENS // 2, tokens  # not a degenerate repeat
     assert got["tokens"] == tokens
-    assert tokens != _reference_generation(checkpoint)[0]  # int4 is not f32: a real q4 model
+    assert tokens != reference["tokens"]  # int4 is not f32: a real q4 model
 
 
 @pytest.mark.shard_group("bert")
 def test_feature_extraction_matches_transformers(tmp_path):
-    import torch
-    import transformers
-
-    checkpoint = make_family_checkpoint(str(tmp_path / "ckpt"), ep_suite.family("bert"))
-    folder = _build(checkpoint, str(tmp_path / "models" / "bert"))
+    case = case_dir(transformers_js_cases, "bert")
+    folder = _build(os.path.join(case, "ckpt"), str(tmp_path / "models" / "bert"))
     got = run_node("transformers_runner.mjs", "embed", folder, str(tmp_path / "cache"), PROMPT)
-    extractor = transformers.pipeline("feature-extraction", model=checkpoint,
-                                      dtype=torch.float32)
-    expected = np.asarray(extractor(PROMPT), np.float32)
+    expected = np.load(os.path.join(case, "expected.npy"))
     assert got["dims"] == list(expected.shape)
     np.testing.assert_allclose(np.asarray(got["data"], np.float32).reshape(expected.shape),
                                expected, atol=1e-4)
