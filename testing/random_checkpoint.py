@@ -7,9 +7,7 @@ testing/hf_checkpoints.make_hf_checkpoint has written the checkpoint.
 
 from __future__ import annotations
 
-from typing import Callable
-
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint, randomize_zero_tensors
+from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint
 
 
 def random_checkpoint(folder: str, preset: str, seed: int = 7, **overrides) -> str:
@@ -25,18 +23,3 @@ def random_checkpoint(folder: str, preset: str, seed: int = 7, **overrides) -> s
     model.save_pretrained(folder, safe_serialization=True)
     return folder
 
-
-def checkpoint_cases(tmp_path_factory, configs) -> Callable[[str], str]:
-    """case -> its random checkpoint folder, made on first use (a module-scoped fixture's
-    body). ``configs``: case -> (tiny preset, config overrides). Tensors transformers
-    initializes to zero (routing correction biases) are randomized too."""
-    made: dict[str, str] = {}
-
-    def get(case: str) -> str:
-        if case not in made:
-            preset, overrides = configs[case]
-            folder = str(tmp_path_factory.mktemp(f"ckpt-{case}"))
-            made[case] = randomize_zero_tensors(random_checkpoint(folder, preset, **overrides))
-        return made[case]
-
-    return get

@@ -22,36 +22,16 @@ import pytest
 
 from mobius.builder import build
 from mobius.errors import ConfigError, WeightsError
+from mobius.models import deepseek_families_cases as cases
+from mobius.models.deepseek_families_cases import CONFIGS, V2, V3
 from mobius.optimize.histogram import op_histogram
 from mobius.tiny.presets import TINY_PRESETS
-from testing.hf_checkpoints import load_hf_model
 from testing.model_runs import (BuiltPackage, assert_low_precision_parity,
                                  f32_parity)
-from testing.random_checkpoint import checkpoint_cases, random_checkpoint
+from testing.checkpoint_runs import checkpoint, reference
 
 TOLERANCE = 1e-4
 CHANGED = 1e-3  # a reverted switch must move some logit by at least this much
-V2, V3 = "tiny-deepseek-v2", "tiny-deepseek-v3"
-YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
-        "original_max_position_embeddings": 64, "mscale": 1.0, "mscale_all_dim": 0.8,
-        "beta_fast": 32.0, "beta_slow": 1.0}
-
-#: checkpoint: (preset, config overrides). Presets: V2 without q LoRA, greedy, scaling 1;
-#: V3 with q LoRA, 2 of 4 groups kept, norm_topk_prob, scaling 2.5, interleaved RoPE.
-CONFIGS: dict[str, tuple[str, dict]] = {
-    "v2": (V2, {}),
-    "v2_q_lora_all_moe": (V2, {"q_lora_rank": 36, "first_k_dense_replace": 0}),
-    # one group of two experts kept: top-2 inside the best group, not the global top-2
-    "v2_group_limited": (V2, {"topk_method": "group_limited_greedy", "topk_group": 1,
-                              "routed_scaling_factor": 3.0}),
-    # every bias tensor is random: an unread one fails the build, a misplaced one parity;
-    # greedy routing scaled after the experts (fused MoE on cuda)
-    "v2_biases_scaled": (V2, {"attention_bias": True, "mlp_bias": True,
-                              "routed_scaling_factor": 3.0}),
-    "v3": (V3, {}),
-    "v3_no_q_lora_rope_half": (V3, {"q_lora_rank": None, "rope_interleave": False}),
-    "v3_yarn": (V3, {"rope_parameters": YARN, "max_position_embeddings": 256}),
-}
 
 #: switch: (checkpoint, config.json edit that reverts it).
 SWITCHES: dict[str, tuple[str, dict]] = {
@@ -87,23 +67,18 @@ REJECTED: dict[str, tuple[str, dict, str]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    return checkpoint_cases(tmp_path_factory, CONFIGS)
-
-
-def _parity(folder, out, ep, hf_model):
-    """Row 0 unpadded, row 1 left-padded by 3; prefill + 3 decode steps."""
+def _parity(folder, out, ep, case):
+    """Row 0 unpadded, row 1 left-padded by 3; prefill + 3 decode steps, against
+    transformers' recorded run on ``case``'s checkpoint."""
     package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
     path = package.save(str(out), overwrite=True)
-    run = f32_parity(BuiltPackage(path, package.config, "f32"), hf_model, pad=3, steps=3)
+    run = f32_parity(BuiltPackage(path, package.config, "f32"), reference(cases, case), steps=3)
     return run, package
 
 
 @pytest.mark.parametrize("case,ep", PARITY_CASES, ids=["-".join(c) for c in PARITY_CASES])
-def test_f32_parity_with_transformers(checkpoints, tmp_path, case, ep):
-    folder = checkpoints(case)
-    run, package = _parity(folder, tmp_path / "pkg", ep, load_hf_model(folder))
+def test_f32_parity_with_transformers(tmp_path, case, ep):
+    run, package = _parity(checkpoint(cases, case), tmp_path / "pkg", ep, case)
     assert run.max_abs_diff <= TOLERANCE, f"{case}/{ep}: {run.max_abs_diff:.3g}"
     histogram = op_histogram(package.models["model"])
     layers = package.config.num_hidden_layers
@@ -112,11 +87,10 @@ def test_f32_parity_with_transformers(checkpoints, tmp_path, case, ep):
 
 
 @pytest.mark.parametrize("switch", sorted(SWITCHES))
-def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, switch):
+def test_reverting_the_switch_changes_the_logits(tmp_path, switch):
     case, revert = SWITCHES[switch]
-    folder = checkpoints(case)
     reverted = str(tmp_path / "reverted")
-    shutil.copytree(folder, reverted)
+    shutil.copytree(checkpoint(cases, case), reverted, copy_function=shutil.copyfile)
     config_path = os.path.join(reverted, "config.json")
     with open(config_path) as f:
         raw = json.load(f)
@@ -136,7 +110,7 @@ def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, switch):
             build(reverted, dtype="f32")
         return
     try:
-        run, _ = _parity(reverted, tmp_path / "pkg", "default", load_hf_model(folder))
+        run, _ = _parity(reverted, tmp_path / "pkg", "default", case)
     except WeightsError as error:  # the reverted model leaves the switch's tensors unread
         assert "does not read" in str(error), error
         return
@@ -156,11 +130,12 @@ def test_unsupported_switches_are_rejected_up_front(tmp_path, case):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("preset", [V2, V3])
-def test_the_cache_holds_the_latent(tmp_path, preset):
+@pytest.mark.parametrize("case", ["v2", "v3"])
+def test_the_cache_holds_the_latent(tmp_path, case):
     """One KV head of qk_rope_head_dim + kv_lora_rank features, in the graph and genai_config."""
-    folder = random_checkpoint(str(tmp_path / "ckpt"), preset)
-    package = build(folder, dtype="f32")
+    preset, overrides = CONFIGS[case]
+    assert not overrides  # the preset's own shapes
+    package = build(checkpoint(cases, case), dtype="f32")
     raw = TINY_PRESETS[preset]
     width = raw["qk_rope_head_dim"] + raw["kv_lora_rank"]
     graph = package.models["model"].graph
@@ -174,13 +149,13 @@ def test_the_cache_holds_the_latent(tmp_path, preset):
 
 
 @pytest.mark.parametrize("case", ["v2_biases_scaled", "v2_group_limited", "v3"])
-def test_routing_fuses_into_moe_on_cuda_and_matches(checkpoints, tmp_path, case):
+def test_routing_fuses_into_moe_on_cuda_and_matches(tmp_path, case):
     """V2 greedy (softmax top-k, scaled after the experts) is the MoE kernel's routing;
     the grouped and sigmoid routings are built in the form it fuses
     (mobius/components/chosen_routing.py). The cuda f32 graph runs on onnxruntime's
     CPU EP MoE kernel; the default graph keeps the routing decomposed."""
-    folder = checkpoints(case)
-    run, package = _parity(folder, tmp_path / "cuda", "cuda", load_hf_model(folder))
+    folder = checkpoint(cases, case)
+    run, package = _parity(folder, tmp_path / "cuda", "cuda", case)
     histogram = op_histogram(package.models["model"])
     assert histogram["com.microsoft::MoE"] == 1, histogram  # the one sparse layer
     assert not histogram.get("NonZero") and not histogram.get("ScatterND"), histogram
@@ -191,6 +166,6 @@ def test_routing_fuses_into_moe_on_cuda_and_matches(checkpoints, tmp_path, case)
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 @pytest.mark.parametrize("case", ["v2", "v3"])
-def test_low_precision_runs_close_to_the_f32_reference(checkpoints, tmp_path, case, dtype):
-    folder = checkpoints(case)
-    assert_low_precision_parity(folder, dtype, tmp_path / "pkg", load_hf_model(folder), case)
+def test_low_precision_runs_close_to_the_f32_reference(tmp_path, case, dtype):
+    assert_low_precision_parity(checkpoint(cases, case), dtype, tmp_path / "pkg",
+                                reference(cases, case), case)

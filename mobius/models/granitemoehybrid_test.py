@@ -26,34 +26,18 @@ import pytest
 from mobius.builder import build
 from mobius.ep.registry import ep_registry
 from mobius.errors import ConfigError, WeightsError
+from mobius.models import granitemoehybrid_cases as cases
+from mobius.models.granitemoehybrid_cases import ATTN, CONFIGS, MAMBA, PRESET
 from mobius.optimize.histogram import op_histogram
 from mobius.tiny.presets import TINY_PRESETS
 from mobius.weights.dtypes import SHORT_NAMES
 from testing.ep_parity import uses_fused_rotary
-from testing.hf_checkpoints import load_hf_model
 from testing.model_runs import (BuiltPackage, assert_low_precision_parity,
                                  f32_parity)
-from testing.random_checkpoint import random_checkpoint
+from testing.checkpoint_runs import checkpoint, reference
 
 TOLERANCE = 1e-4
 CHANGED = 1e-3
-PRESET = "tiny-granitemoehybrid"
-MAMBA, ATTN = "linear_attention", "full_attention"
-
-#: checkpoint: config overrides of the preset (NoPE, MoE + shared MLP, 2 Mamba groups).
-CONFIGS: dict[str, dict] = {
-    "nope_moe": {},
-    # RoPE, dense (no experts), every projection with a bias, 1 group, 3-position chunks
-    # (the 10-token prefill spans 4 chunks, the last zero-padded)
-    # (attention multiplier 0.25: RoPE visibly matters)
-    "rope_dense_biases_chunked": {"position_embedding_type": "rope", "num_local_experts": 0,
-                                  "attention_multiplier": 0.25,
-                                  "attention_bias": True, "mamba_proj_bias": True,
-                                  "mamba_n_groups": 1, "mamba_chunk_size": 3},
-    # attention first, then two Mamba layers; tied embeddings, no conv bias
-    "attention_first_tied": {"layer_types": [ATTN, MAMBA, MAMBA], "tie_word_embeddings": True,
-                             "mamba_conv_bias": False, "position_embedding_type": "rope"},
-}
 
 #: switch: (checkpoint, config.json edit that reverts it).
 SWITCHES: dict[str, tuple[str, dict]] = {
@@ -81,39 +65,27 @@ REJECTED: dict[str, tuple[dict, str]] = {
 PARITY_CASES = [(c, ep) for c in CONFIGS for ep in ("default", "cpu")]
 
 
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    made = {}
-
-    def get(case: str) -> str:
-        if case not in made:
-            folder = str(tmp_path_factory.mktemp(f"ckpt-{case}"))
-            made[case] = random_checkpoint(folder, PRESET, **CONFIGS[case])
-        return made[case]
-
-    return get
-
-
-def _parity(folder, out, ep, hf_model, pad=3, steps=3):
+def _parity(folder, out, ep, ref, steps=3):
+    """``folder`` built for ``ep`` (f32) against transformers' recorded run ``ref``."""
     package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
     path = package.save(str(out), overwrite=True)
     built = BuiltPackage(path, package.config, "f32")
-    return f32_parity(built, hf_model, pad=pad, steps=steps), package
+    return f32_parity(built, ref, steps=steps), package
 
 
 @pytest.mark.parametrize("case,ep", PARITY_CASES, ids=["-".join(c) for c in PARITY_CASES])
-def test_f32_parity_with_transformers(checkpoints, tmp_path, case, ep):
+def test_f32_parity_with_transformers(tmp_path, case, ep):
     """A cpu graph whose GroupQueryAttention applies RoPE itself is compared unpadded over
     every step and left-padded over the prefill only: ORT's GQA kernel takes decode-step
     rotary positions from cache slots, wrong for a left-padded row (a known kernel
     limitation, as in moe_families_test.py; not a Mamba matter)."""
-    folder = checkpoints(case)
-    hf_model = load_hf_model(folder)
-    run, package = _parity(folder, tmp_path / "pkg", ep, hf_model)
+    folder, padded = checkpoint(cases, case), reference(cases, case)
+    run, package = _parity(folder, tmp_path / "pkg", ep, padded)
     if uses_fused_rotary(package.models["model"]):
-        unpadded, _ = _parity(folder, tmp_path / "unpadded", ep, hf_model, pad=0)
+        unpadded, _ = _parity(folder, tmp_path / "unpadded", ep,
+                              reference(cases, case, "unpadded"))
         assert unpadded.max_abs_diff <= TOLERANCE, f"{case}/{ep}: {unpadded.max_abs_diff:.3g}"
-        run, _ = _parity(folder, tmp_path / "prefill", ep, hf_model, steps=0)
+        run, _ = _parity(folder, tmp_path / "prefill", ep, padded, steps=0)
     assert run.max_abs_diff <= TOLERANCE, f"{case}/{ep}: {run.max_abs_diff:.3g}"
     kinds = package.config.options.layer_types
     histogram = op_histogram(package.models["model"])
@@ -128,10 +100,10 @@ L1_CASES = [(caps.name, SHORT_NAMES[dtype]) for caps in ep_registry
 
 
 @pytest.mark.parametrize("ep,dtype", L1_CASES, ids=["-".join(c) for c in L1_CASES])
-def test_builds_for_every_ep_and_dtype(checkpoints, tmp_path, ep, dtype):
+def test_builds_for_every_ep_and_dtype(tmp_path, ep, dtype):
     """Every EP x dtype the capability data allows builds and passes the full checker;
     the Mamba layers are standard ops everywhere (one Conv each, no loop op)."""
-    package = build(checkpoints("nope_moe"), execution_provider=ep, dtype=dtype)
+    package = build(checkpoint(cases, "nope_moe"), execution_provider=ep, dtype=dtype)
     histogram = op_histogram(package.models["model"])
     assert histogram.get("Conv", 0) == 2 and not {"Scan", "Loop"} & set(histogram), histogram
     path = package.save(str(tmp_path / "pkg"))
@@ -149,34 +121,33 @@ def _edit_config(folder: str, edits: dict) -> None:
 
 
 @pytest.mark.parametrize("switch", sorted(SWITCHES))
-def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, switch):
+def test_reverting_the_switch_changes_the_logits(tmp_path, switch):
     case, revert = SWITCHES[switch]
-    folder = checkpoints(case)
     reverted = str(tmp_path / "reverted")
-    shutil.copytree(folder, reverted)
+    shutil.copytree(checkpoint(cases, case), reverted, copy_function=shutil.copyfile)
     _edit_config(reverted, revert)
     try:
-        run, _ = _parity(reverted, tmp_path / "pkg", "default", load_hf_model(folder))
+        run, _ = _parity(reverted, tmp_path / "pkg", "default", reference(cases, case))
     except WeightsError as error:  # a structural switch: tensors missing or unread
         assert "does not read" in str(error) or "missing" in str(error), error
         return
     assert run.max_abs_diff > CHANGED, f"{switch}: changes nothing ({run.max_abs_diff:.3g})"
 
 
-def test_legacy_layer_type_names(checkpoints, tmp_path):
+def test_legacy_layer_type_names(tmp_path):
     """Checkpoints saved before transformers 5 spell the layer types mamba / attention."""
     folder = str(tmp_path / "legacy")
-    shutil.copytree(checkpoints("nope_moe"), folder)
+    shutil.copytree(checkpoint(cases, "nope_moe"), folder, copy_function=shutil.copyfile)
     _edit_config(folder, {"layer_types": ["mamba", "attention", "mamba"]})
-    run, _ = _parity(folder, tmp_path / "pkg", "default", load_hf_model(checkpoints("nope_moe")))
+    run, _ = _parity(folder, tmp_path / "pkg", "default", reference(cases, "nope_moe"))
     assert run.max_abs_diff <= TOLERANCE, run.max_abs_diff
 
 
-def test_states_are_genai_inputs_and_outputs(checkpoints):
+def test_states_are_genai_inputs_and_outputs():
     """Mamba layer i: past_key_values.{i}.conv_state [batch, conv_dim, d_conv - 1] and
     .recurrent_state [batch, heads, head_dim, d_state] in, present.{i}.* out; attention
     layers keep key/value. onnxruntime-genai finds the states by these names."""
-    package = build(checkpoints("nope_moe"), dtype="f32")
+    package = build(checkpoint(cases, "nope_moe"), dtype="f32")
     graph = package.models["model"].graph
     raw = TINY_PRESETS[PRESET]
     conv_dim = 2 * raw["hidden_size"] + 2 * raw["mamba_n_groups"] * raw["mamba_d_state"]
@@ -202,7 +173,7 @@ def test_unsupported_switches_are_rejected_up_front(tmp_path, case):
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_low_precision_runs_close_to_the_f32_reference(checkpoints, tmp_path, dtype):
+def test_low_precision_runs_close_to_the_f32_reference(tmp_path, dtype):
     """The scan runs in float32 inside f16 / bf16 graphs (states stored in the build dtype)."""
-    folder = checkpoints("nope_moe")
-    assert_low_precision_parity(folder, dtype, tmp_path / "pkg", load_hf_model(folder), "nope_moe")
+    assert_low_precision_parity(checkpoint(cases, "nope_moe"), dtype, tmp_path / "pkg",
+                                reference(cases, "nope_moe"), "nope_moe")

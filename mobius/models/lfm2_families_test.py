@@ -25,37 +25,16 @@ import pytest
 
 from mobius.builder import build
 from mobius.errors import ConfigError, WeightsError
+from mobius.models import lfm2_families_cases as cases
+from mobius.models.lfm2_families_cases import CONFIGS, MOE, PRESET, edit
 from mobius.tiny.presets import TINY_PRESETS
-from testing.hf_checkpoints import load_hf_model
 from testing.model_runs import (BuiltPackage, assert_low_precision_parity,
                                  f32_parity)
-from testing.random_checkpoint import checkpoint_cases
+from testing.checkpoint_runs import checkpoint, reference
+from testing.reference_cases import case_dir
 
 TOLERANCE = 1e-4
 CHANGED = 1e-3  # a reverted switch must move some logit by at least this much
-PRESET, MOE = "tiny-lfm2", "tiny-lfm2-moe"
-NO_ROPE = {"rope_parameters": None, "rope_theta": None}  # config.json without a RoPE base
-
-#: checkpoint: (preset, config overrides). tiny-lfm2: conv / attention / conv, kernel 3,
-#: feed-forward 2/3 x 172 x 1.5 rounded up to a multiple of 12, no conv biases.
-#: tiny-lfm2-moe: the same stack, a dense first layer, then top-2 of 6 experts on sigmoid +
-#: expert_bias, renormalized, scaled by 1.5.
-CONFIGS: dict[str, tuple[str, dict]] = {
-    "lfm2": (PRESET, {"conv_bias": True}),
-    # attention first, kernel 5, no biases, tied embeddings, a large norm epsilon
-    "attention_first_kernel5": (PRESET, {"layer_types": ["full_attention", "conv", "conv"],
-                                         "conv_L_cache": 5, "tie_word_embeddings": True,
-                                         "norm_eps": 0.5}),
-    # the feed-forward width as written (no 2/3, no multiple)
-    "ff_as_written": (PRESET, {"block_auto_adjust_ff_dim": False, "full_attn_idxs": [0, 2]}),
-    "moe": (MOE, {"conv_bias": True}),
-    # chosen on p alone, not renormalized, not scaled, top-3, every layer sparse
-    "moe_plain_routing": (MOE, {"use_expert_bias": False, "norm_topk_prob": False,
-                                "routed_scaling_factor": 1.0, "num_experts_per_tok": 3,
-                                "num_dense_layers": 0}),
-    # chosen on p + expert_bias, not renormalized, scaled by 2.5
-    "moe_bias_unnormalized": (MOE, {"norm_topk_prob": False, "routed_scaling_factor": 2.5}),
-}
 
 #: switch: (checkpoint, config.json edit that reverts it).
 SWITCHES: dict[str, tuple[str, dict]] = {
@@ -94,42 +73,22 @@ REJECTED: dict[str, tuple[str, dict, str]] = {
 }
 
 
-def _edit(folder: str, edits: dict) -> None:
-    """Sets (None: removes) top-level config.json keys."""
-    path = os.path.join(folder, "config.json")
-    with open(path) as f:
-        raw = json.load(f)
-    for key, value in edits.items():
-        if value is None:
-            raw.pop(key, None)
-        else:
-            raw[key] = value
-    with open(path, "w") as f:
-        json.dump(raw, f)
-
-
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    return checkpoint_cases(tmp_path_factory, CONFIGS)
-
-
-def _parity(folder, out, ep, hf_model, pad=3, steps=3):
+def _parity(folder, out, ep, ref, steps=3):
+    """``folder`` built for ``ep`` (f32) against transformers' recorded run ``ref``."""
     package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
     path = package.save(str(out), overwrite=True)
-    return f32_parity(BuiltPackage(path, package.config, "f32"), hf_model, pad=pad,
-                      steps=steps), package
+    return f32_parity(BuiltPackage(path, package.config, "f32"), ref, steps=steps), package
 
 
 @pytest.mark.parametrize("case,ep", PARITY_CASES, ids=["-".join(c) for c in PARITY_CASES])
-def test_f32_parity_with_transformers(checkpoints, tmp_path, case, ep):
-    folder = checkpoints(case)
-    hf_model = load_hf_model(folder)
+def test_f32_parity_with_transformers(tmp_path, case, ep):
+    folder, padded = checkpoint(cases, case), reference(cases, case)
     if ep == "default":
-        run, _ = _parity(folder, tmp_path / "pkg", ep, hf_model)
+        run, _ = _parity(folder, tmp_path / "pkg", ep, padded)
         assert run.max_abs_diff <= TOLERANCE, f"{case}/{ep}: {run.max_abs_diff:.3g}"
         return
-    prefill, package = _parity(folder, tmp_path / "a", ep, hf_model, steps=0)
-    unpadded, _ = _parity(folder, tmp_path / "b", ep, hf_model, pad=0)
+    prefill, package = _parity(folder, tmp_path / "a", ep, padded, steps=0)
+    unpadded, _ = _parity(folder, tmp_path / "b", ep, reference(cases, case, "unpadded"))
     assert max(prefill.max_abs_diff, unpadded.max_abs_diff) <= TOLERANCE, (
         f"{case}/{ep}: padded prefill {prefill.max_abs_diff:.3g}, "
         f"unpadded {unpadded.max_abs_diff:.3g}")
@@ -139,32 +98,31 @@ def test_f32_parity_with_transformers(checkpoints, tmp_path, case, ep):
 
 
 @pytest.mark.parametrize("switch", sorted(SWITCHES))
-def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, switch):
+def test_reverting_the_switch_changes_the_logits(tmp_path, switch):
     case, revert = SWITCHES[switch]
-    folder = checkpoints(case)
     reverted = str(tmp_path / "reverted")
-    shutil.copytree(folder, reverted)
-    _edit(reverted, revert)
+    shutil.copytree(checkpoint(cases, case), reverted, copy_function=shutil.copyfile)
+    edit(reverted, revert)
     try:
-        run, _ = _parity(reverted, tmp_path / "pkg", "default", load_hf_model(folder))
+        run, _ = _parity(reverted, tmp_path / "pkg", "default", reference(cases, case))
     except WeightsError:  # the reverted model needs other tensors or leaves some unread
         return
     assert run.max_abs_diff > CHANGED, (
         f"{switch}: the switch changes nothing ({run.max_abs_diff:.3g})")
 
 
-def test_rope_theta_defaults_to_1e6(checkpoints, tmp_path):
+def test_rope_theta_defaults_to_1e6(tmp_path):
     """A config.json without a RoPE base: transformers' Lfm2Config uses 1e6, so must we
     (10000, the base the weights were saved with, gives other logits)."""
     bare = str(tmp_path / "bare")
-    shutil.copytree(checkpoints("lfm2"), bare)
-    _edit(bare, NO_ROPE)
-    hf_model = load_hf_model(bare)
-    assert hf_model.config.rope_parameters["rope_theta"] == 1e6
-    run, _ = _parity(bare, tmp_path / "a", "default", hf_model)
+    shutil.copytree(checkpoint(cases, "lfm2_no_rope"), bare, copy_function=shutil.copyfile)
+    with open(os.path.join(case_dir(cases, "lfm2_no_rope"), "facts.json")) as f:
+        assert json.load(f)["rope_theta"] == 1e6  # transformers' base for this config.json
+    hf_run = reference(cases, "lfm2_no_rope")
+    run, _ = _parity(bare, tmp_path / "a", "default", hf_run)
     assert run.max_abs_diff <= TOLERANCE, run.max_abs_diff
-    _edit(bare, {"rope_theta": 10000.0})
-    run, _ = _parity(bare, tmp_path / "b", "default", hf_model)
+    edit(bare, {"rope_theta": 10000.0})
+    run, _ = _parity(bare, tmp_path / "b", "default", hf_run)
     assert run.max_abs_diff > CHANGED, run.max_abs_diff
 
 
@@ -181,11 +139,11 @@ def test_unsupported_values_are_rejected_up_front(tmp_path, case):
     assert not out.exists()
 
 
-def test_the_conv_layers_carry_their_state(checkpoints, tmp_path):
+def test_the_conv_layers_carry_their_state(tmp_path):
     """Conv layers: past_key_values.{i}.conv / present.{i}.conv [batch, hidden,
     conv_L_cache - 1] and no KV cache; attention layers: KV only. genai_config names them
     as genai's lfm2 reads."""
-    package = build(checkpoints("attention_first_kernel5"), dtype="f32")
+    package = build(checkpoint(cases, "attention_first_kernel5"), dtype="f32")
     graph = package.models["model"].graph
     shapes = {v.name: [d if isinstance(d, int) else str(d) for d in v.shape]
               for v in [*graph.inputs, *graph.outputs]}
@@ -216,14 +174,15 @@ def test_lfm2_spellings_are_read(tmp_path):
     assert config.intermediate_size == 12 * -(-int(1.5 * int(2 * 343 / 3)) // 12)
 
 
-def test_the_expert_bias_changes_the_choice(checkpoints, tmp_path):
+def test_the_expert_bias_changes_the_choice(tmp_path):
     """The same checkpoint with expert_bias zeroed: far from transformers (the bias moves
     which experts are chosen, not their weights)."""
     import numpy as np
     from safetensors.numpy import load_file, save_file
 
     zeroed = str(tmp_path / "zeroed")
-    shutil.copytree(checkpoints("moe_bias_unnormalized"), zeroed)
+    shutil.copytree(checkpoint(cases, "moe_bias_unnormalized"), zeroed,
+                    copy_function=shutil.copyfile)
     path = os.path.join(zeroed, "model.safetensors")
     tensors = load_file(path)
     names = [n for n in tensors if n.endswith(".feed_forward.expert_bias")]
@@ -231,14 +190,13 @@ def test_the_expert_bias_changes_the_choice(checkpoints, tmp_path):
     for name in names:
         tensors[name] = np.zeros_like(tensors[name])
     save_file(tensors, path, metadata={"format": "pt"})
-    hf_model = load_hf_model(checkpoints("moe_bias_unnormalized"))
-    run, _ = _parity(zeroed, tmp_path / "pkg", "default", hf_model, pad=0)
+    run, _ = _parity(zeroed, tmp_path / "pkg", "default",
+                     reference(cases, "moe_bias_unnormalized", "unpadded"))
     assert run.max_abs_diff > CHANGED, f"the expert bias changes nothing ({run.max_abs_diff:.3g})"
 
 
 @pytest.mark.parametrize("case", ["moe", "moe_plain_routing", "moe_bias_unnormalized"])
-def test_cuda_graph_with_fused_moe_matches_transformers_on_the_cpu_ep(checkpoints, tmp_path,
-                                                                      case):
+def test_cuda_graph_with_fused_moe_matches_transformers_on_the_cpu_ep(tmp_path, case):
     """Each sparse layer is one com.microsoft MoE where the EP has the kernel (the
     routing is built in the form mobius/components/chosen_routing.py fuses), run here on
     onnxruntime's CPU MoE kernel; an EP without it keeps the routing decomposed."""
@@ -247,8 +205,8 @@ def test_cuda_graph_with_fused_moe_matches_transformers_on_the_cpu_ep(checkpoint
     from mobius.optimize.histogram import op_histogram
 
     assert ep_registry.get("cuda").has_kernel("MoE")
-    folder = checkpoints(case)
-    run, package = _parity(folder, tmp_path, "cuda", load_hf_model(folder), pad=0)
+    folder = checkpoint(cases, case)
+    run, package = _parity(folder, tmp_path, "cuda", reference(cases, case, "unpadded"))
     config = package.config
     sparse = config.num_hidden_layers - moe_options(config).num_dense_layers
     histogram = op_histogram(package.models["model"])
@@ -261,6 +219,6 @@ def test_cuda_graph_with_fused_moe_matches_transformers_on_the_cpu_ep(checkpoint
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 @pytest.mark.parametrize("case", ["lfm2", "moe"])
-def test_low_precision_runs_close_to_the_f32_reference(checkpoints, tmp_path, case, dtype):
-    folder = checkpoints(case)
-    assert_low_precision_parity(folder, dtype, tmp_path / "pkg", load_hf_model(folder), case)
+def test_low_precision_runs_close_to_the_f32_reference(tmp_path, case, dtype):
+    assert_low_precision_parity(checkpoint(cases, case), dtype, tmp_path / "pkg",
+                                reference(cases, case), case)

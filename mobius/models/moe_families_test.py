@@ -26,41 +26,17 @@ import pytest
 from mobius.builder import build
 from mobius.ep.registry import ep_registry
 from mobius.models import mixtral, qwen_moe
+from mobius.models import moe_families_cases as cases
+from mobius.models.moe_families_cases import VARIANTS
 from mobius.optimize.histogram import op_histogram
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint
 from testing.model_runs import BuiltPackage, f32_parity
+from testing.checkpoint_runs import checkpoint, reference
 
 FAMILIES = {f.name: f for f in (mixtral.FAMILY, qwen_moe.QWEN3_MOE, qwen_moe.QWEN2_MOE)}
 
-#: name: (family, config overrides); presets first, then routing/layout variants.
-VARIANTS = {
-    "mixtral": ("mixtral", {}),
-    "mixtral_sliding_window": ("mixtral", {"sliding_window": 4}),
-    "qwen3_moe": ("qwen3_moe", {}),  # norm_topk_prob False, layer 1 dense
-    "qwen3_moe_normalized_sparse_step_2": (
-        "qwen3_moe", {"norm_topk_prob": True, "decoder_sparse_step": 2, "mlp_only_layers": [],
-                      "num_hidden_layers": 3, "num_experts_per_tok": 3}),
-    "qwen2_moe": ("qwen2_moe", {}),  # shared expert, norm_topk_prob True, top-3 of 5
-}
-
 MOE = "com.microsoft::MoE"
 STANDARD_DOMAINS = ("", "ai.onnx")
-
-
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    made = {}
-
-    def get(variant: str) -> str:
-        if variant not in made:
-            family, overrides = VARIANTS[variant]
-            folder = tmp_path_factory.mktemp(f"ckpt-{variant}")
-            made[variant] = make_hf_checkpoint(str(folder), FAMILIES[family].tiny_preset,
-                                               **overrides)
-        return made[variant]
-
-    return get
 
 
 def _sparse_layers(config) -> int:
@@ -84,9 +60,8 @@ L1_CASES = [
 
 
 @pytest.mark.parametrize("family,ep,dtype", L1_CASES, ids=["-".join(c) for c in L1_CASES])
-def test_builds_for_every_ep_and_passes_the_full_checker(checkpoints, tmp_path, family, ep,
-                                                         dtype):
-    package = build(checkpoints(family), execution_provider=ep, dtype=dtype)
+def test_builds_for_every_ep_and_passes_the_full_checker(tmp_path, family, ep, dtype):
+    package = build(checkpoint(cases, family), execution_provider=ep, dtype=dtype)
     histogram = op_histogram(package.models["model"])
     config = package.config
     caps = ep_registry.get(ep)
@@ -104,18 +79,18 @@ def test_builds_for_every_ep_and_passes_the_full_checker(checkpoints, tmp_path, 
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_f32_parity_with_transformers(checkpoints, tmp_path, variant):
+def test_f32_parity_with_transformers(tmp_path, variant):
     """Generic graph: left-padded batch prefill + 3 decode steps, <= 1e-4."""
-    folder = checkpoints(variant)
-    run, _ = _parity(folder, tmp_path, "default", "f32", pad=3, steps=3)
+    run, _ = _parity(checkpoint(cases, variant), tmp_path, "default", "f32",
+                     reference(cases, variant, "padded"))
     assert run.max_abs_diff <= 1e-4, f"{variant}: max |logit diff| {run.max_abs_diff:.3g}"
 
 
-def _parity(folder, tmp_path, ep, dtype, *, pad, steps):
+def _parity(folder, tmp_path, ep, dtype, ref, *, steps=3):
+    """``folder`` built for ``ep`` in ``dtype`` against transformers' recorded run ``ref``."""
     package = build(folder, execution_provider=ep, dtype=dtype, prefill_logits="all")
     path = package.save(str(tmp_path / f"{ep}-{dtype}"), overwrite=True)
-    return f32_parity(BuiltPackage(path, package.config, dtype), load_hf_model(folder),
-                      pad=pad, steps=steps), package
+    return f32_parity(BuiltPackage(path, package.config, dtype), ref, steps=steps), package
 
 
 def _uses_fused_rotary(package) -> bool:
@@ -135,15 +110,17 @@ EP_CASES = [(f, ep, dtype) for f in ("mixtral", "qwen3_moe", "qwen2_moe")
 
 
 @pytest.mark.parametrize("variant,ep,dtype", EP_CASES, ids=["-".join(c) for c in EP_CASES])
-def test_ep_graph_parity_on_the_cpu_ep(checkpoints, tmp_path, variant, ep, dtype):
-    folder = checkpoints(variant)
-    unpadded, package = _parity(folder, tmp_path / "a", ep, dtype, pad=0, steps=3)
+def test_ep_graph_parity_on_the_cpu_ep(tmp_path, variant, ep, dtype):
+    folder = checkpoint(cases, variant)
+    unpadded, package = _parity(folder, tmp_path / "a", ep, dtype,
+                                reference(cases, variant, "unpadded"))
     fused_moe = op_histogram(package.models["model"]).get(MOE, 0)
     assert bool(fused_moe) == ep_registry.get(ep).fuses_moe(parse_dtype(dtype))
     tol = _tolerance(dtype, unpadded)
     assert unpadded.max_abs_diff <= tol, (
         f"{ep}/{dtype} {variant} unpadded: {unpadded.max_abs_diff:.3g} > {tol:.3g}")
     steps = 0 if _uses_fused_rotary(package) else 3
-    padded, _ = _parity(folder, tmp_path / "b", ep, dtype, pad=3, steps=steps)
+    padded, _ = _parity(folder, tmp_path / "b", ep, dtype, reference(cases, variant, "padded"),
+                        steps=steps)
     assert padded.max_abs_diff <= tol, (
         f"{ep}/{dtype} {variant} left-padded ({steps} steps): {padded.max_abs_diff:.3g} > {tol:.3g}")

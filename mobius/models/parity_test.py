@@ -2,7 +2,8 @@
 
 Every case: batch 2 with row 1 left-padded by 3, a 10-token prefill, then 3 greedy
 decode steps feeding present.* back as past_key_values.* (testing/parity.py); the
-decode tokens are chosen by the ONNX model and fed to both sides.
+decode tokens are transformers' greedy choices, fed to both sides. transformers' side
+(checkpoints, recorded logits) is written at build time by parity_cases.py.
 
 f32 must match to 1e-4. f16 and bf16 builds run in onnxruntime's CPU EP (it has no
 bf16 kernels, so the default EP's bf16 graph keeps bf16 weights and I/O and computes
@@ -11,12 +12,13 @@ in float32 -- mobius/rewrite/float32_compute.py).
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
-import transformers
-
-from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint
+from mobius.models import parity_cases as cases
+from mobius.models.parity_cases import CONFIGS, PAD, PROMPT, STEPS
 from testing.model_runs import (
     build_package,
     f32_parity,
@@ -26,38 +28,11 @@ from testing.model_runs import (
     real_positions,
     run_decoder,
 )
+from testing.checkpoint_runs import checkpoint, reference
+from testing.reference_cases import case_dir
 
 F32_TOLERANCE = 1e-4
-PROMPT, STEPS, PAD = 10, 3, 3
-
-# name: (tiny preset, config overrides)
-CASES = {
-    "llama": ("tiny-llama", {}),
-    "llama_tied": ("tiny-llama", {"tie_word_embeddings": True}),
-    "llama_bias": ("tiny-llama", {"attention_bias": True, "mlp_bias": True}),
-    "mistral_sliding_window": ("tiny-mistral", {"sliding_window": 6}),
-    "qwen2": ("tiny-qwen2", {}),
-    "qwen2_untied": ("tiny-qwen2", {"tie_word_embeddings": False}),
-    "qwen3": ("tiny-qwen3", {}),
-    "qwen3_untied": ("tiny-qwen3", {"tie_word_embeddings": False}),
-}
 LOW_PRECISION_CASES = ["llama", "mistral_sliding_window", "qwen2", "qwen3"]
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    """(folder, transformers model) per case, made once per module."""
-    made = {}
-
-    def get(name):
-        if name not in made:
-            preset, overrides = CASES[name]
-            folder = str(tmp_path_factory.mktemp(name) / "ckpt")
-            make_hf_checkpoint(folder, preset, **overrides)
-            made[name] = folder, load_hf_model(folder)
-        return made[name]
-
-    return get
 
 
 # ---------------------------------------------------------------------------
@@ -65,42 +40,34 @@ def checkpoint(tmp_path_factory):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_f32_parity(name, checkpoint, tmp_path):
-    folder, hf_model = checkpoint(name)
-    built = build_package(folder, tmp_path / "onnx", "f32")
-    _, overrides = CASES[name]
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_f32_parity(name, tmp_path):
+    built = build_package(checkpoint(cases, name), tmp_path / "onnx", "f32")
+    _, overrides = CONFIGS[name]
     config = built.config
     for key, value in overrides.items():  # the variant really is what we built
         attribute = {"attention_bias": "qkv_bias"}.get(key, key)
         assert getattr(config, attribute) == value, key
     if name == "mistral_sliding_window":
         assert config.sliding_window < PROMPT + STEPS  # the window cuts the sequence
-    run = f32_parity(built, hf_model, prompt_len=PROMPT, steps=STEPS, pad=PAD)
+    run = f32_parity(built, reference(cases, name), steps=STEPS)
     assert run.max_abs_diff <= F32_TOLERANCE, f"{name}: max |logit diff| {run.max_abs_diff:.3g}"
     assert len(run.onnx_steps) == STEPS + 1
 
 
-def test_sliding_window_matters_for_this_sequence(checkpoint):
+def test_sliding_window_matters_for_this_sequence():
     """Guards test_f32_parity[mistral_sliding_window]: with the window the reference
-    really differs from full attention, so a build that ignored it would fail."""
-    folder, hf_model = checkpoint("mistral_sliding_window")
-    full = transformers.AutoModelForCausalLM.from_pretrained(folder, sliding_window=None).eval()
-    from testing import parity
-
-    ids, mask = parity.make_batch(hf_model.config.vocab_size, PROMPT, PAD)
-    tokens = [np.array([[5], [6]], np.int64) for _ in range(STEPS)]
-    windowed = parity.hf_logits(hf_model, ids, mask, tokens)
-    unwindowed = parity.hf_logits(full, ids, mask, tokens)
-    assert np.abs(windowed[-1] - unwindowed[-1]).max() > 100 * F32_TOLERANCE
+    really differs from full attention, so a build that ignored it would fail
+    (transformers' logits both ways: cases._write_window_logits)."""
+    with np.load(os.path.join(case_dir(cases, "mistral_sliding_window"), "window.npz")) as last:
+        assert np.abs(last["windowed"] - last["full"]).max() > 100 * F32_TOLERANCE
 
 
-def test_left_padding_does_not_change_a_row(checkpoint, tmp_path):
+def test_left_padding_does_not_change_a_row(tmp_path):
     """Row 1 of the padded batch == the same tokens run alone without padding."""
     from testing import parity
 
-    folder, _ = checkpoint("llama")
-    built = build_package(folder, tmp_path / "onnx", "f32")
+    built = build_package(checkpoint(cases, "llama"), tmp_path / "onnx", "f32")
     session = ort_session(built.model_path)
     config = built.config
     ids, mask = parity.make_batch(config.vocab_size, PROMPT, PAD)
@@ -140,10 +107,9 @@ def test_left_padding_does_not_change_a_row(checkpoint, tmp_path):
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 @pytest.mark.parametrize("name", LOW_PRECISION_CASES)
-def test_low_precision_runs_close_to_f32_reference(name, dtype, checkpoint, tmp_path):
-    folder, hf_model = checkpoint(name)
-    built = build_package(folder, tmp_path / "onnx", dtype)
-    run = f32_parity(built, hf_model, prompt_len=PROMPT, steps=STEPS, pad=PAD)
+def test_low_precision_runs_close_to_f32_reference(name, dtype, tmp_path):
+    built = build_package(checkpoint(cases, name), tmp_path / "onnx", dtype)
+    run = f32_parity(built, reference(cases, name), steps=STEPS)
     for step in run.onnx_steps:
         assert np.isfinite(step).all()
     atol = low_precision_atol(run, dtype)

@@ -30,43 +30,18 @@ from mobius.builder import build
 from mobius.ep.registry import ep_registry
 from mobius.errors import ConfigError, WeightsError
 from mobius.models import ernie4_5_moe
+from mobius.models import routed_moe_families_cases as cases
+from mobius.models.routed_moe_families_cases import CONFIGS, ERNIE, GLM
 from mobius.optimize.histogram import op_histogram
 from mobius.tiny.presets import TINY_PRESETS
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
-from testing.hf_checkpoints import load_hf_model
 from testing.model_runs import (BuiltPackage, assert_low_precision_parity,
                                  f32_parity)
-from testing.random_checkpoint import checkpoint_cases
+from testing.checkpoint_runs import checkpoint, reference
 
 TOLERANCE = 1e-4
 CHANGED = 1e-3  # a reverted switch must move some logit by at least this much
 MOE = "com.microsoft::MoE"
-ERNIE = "tiny-ernie4_5_moe"
-GLM = "tiny-glm4_moe"
-
-#: case: (preset, config overrides). ERNIE preset: biases, tied head, layer 0 dense,
-#: layer 1 top-2 of 6 + one shared expert. GLM preset: q/k/v bias, qk norm, half RoPE,
-#: layer 0 dense, layer 1 top-2 of 8 in 2 of 4 groups, renormalized, scaled 2.5.
-CONFIGS: dict[str, tuple[str, dict]] = {
-    "ernie": (ERNIE, {}),
-    # layers 0-2 sparse (start 0, end 2), 3 dense; untied, no bias, top-3, two shared
-    "ernie_span_k3": (ERNIE, {"num_hidden_layers": 4, "moe_layer_start_index": 0,
-                              "moe_layer_end_index": 2, "moe_k": 3, "moe_num_shared_experts": 2,
-                              "use_bias": False, "tie_word_embeddings": False}),
-    # layers 1 and 3 sparse, no shared expert; the top-2 probabilities sum below
-    # moe_norm_min, so the weights are p / 0.6, not renormalized
-    "ernie_interval_norm_min": (ERNIE, {"num_hidden_layers": 4, "moe_layer_start_index": 0,
-                                        "moe_layer_interval": 2, "moe_num_shared_experts": 0,
-                                        "moe_norm_min": 0.6}),
-    "glm": (GLM, {}),
-    # every layer sparse, one group, top-3 unnormalized and unscaled, two shared experts,
-    # no bias / qk norm, full RoPE, tied head
-    "glm_all_sparse": (GLM, {"num_hidden_layers": 3, "first_k_dense_replace": 0, "n_group": 1,
-                             "topk_group": 1, "num_experts_per_tok": 3, "norm_topk_prob": False,
-                             "routed_scaling_factor": 1.0, "n_shared_experts": 2,
-                             "attention_bias": False, "use_qk_norm": False,
-                             "partial_rotary_factor": 1.0, "tie_word_embeddings": True}),
-}
 
 #: switch: (case, config.json edit that reverts it, None: the logits move | the
 #: WeightsError message part the reverted config's tensors raise).
@@ -122,15 +97,11 @@ PRESETS = {
 }
 
 
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    return checkpoint_cases(tmp_path_factory, CONFIGS)
-
-
-def _parity(folder, out, ep, hf_model, *, pad=3, steps=3):
+def _parity(folder, out, ep, ref, *, steps=3):
+    """``folder`` built for ``ep`` (f32) against transformers' recorded run ``ref``."""
     package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
     path = package.save(str(out), overwrite=True)
-    run = f32_parity(BuiltPackage(path, package.config, "f32"), hf_model, pad=pad, steps=steps)
+    run = f32_parity(BuiltPackage(path, package.config, "f32"), ref, steps=steps)
     return run, package
 
 
@@ -148,18 +119,17 @@ PARITY_CASES = [(c, ep) for c in CONFIGS for ep in ("default", "cpu")]
 
 
 @pytest.mark.parametrize("case,ep", PARITY_CASES, ids=["-".join(c) for c in PARITY_CASES])
-def test_f32_parity_with_transformers(checkpoints, tmp_path, case, ep):
-    folder = checkpoints(case)
-    hf_model = load_hf_model(folder)
-    run, package = _parity(folder, tmp_path / "a", ep, hf_model, pad=0)
+def test_f32_parity_with_transformers(tmp_path, case, ep):
+    folder = checkpoint(cases, case)
+    run, package = _parity(folder, tmp_path / "a", ep, reference(cases, case, "unpadded"))
     assert run.max_abs_diff <= TOLERANCE, f"{case}/{ep} unpadded: {run.max_abs_diff:.3g}"
     steps = 0 if _fused_rotary(package) else 3
-    padded, _ = _parity(folder, tmp_path / "b", ep, hf_model, steps=steps)
+    padded, _ = _parity(folder, tmp_path / "b", ep, reference(cases, case), steps=steps)
     assert padded.max_abs_diff <= TOLERANCE, f"{case}/{ep} left-padded: {padded.max_abs_diff:.3g}"
 
 
 def _edited(folder: str, out: str, edit: dict) -> str:
-    shutil.copytree(folder, out)
+    shutil.copytree(folder, out, copy_function=shutil.copyfile)
     path = os.path.join(out, "config.json")
     with open(path) as f:
         raw = json.load(f)
@@ -178,28 +148,26 @@ def _edited(folder: str, out: str, edit: dict) -> str:
 
 
 @pytest.mark.parametrize("switch", sorted(SWITCHES))
-def test_reverting_the_switch_changes_the_logits(checkpoints, tmp_path, switch):
+def test_reverting_the_switch_changes_the_logits(tmp_path, switch):
     case, revert, error = SWITCHES[switch]
-    folder = checkpoints(case)
-    reverted = _edited(folder, str(tmp_path / "reverted"), revert)
+    reverted = _edited(checkpoint(cases, case), str(tmp_path / "reverted"), revert)
     if error is not None:
         with pytest.raises(WeightsError, match=error):
             build(reverted, dtype="f32")
         return
-    run, _ = _parity(reverted, tmp_path / "pkg", "default", load_hf_model(folder))
+    run, _ = _parity(reverted, tmp_path / "pkg", "default", reference(cases, case))
     assert run.max_abs_diff > CHANGED, f"{switch}: changes nothing ({run.max_abs_diff:.3g})"
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
-def test_the_correction_bias_matters(checkpoints, tmp_path, preset):
+def test_the_correction_bias_matters(tmp_path, preset):
     """The same checkpoint with the correction biases zeroed: far from transformers."""
     import numpy as np
     from safetensors.numpy import load_file, save_file
 
     case = next(c for c, (p, o) in CONFIGS.items() if p == preset and not o)
-    folder = checkpoints(case)
     zeroed = str(tmp_path / "zeroed")
-    shutil.copytree(folder, zeroed)
+    shutil.copytree(checkpoint(cases, case), zeroed, copy_function=shutil.copyfile)
     path = os.path.join(zeroed, "model.safetensors")
     tensors = load_file(path)
     names = [n for n in tensors if n.endswith(PRESETS[preset][0])]
@@ -207,7 +175,7 @@ def test_the_correction_bias_matters(checkpoints, tmp_path, preset):
     for name in names:
         tensors[name] = np.zeros_like(tensors[name])
     save_file(tensors, path, metadata={"format": "pt"})
-    run, _ = _parity(zeroed, tmp_path / "pkg", "default", load_hf_model(folder), pad=0)
+    run, _ = _parity(zeroed, tmp_path / "pkg", "default", reference(cases, case, "unpadded"))
     assert run.max_abs_diff > CHANGED, f"{preset}: the bias changes nothing"
 
 
@@ -217,10 +185,9 @@ L1_CASES = [(preset, caps.name, SHORT_NAMES[dtype]) for preset in sorted(PRESETS
 
 
 @pytest.mark.parametrize("preset,ep,dtype", L1_CASES, ids=["-".join(c) for c in L1_CASES])
-def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(checkpoints, tmp_path, preset,
-                                                                ep, dtype):
+def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(tmp_path, preset, ep, dtype):
     case = next(c for c, (p, o) in CONFIGS.items() if p == preset and not o)
-    package = build(checkpoints(case), execution_provider=ep, dtype=dtype)
+    package = build(checkpoint(cases, case), execution_provider=ep, dtype=dtype)
     histogram = op_histogram(package.models["model"])
     caps = ep_registry.get(ep)
     blocks = _sparse_layers(preset, package.config)
@@ -235,10 +202,9 @@ def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(checkpoints, tmp
 
 
 @pytest.mark.parametrize("case", ["ernie", "ernie_interval_norm_min", "glm", "glm_all_sparse"])
-def test_cuda_graph_with_fused_moe_matches_transformers_on_the_cpu_ep(checkpoints, tmp_path,
-                                                                      case):
-    folder = checkpoints(case)
-    run, package = _parity(folder, tmp_path, "cuda", load_hf_model(folder), pad=0)
+def test_cuda_graph_with_fused_moe_matches_transformers_on_the_cpu_ep(tmp_path, case):
+    run, package = _parity(checkpoint(cases, case), tmp_path, "cuda",
+                           reference(cases, case, "unpadded"))
     preset = CONFIGS[case][0]
     assert op_histogram(package.models["model"])[MOE] == _sparse_layers(preset, package.config)
     assert run.max_abs_diff <= TOLERANCE, f"{case}/cuda f32: {run.max_abs_diff:.3g}"
@@ -256,10 +222,10 @@ def test_unsupported_values_are_rejected_up_front(tmp_path, case):
     assert not out.exists()
 
 
-def test_glm_multi_token_prediction_layers_are_left_unread(checkpoints, tmp_path):
+def test_glm_multi_token_prediction_layers_are_left_unread(tmp_path):
     """Layer 2 of a 3-layer checkpoint read as a 2-layer model: an MTP layer only when
     num_nextn_predict_layers says so."""
-    folder = checkpoints("glm_all_sparse")
+    folder = checkpoint(cases, "glm_all_sparse")
     mtp = _edited(folder, str(tmp_path / "mtp"), {"num_hidden_layers": 2,
                                                   "num_nextn_predict_layers": 1})
     assert build(mtp, dtype="f32").config.num_hidden_layers == 2
@@ -269,12 +235,12 @@ def test_glm_multi_token_prediction_layers_are_left_unread(checkpoints, tmp_path
         build(plain, dtype="f32")
 
 
-def test_ernie_multi_token_prediction_tensors_are_left_unread(checkpoints, tmp_path):
+def test_ernie_multi_token_prediction_tensors_are_left_unread(tmp_path):
     import numpy as np
     from safetensors.numpy import load_file, save_file
 
     folder = str(tmp_path / "mtp")
-    shutil.copytree(checkpoints("ernie"), folder)
+    shutil.copytree(checkpoint(cases, "ernie"), folder, copy_function=shutil.copyfile)
     path = os.path.join(folder, "model.safetensors")
     tensors = load_file(path)
     tensors["model.mtp_linear_proj.0.weight"] = np.ones((4, 4), np.float32)
@@ -288,6 +254,6 @@ def test_ernie_multi_token_prediction_tensors_are_left_unread(checkpoints, tmp_p
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 @pytest.mark.parametrize("case", ["ernie", "glm"])
-def test_low_precision_runs_close_to_the_f32_reference(checkpoints, tmp_path, case, dtype):
-    folder = checkpoints(case)
-    assert_low_precision_parity(folder, dtype, tmp_path / "pkg", load_hf_model(folder), case)
+def test_low_precision_runs_close_to_the_f32_reference(tmp_path, case, dtype):
+    assert_low_precision_parity(checkpoint(cases, case), dtype, tmp_path / "pkg",
+                                reference(cases, case), case)

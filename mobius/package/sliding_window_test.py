@@ -19,23 +19,25 @@ import pytest
 
 import mobius
 from mobius.cli import main
+from mobius.package import sliding_window_cases as cases
+from mobius.package.sliding_window_cases import NEW_TOKENS, PLAIN, PRESETS, PROMPT
 from testing import genai_harness as harness
-from testing.hf_checkpoints import make_hf_checkpoint
+from testing.reference_cases import case_dir
 
-PROMPT = [5, 17, 33, 44, 91, 120, 7, 8, 9, 10, 11]
-NEW_TOKENS = 20
 CPU_SLACK = 16  # onnxruntime's CPU default: positions kept beyond the window
 
 
-@pytest.fixture(scope="module", params=["tiny-mistral", "tiny-gemma2", "tiny-cohere2"])
-def checkpoint(request, tmp_path_factory):
-    folder = str(tmp_path_factory.mktemp(request.param) / "checkpoint")
-    make_hf_checkpoint(folder, request.param, initializer_range=0.2)
+@pytest.fixture(scope="module", params=PRESETS)
+def checkpoint(request):
+    """(checkpoint, window, sliding layers, layers, transformers' greedy tokens on PROMPT)."""
+    folder = os.path.join(case_dir(cases, request.param), "ckpt")
     with open(os.path.join(folder, "config.json")) as f:
         raw = json.load(f)
     sliding = [i for i, kind in enumerate(raw.get("layer_types") or [])
                if kind == "sliding_attention"] or list(range(raw["num_hidden_layers"]))
-    return folder, raw["sliding_window"], sliding, raw["num_hidden_layers"]
+    with open(os.path.join(case_dir(cases, request.param), "transformers.json")) as f:
+        tokens = json.load(f)["tokens"]
+    return folder, raw["sliding_window"], sliding, raw["num_hidden_layers"], tokens
 
 
 def _present_lengths(package: str, max_length: int, layers: int) -> list[int]:
@@ -50,7 +52,7 @@ def _present_lengths(package: str, max_length: int, layers: int) -> list[int]:
 
 
 def test_generation_past_the_window_matches_transformers(checkpoint, tmp_path):
-    folder, window, sliding, layers = checkpoint
+    folder, window, sliding, layers, hf_tokens = checkpoint
     package = str(tmp_path / "pkg")
     assert main(["build", "--model", folder, package, "--ep", "cpu", "--sliding-window-cache",
                  "--quiet"]) == 0
@@ -58,7 +60,7 @@ def test_generation_past_the_window_matches_transformers(checkpoint, tmp_path):
     assert genai["model"]["decoder"]["sliding_window"]["window_size"] == window
     assert genai["model"]["decoder"]["sliding_window"]["layers"] == sliding
     got = harness.genai_generate(package, [PROMPT], NEW_TOKENS, intra_op_num_threads=1)
-    assert got == harness.hf_generate(folder, [PROMPT], NEW_TOKENS)
+    assert got == hf_tokens
     max_length = 200
     lengths = _present_lengths(package, max_length, layers)
     assert lengths == [window + CPU_SLACK if i in sliding else max_length
@@ -66,7 +68,7 @@ def test_generation_past_the_window_matches_transformers(checkpoint, tmp_path):
 
 
 def test_off_switch_and_short_context_keep_full_buffers(checkpoint, tmp_path):
-    folder, window, _, layers = checkpoint
+    folder, window, _, layers, _ = checkpoint
     off = str(tmp_path / "off")  # the default
     mobius.build(folder, execution_provider="cpu").save(off)
     assert "sliding_window" not in harness.genai_config(off)["model"]["decoder"]
@@ -78,7 +80,7 @@ def test_off_switch_and_short_context_keep_full_buffers(checkpoint, tmp_path):
     assert "sliding_window" not in harness.genai_config(short)["model"]["decoder"]
 
 
-def test_eps_without_a_windowed_kernel_are_left_alone(tmp_path):
-    folder = make_hf_checkpoint(str(tmp_path / "ckpt"), "tiny-mistral")
+def test_eps_without_a_windowed_kernel_are_left_alone():
+    folder = os.path.join(case_dir(cases, PLAIN), "ckpt")
     package = mobius.build(folder, execution_provider="default", sliding_window_cache=True)
     assert "sliding_window" not in package.genai_config["model"]["decoder"]

@@ -1,0 +1,82 @@
+"""transformers' side of lfm2_families_test (the reference_cases rule runs it at build time,
+//rules:references.bzl): each checkpoint (every parameter random, LFM2-MoE's zero
+expert_bias randomized) with transformers' padded and unpadded runs
+(testing/checkpoint_runs.py); "lfm2_no_rope": lfm2's without a RoPE base in config.json,
+its padded run and the base transformers then uses (facts.json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+PRESET, MOE = "tiny-lfm2", "tiny-lfm2-moe"
+NO_ROPE = {"rope_parameters": None, "rope_theta": None}  # config.json without a RoPE base
+
+#: checkpoint: (preset, config overrides). tiny-lfm2: conv / attention / conv, kernel 3,
+#: feed-forward 2/3 x 172 x 1.5 rounded up to a multiple of 12, no conv biases.
+#: tiny-lfm2-moe: the same stack, a dense first layer, then top-2 of 6 experts on sigmoid +
+#: expert_bias, renormalized, scaled by 1.5.
+CONFIGS: dict[str, tuple[str, dict]] = {
+    "lfm2": (PRESET, {"conv_bias": True}),
+    # attention first, kernel 5, no biases, tied embeddings, a large norm epsilon
+    "attention_first_kernel5": (PRESET, {"layer_types": ["full_attention", "conv", "conv"],
+                                         "conv_L_cache": 5, "tie_word_embeddings": True,
+                                         "norm_eps": 0.5}),
+    # the feed-forward width as written (no 2/3, no multiple)
+    "ff_as_written": (PRESET, {"block_auto_adjust_ff_dim": False, "full_attn_idxs": [0, 2]}),
+    "moe": (MOE, {"conv_bias": True}),
+    # chosen on p alone, not renormalized, not scaled, top-3, every layer sparse
+    "moe_plain_routing": (MOE, {"use_expert_bias": False, "norm_topk_prob": False,
+                                "routed_scaling_factor": 1.0, "num_experts_per_tok": 3,
+                                "num_dense_layers": 0}),
+    # chosen on p + expert_bias, not renormalized, scaled by 2.5
+    "moe_bias_unnormalized": (MOE, {"norm_topk_prob": False, "routed_scaling_factor": 2.5}),
+}
+
+CASES = [*sorted(CONFIGS), "lfm2_no_rope"]
+
+
+def edit(folder: str, edits: dict) -> None:
+    """Sets (None: removes) top-level config.json keys."""
+    path = os.path.join(folder, "config.json")
+    with open(path) as f:
+        raw = json.load(f)
+    for key, value in edits.items():
+        if value is None:
+            raw.pop(key, None)
+        else:
+            raw[key] = value
+    with open(path, "w") as f:
+        json.dump(raw, f)
+
+
+def write_case(case: str, folder: str) -> None:
+    """ckpt/, padded.npz, unpadded.npz; lfm2_no_rope: ckpt/, padded.npz, facts.json
+    ({"rope_theta": transformers' base})."""
+    from testing import checkpoint_runs
+
+    if case != "lfm2_no_rope":
+        checkpoint_runs.write(folder, lambda ckpt: _checkpoint(ckpt, case))
+        return
+    bare = checkpoint_runs.write(folder, lambda ckpt: _bare(_checkpoint(ckpt, "lfm2")),
+                              {"padded": 3})
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(bare)
+    with open(os.path.join(folder, "facts.json"), "w") as f:
+        json.dump({"rope_theta": config.rope_parameters["rope_theta"]}, f)
+
+
+def _checkpoint(folder: str, case: str) -> str:
+    from testing.hf_checkpoints import randomize_zero_tensors
+    from testing.random_checkpoint import random_checkpoint
+
+    preset, overrides = CONFIGS[case]
+    return randomize_zero_tensors(random_checkpoint(folder, preset, **overrides))
+
+
+def _bare(folder: str) -> str:
+    edit(folder, NO_ROPE)
+    return folder
+
