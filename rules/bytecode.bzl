@@ -48,6 +48,8 @@ def _pyc_aspect_impl(target, ctx):
                 inputs = srcs,
                 outputs = [out for _, out in direct],
                 mnemonic = "PyCompile",
+                # writes only its declared outputs; a sandbox would cost more than the compile
+                execution_requirements = {"no-sandbox": "1"},
                 progress_message = "Compiling %s" % target.label,
                 use_default_shell_env = True,
             )

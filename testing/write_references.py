@@ -64,6 +64,10 @@ def _write(cases_file: str, out: str) -> tuple[int, str]:
 
 
 def main(argv: list[str]) -> int:
+    # One intra-op thread, as the tests ran transformers: on tiny models a second thread
+    # only spins, and Bazel runs this worker beside other actions and tests.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     if argv == ["--persistent_worker"]:

@@ -99,17 +99,11 @@ def write_case(case: str, folder: str) -> None:
         with open(os.path.join(folder, "facts.json"), "w") as f:
             json.dump(_transformers_facts(), f, indent=1)
         return
-    from testing import decoder_reference
-    from testing.hf_checkpoints import load_hf_model
+    from testing import checkpoint_runs
     from testing.random_checkpoint import random_checkpoint
 
     preset, overrides, _ = PARITY[case]
-    checkpoint = random_checkpoint(os.path.join(folder, "ckpt"), preset, **overrides)
-    model = load_hf_model(checkpoint)
-    vocab = model.config.vocab_size
-    for name, pad in (("padded", 3), ("unpadded", 0)):
-        run = decoder_reference.record(model, vocab, pad=pad, steps=3)
-        decoder_reference.save(run, os.path.join(folder, name + ".npz"))
+    checkpoint_runs.write(folder, lambda ckpt: random_checkpoint(ckpt, preset, **overrides))
 
 
 def _transformers_facts() -> dict:

@@ -5,7 +5,6 @@ parameter random and transformers' greedy tokens on PROMPTS.
 
 from __future__ import annotations
 
-import json
 import os
 
 from mobius.models.registry import cohort
@@ -23,10 +22,8 @@ RANDOMIZE_ZEROS = {"tiny-deepseek-v2", "tiny-deepseek-v3", "tiny-glm4_moe", "tin
 
 
 def write_case(preset: str, folder: str) -> None:
-    """ckpt/ and transformers.json: {"rows": greedy tokens per prompt, "margins": the
-    top-1 / top-2 score gap at each step}."""
-    import torch
-
+    """ckpt/ and transformers.json (genai_harness.record_hf_generate: greedy tokens per
+    prompt and the top-1 / top-2 score gap at each step)."""
     from testing import genai_harness
     from testing.hf_checkpoints import randomize_zero_tensors
     from testing.random_checkpoint import random_checkpoint
@@ -34,12 +31,5 @@ def write_case(preset: str, folder: str) -> None:
     checkpoint = random_checkpoint(os.path.join(folder, "ckpt"), preset)
     if preset in RANDOMIZE_ZEROS:
         randomize_zero_tensors(checkpoint)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        rows, margins = genai_harness.hf_generate(checkpoint, PROMPTS, NEW_TOKENS,
-                                                  return_margins=True)
-    finally:
-        torch.set_num_threads(threads)
-    with open(os.path.join(folder, "transformers.json"), "w") as f:
-        json.dump({"rows": rows, "margins": margins}, f)
+    genai_harness.record_hf_generate(os.path.join(folder, "transformers.json"), checkpoint,
+                                     PROMPTS, NEW_TOKENS)

@@ -30,7 +30,7 @@ from mobius.builder import build
 from mobius.errors import ConfigError, WeightsError
 from mobius.models import dense_families_cases as cases
 from mobius.models.dense_families_cases import HEAD_DIM_CASES, PARITY, head_dim_config
-from testing import decoder_reference
+from testing import checkpoint_runs, decoder_reference
 from testing.model_runs import BuiltPackage, f32_parity
 from testing.reference_cases import case_dir
 
@@ -71,12 +71,12 @@ REJECTED: dict[str, tuple[str, dict, str]] = {
 
 
 def _checkpoint(case: str) -> str:
-    return os.path.join(case_dir(cases, case), "ckpt")
+    return checkpoint_runs.checkpoint(cases, case)
 
 
 def _reference(case: str, run: str) -> decoder_reference.DecoderReference:
     """transformers' recorded run of ``case``: "padded" or "unpadded"."""
-    return decoder_reference.load(os.path.join(case_dir(cases, case), run + ".npz"))
+    return checkpoint_runs.reference(cases, case, run)
 
 
 @pytest.fixture(scope="module")
