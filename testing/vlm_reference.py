@@ -104,3 +104,17 @@ def load(path: str) -> VlmReference:
         steps = sum(1 for n in data.files if n.startswith("token."))
         return VlmReference(arrays, [data[f"logits.{i}"] for i in range(steps + 1)],
                             [data[f"token.{i}"] for i in range(steps)])
+
+
+def save_processed(processor, pixels: np.ndarray, folder: str, keys: tuple[str, ...]) -> None:
+    """<folder>/processor.npz: ``keys`` of what transformers' image ``processor`` makes of
+    ``pixels`` saved as a PNG and read back (as the genai tests hand genai the image)."""
+    import os
+
+    from PIL import Image
+
+    path = os.path.join(folder, "image.png")
+    Image.fromarray(pixels).save(path)
+    out = processor(images=Image.open(path), return_tensors="np")
+    os.remove(path)
+    np.savez(os.path.join(folder, "processor.npz"), **{key: out[key] for key in keys})

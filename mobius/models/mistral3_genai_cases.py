@@ -38,7 +38,11 @@ def two_images() -> list[np.ndarray]:
     return [(rng.random((h, w, 3)) * 255).astype(np.uint8) for h, w in SIZES]
 
 
+#: what processor.npz keeps of transformers' image processor output
+PROCESSED = ("pixel_values", "image_sizes")
+
 def write_case(case: str, folder: str) -> None:
+    from testing import vlm_reference
     from testing.hf_checkpoints import load_hf_model
     from testing.mistral3_checkpoints import make_mistral3_checkpoint
 
@@ -49,11 +53,11 @@ def write_case(case: str, folder: str) -> None:
     if case == "custom_preprocessor":
         processor = _processor(side, **CUSTOM)
         processor.save_pretrained(ckpt)  # the checkpoint's preprocessor_config.json
-        _save_processed(processor, image_pixels(4, (24, 40)), folder)
+        vlm_reference.save_processed(processor, image_pixels(4, (24, 40)), folder, PROCESSED)
         return
     hf_model = load_hf_model(ckpt)
-    _save_processed(_processor(side, size={"longest_edge": config["vision_config"]["image_size"]}),
-                    image_pixels(3, (24, 40)), folder)
+    processor = _processor(side, size={"longest_edge": config["vision_config"]["image_size"]})
+    vlm_reference.save_processed(processor, image_pixels(3, (24, 40)), folder, PROCESSED)
     _generate(hf_model, folder)
     _genai_inputs(hf_model, ckpt, folder)
 
@@ -63,17 +67,6 @@ def _processor(side, **settings):
 
     return transformers.PixtralImageProcessorPil(patch_size={"height": side, "width": side},
                                                  **settings)
-
-
-def _save_processed(processor, pixels, folder):
-    from PIL import Image
-
-    path = os.path.join(folder, "image.png")  # as the test writes it
-    Image.fromarray(pixels).save(path)
-    out = processor(images=Image.open(path), return_tensors="np")
-    os.remove(path)
-    np.savez(os.path.join(folder, "processor.npz"), pixel_values=out["pixel_values"],
-             image_sizes=out["image_sizes"])
 
 
 def _generate(hf_model, folder):

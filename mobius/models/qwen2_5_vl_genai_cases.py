@@ -41,7 +41,11 @@ def image_pixels(family: str | None) -> np.ndarray:
     return (np.random.default_rng(seed).random((*size, 3)) * 255).astype(np.uint8)
 
 
+#: what processor.npz keeps of transformers' image processor output
+PROCESSED = ("pixel_values", "image_grid_thw")
+
 def write_case(case: str, folder: str) -> None:
+    from testing import vlm_reference
     from testing.hf_checkpoints import load_hf_model
     from testing.qwen2_5_vl_checkpoints import make_qwen2_5_vl_checkpoint
 
@@ -52,9 +56,10 @@ def write_case(case: str, folder: str) -> None:
     if case.endswith("_custom"):
         processor = _processor(vision, CUSTOM_PREPROCESSOR)
         processor.save_pretrained(ckpt)  # the checkpoint's preprocessor_config.json
-        _save_processed(processor, image_pixels(None), folder)
+        vlm_reference.save_processed(processor, image_pixels(None), folder, PROCESSED)
         return
-    _save_processed(_processor(vision, FAMILIES[family][1]), image_pixels(family), folder)
+    processor = _processor(vision, FAMILIES[family][1])
+    vlm_reference.save_processed(processor, image_pixels(family), folder, PROCESSED)
     _generate(load_hf_model(ckpt), folder)
 
 
@@ -64,17 +69,6 @@ def _processor(vision: dict, settings: dict):
     return transformers.Qwen2VLImageProcessorPil(
         patch_size=vision["patch_size"], merge_size=vision["spatial_merge_size"],
         temporal_patch_size=vision["temporal_patch_size"], **settings)
-
-
-def _save_processed(processor, pixels, folder):
-    from PIL import Image
-
-    path = os.path.join(folder, "image.png")  # as the test writes it
-    Image.fromarray(pixels).save(path)
-    out = processor(images=Image.open(path), return_tensors="np")
-    os.remove(path)
-    np.savez(os.path.join(folder, "processor.npz"), pixel_values=out["pixel_values"],
-             image_grid_thw=out["image_grid_thw"])
 
 
 def _generate(hf_model, folder):
