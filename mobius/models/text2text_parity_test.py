@@ -38,6 +38,7 @@ import pytest
 from mobius.builder import build
 from mobius.models import text2text_parity_cases as cases
 from mobius.models.text2text_parity_cases import CASES, PROMPT, STEPS, inputs
+from testing import seq2seq_reference
 from testing.model_runs import ort_session
 from testing.parity import run_session
 from testing.reference_cases import case_dir
@@ -90,17 +91,6 @@ class Package:
         return logits, presents, chosen, encoded
 
 
-def _hf_run(reference: dict, layers: int):
-    """transformers' recorded run: encoder states, cross K/V, per-step logits + self cache,
-    and the tokens it chose."""
-    kv = range(2 * layers)
-    steps = range(STEPS + 1)
-    return (reference["states"], [reference[f"cross_{n}"] for n in kv],
-            [reference[f"logits_{s}"] for s in steps],
-            [[reference[f"self_{s}_{n}"] for n in kv] for s in steps],
-            [reference[f"token_{s}"] for s in range(STEPS)])
-
-
 def _max_diff(a_list, b_list) -> float:
     return max(float(np.abs(a - b).max()) for a, b in zip(a_list, b_list, strict=True))
 
@@ -114,7 +104,8 @@ def _compare(tmp_path, case, dtype="f32", ep="default"):
     for name, value in zip(("ids", "mask", "prompt"), (ids, mask, prompt)):
         np.testing.assert_array_equal(reference[name], value, err_msg=name)
     layers = package.config.num_hidden_layers
-    states, cross, hf_logits, hf_presents, tokens = _hf_run(reference, layers)
+    states, cross, hf_logits, hf_presents, tokens = seq2seq_reference.unpack(
+        reference, layers, STEPS)
     logits, presents, _, encoded = onnx.generate(ids, mask, prompt, STEPS, tokens)
     onnx_cross = [encoded[f"present_{kind}_cross_{i}"].astype(np.float32)
                   for i in range(layers) for kind in ("key", "value")]

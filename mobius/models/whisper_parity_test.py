@@ -33,6 +33,7 @@ import pytest
 from mobius.builder import build
 from mobius.models import whisper_parity_cases as cases
 from mobius.models.whisper_parity_cases import CASES, PROMPT, STEPS, inputs
+from testing import seq2seq_reference
 from testing.model_runs import ort_session
 from testing.reference_cases import case_dir
 
@@ -95,17 +96,6 @@ def _inputs(config, case: str):
     return features, prompt, reference
 
 
-def _hf_run(reference: dict, layers: int):
-    """transformers' recorded run: encoder states, cross K/V, per-step logits + self cache,
-    and the tokens it chose."""
-    kv = range(2 * layers)
-    steps = range(STEPS + 1)
-    return (reference["states"], [reference[f"cross_{n}"] for n in kv],
-            [reference[f"logits_{s}"] for s in steps],
-            [[reference[f"self_{s}_{n}"] for n in kv] for s in steps],
-            [reference[f"token_{s}"] for s in range(STEPS)])
-
-
 def _max_diff(a_list, b_list) -> float:
     return max(float(np.abs(a - b).max()) for a, b in zip(a_list, b_list, strict=True))
 
@@ -117,7 +107,8 @@ def test_matches_transformers(tmp_path, case):
     onnx = Package(package.save(str(tmp_path / "pkg")), config)
     features, prompt, reference = _inputs(config, case)
     layers = config.num_hidden_layers
-    states, cross, hf_logits, hf_presents, tokens = _hf_run(reference, layers)
+    states, cross, hf_logits, hf_presents, tokens = seq2seq_reference.unpack(
+        reference, layers, STEPS)
     logits, presents, _, encoded = onnx.generate(features, prompt, STEPS, tokens)
 
     onnx_cross = [encoded[f"present_{kind}_cross_{i}"] for i in range(layers)
