@@ -36,6 +36,17 @@ def serve(handler: Handler) -> int:
     return 0
 
 
+def main(handler: Handler, argv: list[str]) -> int:
+    """A tool's entry point: Bazel's worker loop under ``--persistent_worker``, else one
+    request from ``argv`` (``@file`` arguments expanded), its message on stderr."""
+    if argv == ["--persistent_worker"]:
+        return serve(handler)
+    code, message = handler(expand_flagfiles(argv))
+    if message:
+        print(message, file=sys.stderr)
+    return code
+
+
 def run_request(handler: Handler, args: list[str]) -> tuple[int, str]:
     """The handler's result; an unexpected exception fails this request only."""
     try:

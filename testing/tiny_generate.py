@@ -17,7 +17,7 @@ import sys
 
 from mobius.errors import MobiusError
 from mobius.tiny.checkpoint import preset_config, write_tiny_checkpoint
-from testing.bazel_worker import expand_flagfiles, serve
+from testing import bazel_worker
 
 USAGE = "usage: python3 -m testing.tiny_generate PRESET OUT_DIR"
 
@@ -36,14 +36,5 @@ def generate(args: list[str]) -> tuple[int, str]:
     return 0, ""
 
 
-def main(argv: list[str]) -> int:
-    if argv == ["--persistent_worker"]:
-        return serve(generate)
-    code, message = generate(expand_flagfiles(argv))
-    if message:
-        print(message, file=sys.stderr)
-    return code
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(bazel_worker.main(generate, sys.argv[1:]))

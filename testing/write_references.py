@@ -20,7 +20,7 @@ import shutil
 import sys
 from collections.abc import Iterator
 
-from testing.bazel_worker import expand_flagfiles, serve
+from testing import bazel_worker
 from testing.reference_cases import MARKER
 
 USAGE = "usage: python3 -m testing.write_references CASES_FILE OUT_DIR [NAME=VALUE ...]"
@@ -70,12 +70,7 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("MKL_NUM_THREADS", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    if argv == ["--persistent_worker"]:
-        return serve(write_references)
-    code, message = write_references(expand_flagfiles(argv))
-    if message:
-        print(message, file=sys.stderr)
-    return code
+    return bazel_worker.main(write_references, argv)
 
 
 if __name__ == "__main__":
