@@ -87,6 +87,15 @@ def images(folder: str, seed: int, sizes) -> list[str]:
     return paths
 
 
+def recorded_images(folder: str) -> tuple[str, list[str], list]:
+    """(checkpoint, image paths, transformers' pipeline answers per image) as an image
+    example's write_case left them in its case ``folder``."""
+    with open(os.path.join(folder, "expected.json")) as f:
+        expected = json.load(f)
+    paths = [os.path.join(folder, f"image{i}.png") for i in range(len(expected))]
+    return os.path.join(folder, "ckpt"), paths, expected
+
+
 CLASSIFIER_IMAGES = (0, [(45, 60), (70, 38)])
 ZERO_SHOT_IMAGES = (1, [(50, 64), (72, 40)])
 

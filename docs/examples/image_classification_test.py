@@ -5,7 +5,6 @@ processor the package carries."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -31,11 +30,7 @@ def _example():
 def _recorded(preset: str):
     """(checkpoint, its made-up images, transformers' pipeline answers) of examples_cases:
     two images of different sizes and aspect ratios (resize and crop matter)."""
-    recorded = case_dir(cases, f"image_classification__{preset}")
-    with open(os.path.join(recorded, "expected.json")) as f:
-        expected = json.load(f)
-    paths = [os.path.join(recorded, f"image{i}.png") for i in range(len(expected))]
-    return os.path.join(recorded, "ckpt"), paths, expected
+    return cases.recorded_images(case_dir(cases, f"image_classification__{preset}"))
 
 
 #: one processor of each kind: resize to a square (ViT), shortest edge + centre crop (DINOv2)

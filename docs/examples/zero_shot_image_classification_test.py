@@ -5,7 +5,6 @@ CLIP and SigLIP checkpoints, for the default and the cpu EP's (fused) package.""
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -37,11 +36,7 @@ def _example():
 def _recorded(preset: str):
     """(checkpoint, two made-up images of different sizes, transformers' pipeline answers
     per image): examples_cases (SigLIP's tokenizer without attention_mask, as its own)."""
-    recorded = case_dir(cases, f"zero_shot_image_classification__{preset}")
-    with open(os.path.join(recorded, "expected.json")) as f:
-        expected = json.load(f)
-    paths = [os.path.join(recorded, f"image{i}.png") for i in range(len(expected))]
-    return os.path.join(recorded, "ckpt"), paths, expected
+    return cases.recorded_images(case_dir(cases, f"zero_shot_image_classification__{preset}"))
 
 
 @pytest.mark.parametrize("ep", ["default", "cpu"])
