@@ -115,17 +115,13 @@ def write_case(folder: str, make, runs=((0, PAD),)) -> None:
     make(checkpoint)
     hf_model = load_hf_model(checkpoint)
     for seed, pad in runs:
-        record(hf_model, make_inputs(hf_model, seed, pad), _run_path(folder, seed, pad))
+        record(hf_model, make_inputs(hf_model, seed, pad),
+               vlm_reference.run_path(folder, seed, pad))
 
 
 def load_case(folder: str, seed=0, pad=PAD) -> tuple[str, vlm_reference.VlmReference]:
     """(checkpoint folder, recorded run) that ``write_case`` left in ``folder``."""
-    return (os.path.join(folder, "ckpt"),
-            vlm_reference.load(_run_path(folder, seed, pad)))
-
-
-def _run_path(folder, seed, pad):
-    return os.path.join(folder, f"seed{seed}_pad{pad}.npz")
+    return vlm_reference.load_case(folder, seed, pad)
 
 
 def record(hf_model, inputs, path: str, steps=STEPS) -> str:

@@ -118,3 +118,18 @@ def save_processed(processor, pixels: np.ndarray, folder: str, keys: tuple[str, 
     out = processor(images=Image.open(path), return_tensors="np")
     os.remove(path)
     np.savez(os.path.join(folder, "processor.npz"), **{key: out[key] for key in keys})
+
+
+def run_path(folder: str, seed: int, pad: int) -> str:
+    """Where a VLM cases module records its run on the (seed, pad) batch."""
+    import os
+
+    return os.path.join(folder, f"seed{seed}_pad{pad}.npz")
+
+
+def load_case(folder: str, seed: int, pad: int) -> tuple[str, VlmReference]:
+    """(checkpoint folder, recorded run on the (seed, pad) batch) of a VLM case folder
+    (<folder>/ckpt beside run_path's recordings)."""
+    import os
+
+    return os.path.join(folder, "ckpt"), load(run_path(folder, seed, pad))

@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 from mobius.tiny.presets import TINY_PRESETS
+from testing import vlm_reference
 
 STEPS, PAD = 3, 3
 GRIDS = [(4, 6), (2, 4)]
@@ -36,9 +37,6 @@ CPU_RUNS = ((1, 0, STEPS), (1, PAD, 0))
 CASES = sorted(OVERRIDES)
 
 
-def run_path(folder: str, seed: int = 0, pad: int = PAD) -> str:
-    return os.path.join(folder, f"seed{seed}_pad{pad}.npz")
-
 
 def write_case(case: str, folder: str) -> None:
     from testing.hf_checkpoints import load_hf_model
@@ -48,7 +46,7 @@ def write_case(case: str, folder: str) -> None:
     make_lfm2_vl_checkpoint(ckpt, **OVERRIDES[case])
     hf_model = load_hf_model(ckpt)
     for seed, pad, steps in ((0, PAD, STEPS), *(CPU_RUNS if case == "default" else ())):
-        _record(hf_model, seed, pad, steps, run_path(folder, seed, pad))
+        _record(hf_model, seed, pad, steps, vlm_reference.run_path(folder, seed, pad))
 
 
 def _inputs(config, seed, pad) -> dict:
@@ -72,8 +70,6 @@ def _inputs(config, seed, pad) -> dict:
 
 def _record(hf_model, seed, pad, steps, path):
     import torch
-
-    from testing import vlm_reference
 
     inputs = _inputs(hf_model.config, seed, pad)
     with torch.no_grad():

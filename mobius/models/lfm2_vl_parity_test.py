@@ -15,7 +15,6 @@ the output.
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -23,7 +22,7 @@ import pytest
 from mobius.builder import build
 from mobius.errors import ConfigError, UnsupportedModelError
 from mobius.models import lfm2_vl_parity_cases as cases
-from mobius.models.lfm2_vl_parity_cases import CPU_RUNS, PAD, STEPS, VISION_KEYS, run_path
+from mobius.models.lfm2_vl_parity_cases import CPU_RUNS, PAD, STEPS, VISION_KEYS
 from mobius.tiny.presets import TINY_PRESETS
 from testing import vlm_reference
 from testing.hf_checkpoints import renamed_checkpoint
@@ -36,7 +35,7 @@ F32_TOLERANCE = 1e-4
 def _case(name, seed=0, pad=PAD):
     """(checkpoint folder, transformers' recorded run on the (seed, pad) batch)."""
     folder = case_dir(cases, name)
-    return os.path.join(folder, "ckpt"), vlm_reference.load(run_path(folder, seed, pad))
+    return vlm_reference.load_case(folder, seed, pad)
 
 
 class Package(Sessions):

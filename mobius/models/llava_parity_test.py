@@ -25,14 +25,13 @@ other transformers versions load to the same graph.
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
 
 from mobius.builder import build
 from mobius.models import llava_parity_cases as cases
-from mobius.models.llava_parity_cases import CPU_RUNS, PAD, STEPS, run_path
+from mobius.models.llava_parity_cases import CPU_RUNS, PAD, STEPS
 from testing import vlm_reference
 from testing.hf_checkpoints import renamed_checkpoint
 from testing.parity import compare_logits
@@ -46,7 +45,7 @@ GQA = "com.microsoft::GroupQueryAttention"
 def _case(name, seed=0, pad=PAD):
     """(checkpoint folder, transformers' recorded run on the (seed, pad) batch)."""
     folder = case_dir(cases, name)
-    return os.path.join(folder, "ckpt"), vlm_reference.load(run_path(folder, seed, pad))
+    return vlm_reference.load_case(folder, seed, pad)
 
 
 class Package(Sessions):

@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from mobius.tiny.presets import TINY_PRESETS
+from testing import vlm_reference
 
 STEPS, PAD = 3, 3
 _LLAMA_TEXT = {**TINY_PRESETS["tiny-mistral3"]["text_config"], "model_type": "llama"}
@@ -40,9 +41,6 @@ ODD_SIZE, ODD_SEED = (20, 36), 5
 CASES = [*sorted(OVERRIDES), "hub_no_tie_key"]
 
 
-def run_path(folder: str, seed: int = 0, pad: int = PAD) -> str:
-    return os.path.join(folder, f"seed{seed}_pad{pad}.npz")
-
 
 def write_case(case: str, folder: str) -> None:
     from testing.hf_checkpoints import load_hf_model
@@ -53,10 +51,11 @@ def write_case(case: str, folder: str) -> None:
     if case == "hub_no_tie_key":
         _drop_tie_key(ckpt)
     hf_model = load_hf_model(ckpt)
-    _record(hf_model, 0, PAD, 1 if case == "hub_no_tie_key" else STEPS, run_path(folder))
+    steps = 1 if case == "hub_no_tie_key" else STEPS
+    _record(hf_model, 0, PAD, steps, vlm_reference.run_path(folder, 0, PAD))
     if case == "default":
         for seed, pad, steps in CPU_RUNS:
-            _record(hf_model, seed, pad, steps, run_path(folder, seed, pad))
+            _record(hf_model, seed, pad, steps, vlm_reference.run_path(folder, seed, pad))
         _odd_grid(hf_model, os.path.join(folder, "odd_grid.npz"))
 
 
@@ -100,8 +99,6 @@ def _features(hf_model, pixels, sizes):
 
 def _record(hf_model, seed, pad, steps, path):
     """The batch, transformers' features, merged embeddings, logits and greedy tokens."""
-    from testing import vlm_reference
-
     inputs = _inputs(hf_model.config, seed, pad)
     inputs["tie_word_embeddings"] = np.bool_(hf_model.config.tie_word_embeddings)
     features = _features(hf_model, inputs["pixel_values"], inputs["image_sizes"])

@@ -23,7 +23,7 @@ import pytest
 
 from mobius.builder import build
 from mobius.models import mistral3_parity_cases as cases
-from mobius.models.mistral3_parity_cases import CPU_RUNS, PAD, STEPS, run_path
+from mobius.models.mistral3_parity_cases import CPU_RUNS, PAD, STEPS
 from testing import vlm_reference
 from testing.hf_checkpoints import renamed_checkpoint
 from testing.parity import compare_logits
@@ -37,7 +37,7 @@ GQA = "com.microsoft::GroupQueryAttention"
 def _case(name, seed=0, pad=PAD):
     """(checkpoint folder, transformers' recorded run on the (seed, pad) batch)."""
     folder = case_dir(cases, name)
-    return os.path.join(folder, "ckpt"), vlm_reference.load(run_path(folder, seed, pad))
+    return vlm_reference.load_case(folder, seed, pad)
 
 
 class Package(Sessions):
