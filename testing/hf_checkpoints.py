@@ -145,18 +145,3 @@ def renamed_checkpoint(folder: str, out: str, rename, saved_prefix: str | None =
     save_file({rename(k): v for k, v in tensors.items()}, os.path.join(out, "model.safetensors"),
               metadata={"format": "pt"})
     return out
-
-
-def checkpoint_cases(tmp_path_factory, make):
-    """``get(name)`` -> (folder, transformers model) of the checkpoint ``make(folder, name)``
-    writes, made once per name (a parity test's module-scoped ``checkpoint`` fixture)."""
-    made = {}
-
-    def get(name: str):
-        if name not in made:
-            folder = str(tmp_path_factory.mktemp(name) / "ckpt")
-            make(folder, name)
-            made[name] = folder, load_hf_model(folder)
-        return made[name]
-
-    return get
