@@ -338,6 +338,11 @@ FAMILY_DEPS = {
         "//mobius/tiny:bases",
         "//mobius:errors",
     ],
+    "internlm3": [
+        ":llama",
+        "//mobius/config:options",
+        "//mobius/tiny:bases",
+    ],
     "lfm2": [
         "//mobius/components:attention",
         "//mobius/components:attention_mask",
@@ -833,6 +838,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-granitemoehybrid": "granitemoehybrid",
     "tiny-hubert": "wav2vec2",
     "tiny-hunyuan_v1_dense": "hunyuan_v1_dense",
+    "tiny-internlm3": "internlm3",
     "tiny-lfm2": "lfm2",
     "tiny-lfm2-moe": "lfm2_moe",
     "tiny-lfm2-vl": "lfm2_vl",
@@ -928,6 +934,7 @@ TINY_PRESET_TASKS = {
     "tiny-granitemoehybrid": "text-generation",
     "tiny-hubert": "automatic-speech-recognition-ctc",
     "tiny-hunyuan_v1_dense": "text-generation",
+    "tiny-internlm3": "text-generation",
     "tiny-lfm2": "text-generation",
     "tiny-lfm2-moe": "text-generation",
     "tiny-lfm2-vl": "image-text-to-text",

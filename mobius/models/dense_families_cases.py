@@ -53,6 +53,7 @@ PARITY: dict[str, tuple[str, dict, dict | None]] = {
     "seed_oss": ("tiny-seed_oss", {}, {"attention_out_bias": False}),
     "seed_oss_qkv_bias": ("tiny-seed_oss", {}, {"attention_bias": False}),
     "seed_oss_mlp_bias": ("tiny-seed_oss", {}, {"mlp_bias": False}),
+    "internlm3": ("tiny-internlm3", {}, {"attention_bias": None, "mlp_bias": None}),
     "hunyuan_v1_dense": ("tiny-hunyuan_v1_dense", {}, {"attention_bias": False}),
     "hunyuan_v1_dense_ntk_alpha": (
         "tiny-hunyuan_v1_dense", {"rope_parameters": {"rope_type": "dynamic", "alpha": 50.0,
@@ -76,6 +77,7 @@ EXAONE4_PATTERNS = [2, 4]
 HEAD_DIM_CASES = {
     "ernie4_5": None, "glm": None, "glm4": None, "stablelm": 24, "cohere2": 24, "cohere": None,
     "nemotron": None, "exaone4": None, "olmo": None, "starcoder2": None, "seed_oss": None,
+    "internlm3": None,
 }
 
 #: what the reference_cases rule writes: a folder per parity case, and "transformers" (facts.json)

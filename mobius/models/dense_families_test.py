@@ -59,6 +59,8 @@ REJECTED: dict[str, tuple[str, dict, str]] = {
     "hunyuan_bad_alpha": ("tiny-hunyuan_v1_dense",
                           {"rope_parameters": {"rope_type": "dynamic", "alpha": -1.0}},
                           "alpha must be a positive number"),
+    "internlm3_unequal_biases": ("tiny-internlm3", {"bias": False},
+                                 "qkv_bias True with bias False"),
     "olmo_clip_qkv_type": ("tiny-olmo", {"clip_qkv": "yes"}, "'clip_qkv' must be float"),
     "falcon_alibi": ("tiny-falcon", {"alibi": True}, "falcon: alibi"),
     "falcon_sequential_new_architecture": ("tiny-falcon", {"parallel_attn": False},
