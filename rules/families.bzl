@@ -11,6 +11,16 @@ the tasks it serves (None: every task), from its EpCapabilities.
 """
 
 FAMILY_DEPS = {
+    "arcee": [
+        ":llama",
+        "//mobius/components:causal_transformer",
+        "//mobius/components:decoder_layer",
+        "//mobius/components:mlp",
+        "//mobius/components:rms_norm",
+        "//mobius/config:architecture",
+        "//mobius/config:options",
+        "//mobius/tiny:bases",
+    ],
     "bart": [
         "//mobius/components:activations",
         "//mobius/components:attention_mask",
@@ -799,6 +809,7 @@ FAMILY_DEPS = {
 }
 
 TINY_PRESET_FAMILIES = {
+    "tiny-arcee": "arcee",
     "tiny-bart": "bart",
     "tiny-bert": "bert",
     "tiny-bert-mlm": "masked_lm",
@@ -895,6 +906,7 @@ TINY_PRESET_FAMILIES = {
 }
 
 TINY_PRESET_TASKS = {
+    "tiny-arcee": "text-generation",
     "tiny-bart": "text2text-generation",
     "tiny-bert": "feature-extraction",
     "tiny-bert-mlm": "fill-mask",

@@ -54,6 +54,8 @@ PARITY: dict[str, tuple[str, dict, dict | None]] = {
     "seed_oss_qkv_bias": ("tiny-seed_oss", {}, {"attention_bias": False}),
     "seed_oss_mlp_bias": ("tiny-seed_oss", {}, {"mlp_bias": False}),
     "internlm3": ("tiny-internlm3", {}, {"attention_bias": None, "mlp_bias": None}),
+    "arcee": ("tiny-arcee", {}, {"hidden_act": "silu"}),
+    "arcee_mlp_bias": ("tiny-arcee", {}, {"mlp_bias": None}),
     "hunyuan_v1_dense": ("tiny-hunyuan_v1_dense", {}, {"attention_bias": False}),
     "hunyuan_v1_dense_ntk_alpha": (
         "tiny-hunyuan_v1_dense", {"rope_parameters": {"rope_type": "dynamic", "alpha": 50.0,
