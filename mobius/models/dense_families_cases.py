@@ -56,6 +56,14 @@ PARITY: dict[str, tuple[str, dict, dict | None]] = {
     "internlm3": ("tiny-internlm3", {}, {"attention_bias": None, "mlp_bias": None}),
     "arcee": ("tiny-arcee", {}, {"hidden_act": "silu"}),
     "arcee_mlp_bias": ("tiny-arcee", {}, {"mlp_bias": None}),
+    "olmo3": ("tiny-olmo3", {}, {"sliding_window": 64}),
+    "olmo3_sliding_rope": ("tiny-olmo3", {},
+                           {"rope_parameters.sliding_attention.rope_theta": 40000.0}),
+    "olmo3_full_yarn": ("tiny-olmo3", {"rope_parameters": {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 40000.0,
+                           "original_max_position_embeddings": 64}}},
+        {"rope_parameters.full_attention.rope_type": "default"}),
     "hunyuan_v1_dense": ("tiny-hunyuan_v1_dense", {}, {"attention_bias": False}),
     "hunyuan_v1_dense_ntk_alpha": (
         "tiny-hunyuan_v1_dense", {"rope_parameters": {"rope_type": "dynamic", "alpha": 50.0,

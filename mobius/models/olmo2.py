@@ -13,22 +13,23 @@ from mobius.models.llama import llama_attention
 from mobius.tiny.bases import COMMON
 
 
+def olmo2_decoder_layer(config: ArchitectureConfig) -> PostNormDecoderLayer:
+    eps = config.rms_norm_eps
+    q_size = config.num_attention_heads * config.head_dim
+    kv_size = config.num_key_value_heads * config.head_dim
+    return PostNormDecoderLayer(
+        llama_attention(config, q_norm=RMSNorm(q_size, eps), k_norm=RMSNorm(kv_size, eps),
+                        qk_norm_per_head=False),
+        GatedMLP(config.hidden_size, config.intermediate_size, config.hidden_act),
+        RMSNorm(config.hidden_size, eps),
+        RMSNorm(config.hidden_size, eps),
+    )
+
+
 class Olmo2ForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        eps = config.rms_norm_eps
-        q_size = config.num_attention_heads * config.head_dim
-        kv_size = config.num_key_value_heads * config.head_dim
-        layers = [
-            PostNormDecoderLayer(
-                llama_attention(config, q_norm=RMSNorm(q_size, eps), k_norm=RMSNorm(kv_size, eps),
-                                qk_norm_per_head=False),
-                GatedMLP(config.hidden_size, config.intermediate_size, config.hidden_act),
-                RMSNorm(config.hidden_size, eps),
-                RMSNorm(config.hidden_size, eps),
-            )
-            for _ in range(config.num_hidden_layers)
-        ]
-        model = CausalTransformer(config, layers, RMSNorm(config.hidden_size, eps))
+        layers = [olmo2_decoder_layer(config) for _ in range(config.num_hidden_layers)]
+        model = CausalTransformer(config, layers, RMSNorm(config.hidden_size, config.rms_norm_eps))
         super().__init__(config, model)
 
 
