@@ -37,7 +37,7 @@ def attach_arrays(module, arrays: Mapping[str, np.ndarray], folder: str | os.Pat
 
     os.makedirs(folder, exist_ok=True)
     write_safetensors(os.path.join(folder, "model.safetensors"),
-                      {k: np.ascontiguousarray(v) for k, v in arrays.items()})
+                      {k: np.asarray(v, order="C") for k, v in arrays.items()})  # keeps 0-d
     attach_weights(module, SafetensorsCheckpoint(str(folder)))
 
 
