@@ -11,6 +11,17 @@ the tasks it serves (None: every task), from its EpCapabilities.
 """
 
 FAMILY_DEPS = {
+    "apertus": [
+        ":llama",
+        "//mobius/components:causal_transformer",
+        "//mobius/components:decoder_layer",
+        "//mobius/components:mlp",
+        "//mobius/components:rms_norm",
+        "//mobius/components:xielu",
+        "//mobius/config:architecture",
+        "//mobius/config:options",
+        "//mobius/tiny:bases",
+    ],
     "arcee": [
         ":llama",
         "//mobius/components:causal_transformer",
@@ -817,6 +828,7 @@ FAMILY_DEPS = {
 }
 
 TINY_PRESET_FAMILIES = {
+    "tiny-apertus": "apertus",
     "tiny-arcee": "arcee",
     "tiny-bart": "bart",
     "tiny-bert": "bert",
@@ -915,6 +927,7 @@ TINY_PRESET_FAMILIES = {
 }
 
 TINY_PRESET_TASKS = {
+    "tiny-apertus": "text-generation",
     "tiny-arcee": "text-generation",
     "tiny-bart": "text2text-generation",
     "tiny-bert": "feature-extraction",

@@ -15,14 +15,22 @@ from onnxscript import nn
 from mobius.components.causal_transformer import scalar
 
 
+#: Llama's names of the two pre-norms: before attention, before the MLP.
+LLAMA_PRE_NORM_NAMES = ("input_layernorm", "post_attention_layernorm")
+
+
 class PreNormDecoderLayer(nn.Module):
     def __init__(self, self_attn: nn.Module, mlp: nn.Module, input_layernorm: nn.Module,
-                 post_attention_layernorm: nn.Module, residual_scale: float | None = None):
+                 post_attention_layernorm: nn.Module, residual_scale: float | None = None,
+                 names: tuple[str, str] = LLAMA_PRE_NORM_NAMES):
+        """names: the two norms' attribute names (Apertus: attention_layernorm,
+        feedforward_layernorm)."""
         super().__init__()
         self.self_attn = self_attn
         self.mlp = mlp
-        self.input_layernorm = input_layernorm
-        self.post_attention_layernorm = post_attention_layernorm
+        self.names = names
+        setattr(self, names[0], input_layernorm)
+        setattr(self, names[1], post_attention_layernorm)
         self.residual_scale = residual_scale
 
     def _scaled(self, op, x):
@@ -31,11 +39,12 @@ class PreNormDecoderLayer(nn.Module):
         return op.Mul(x, scalar(op, self.residual_scale))
 
     def forward(self, op, hidden, cos, sin, mask, past_key, past_value):
+        pre_attn, pre_mlp = (getattr(self, name) for name in self.names)
         attn, present_key, present_value = self.self_attn(
-            op, self.input_layernorm(op, hidden), cos, sin, mask, past_key, past_value
+            op, pre_attn(op, hidden), cos, sin, mask, past_key, past_value
         )
         hidden = op.Add(hidden, self._scaled(op, attn))
-        mlp = self.mlp(op, self.post_attention_layernorm(op, hidden))
+        mlp = self.mlp(op, pre_mlp(op, hidden))
         hidden = op.Add(hidden, self._scaled(op, mlp))
         return hidden, present_key, present_value
 

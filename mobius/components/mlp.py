@@ -22,17 +22,23 @@ class GatedMLP(nn.Module):
 
 class MLP(nn.Module):
     """fc2(act(fc1(x))); attribute names as in Phi, or ``names`` (StarCoder2:
-    c_fc, c_proj; Nemotron: up_proj, down_proj); GPT-2 passes its own Linears."""
+    c_fc, c_proj; Nemotron: up_proj, down_proj); GPT-2 passes its own Linears.
+    ``activation``: a transformers name, or a module with its own checkpoint
+    parameters, held as ``act_fn`` as transformers does (Apertus' xIELU)."""
 
-    def __init__(self, hidden_size: int, intermediate_size: int, activation: str,
+    def __init__(self, hidden_size: int, intermediate_size: int, activation: str | nn.Module,
                  bias: bool = True, fc1: Linear | None = None, fc2: Linear | None = None,
                  names: tuple[str, str] = ("fc1", "fc2")):
         super().__init__()
-        self.activation = activation
+        self.act_fn = activation if isinstance(activation, nn.Module) else None
+        self.activation = None if self.act_fn is not None else activation
         self.names = names
         setattr(self, names[0], fc1 or Linear(hidden_size, intermediate_size, bias))
         setattr(self, names[1], fc2 or Linear(intermediate_size, hidden_size, bias))
 
     def forward(self, op, x):
         fc1, fc2 = (getattr(self, name) for name in self.names)
-        return fc2(op, apply_activation(op, fc1(op, x), self.activation))
+        h = fc1(op, x)
+        act = (self.act_fn(op, h) if self.act_fn is not None
+               else apply_activation(op, h, self.activation))
+        return fc2(op, act)

@@ -64,6 +64,8 @@ PARITY: dict[str, tuple[str, dict, dict | None]] = {
         "full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 40000.0,
                            "original_max_position_embeddings": 64}}},
         {"rope_parameters.full_attention.rope_type": "default"}),
+    "apertus": ("tiny-apertus", {}, {"rope_parameters.rope_type": "default"}),
+    "apertus_relu2": ("tiny-apertus", {"hidden_act": "relu2"}, {"hidden_act": "silu"}),
     "hunyuan_v1_dense": ("tiny-hunyuan_v1_dense", {}, {"attention_bias": False}),
     "hunyuan_v1_dense_ntk_alpha": (
         "tiny-hunyuan_v1_dense", {"rope_parameters": {"rope_type": "dynamic", "alpha": 50.0,
