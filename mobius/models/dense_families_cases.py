@@ -84,6 +84,16 @@ PARITY: dict[str, tuple[str, dict, dict | None]] = {
 COHERE2_PATTERNS = [2, 4]
 EXAONE4_PATTERNS = [2, 4]
 
+#: OLMo 3 config.json spellings whose per-layer-type RoPE and layer types the test checks
+#: against Olmo3Config: transformers 4.x keys (rope_scaling + a rope_theta that is not
+#: Olmo3Config's default), and no layer_types
+OLMO3_CONFIGS = {
+    "yarn_4x": {"num_hidden_layers": 6, "rope_theta": 10000.0,
+                "rope_scaling": {"rope_type": "yarn", "factor": 2.0,
+                                 "original_max_position_embeddings": 1024}},
+    "no_rope_keys": {"num_hidden_layers": 8},
+}
+
 #: model_type: config.json head_dim (absent or inconsistent) whose transformers head size
 #: the test checks (HunYuan: transformers itself needs head_dim in config.json).
 HEAD_DIM_CASES = {
@@ -137,4 +147,9 @@ def _transformers_facts() -> dict:
             num_hidden_layers=6, sliding_window=4, sliding_window_pattern=p).layer_types)
             for p in EXAONE4_PATTERNS},
         "head_dim": head_dims,
+        "olmo3": {name: {"rope_parameters": config.rope_parameters,
+                         "layer_types": list(config.layer_types)}
+                  for name, config in ((name, transformers.Olmo3Config.from_dict(
+                      {"vocab_size": 300, "hidden_size": 64, "num_attention_heads": 4, **raw}))
+                      for name, raw in OLMO3_CONFIGS.items())},
     }

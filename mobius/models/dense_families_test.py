@@ -196,6 +196,19 @@ def test_exaone4_sliding_window_pattern_gives_the_layer_types(facts, pattern):
     assert normalize_exaone4(raw)["layer_types"] == expected
 
 
+@pytest.mark.parametrize("name", sorted(cases.OLMO3_CONFIGS))
+def test_olmo3_reads_rope_and_layer_types_as_transformers(facts, name):
+    """Hub configs in the 4.x spelling: rope_scaling and rope_theta are the full-attention
+    layers' (the sliding ones keep base 500000); no layer_types: every fourth layer full."""
+    from mobius.models.registry import family_for
+
+    raw = {"model_type": "olmo3", **cases.OLMO3_CONFIGS[name]}
+    expected = facts["olmo3"][name]
+    normalized = family_for(raw).normalize_raw(raw)
+    assert normalized["layer_types"] == expected["layer_types"]
+    assert normalized["rope_parameters"] == expected["rope_parameters"]
+
+
 @pytest.mark.parametrize("model_type", sorted(HEAD_DIM_CASES))
 def test_head_dim_is_the_one_transformers_builds(facts, model_type):
     """The head size transformers' attention really has (q_proj rows / heads), whether
