@@ -111,6 +111,9 @@ def render(root: str) -> str:
 
 def main(argv: list[str]) -> int:
     root = os.environ.get("BUILD_WORKSPACE_DIRECTORY") or os.getcwd()
+    # Under `bazel run` the runfiles hold only the family files rules/families.bzl already
+    # lists: the registry must read the workspace's, or a new family goes unseen.
+    sys.path.insert(0, root)
     text = render(root)
     path = os.path.join(root, PATH)
     current = ""
