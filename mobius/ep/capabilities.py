@@ -49,6 +49,8 @@ class EpCapabilities:
             MoE (the dtypes its kernel takes; QMoE replaces it in quantized builds
             where the EP has that kernel too).
         supports_if / supports_shape / supports_int64: graph-level constraints.
+        supports_pad_axes: Pad's ``axes`` input (opset 18) is taken (else the pads are
+            spelled out for every axis).
         supports_scatter_reduction: ScatterND's ``reduction`` attribute is taken (else
             the MoE combine's unique-index scatter-add becomes a plain ScatterND).
         prepacks_2d_weights: the EP copies a constant 2-D MatMul/Gemm weight into
@@ -115,6 +117,7 @@ class EpCapabilities:
     supports_if: bool = True
     supports_shape: bool = True
     supports_int64: bool = True
+    supports_pad_axes: bool = True
     supports_scatter_reduction: bool = True
     prepacks_2d_weights: bool = False
     default_int4_accuracy_level: int = 0

@@ -6,7 +6,8 @@ has no opset-23 RMSNormalization, RotaryEmbedding or Attention (Attention fails
 session creation, the others go to the CPU EP), so they are expanded to their
 ONNX function bodies, which it takes whole; its ScatterND takes no reduction
 (the MoE combine fails session creation), so the unique-index scatter-add
-becomes a plain ScatterND. Of the com.microsoft ops mobius
+becomes a plain ScatterND; its Pad reads pads for every axis (no ``axes``
+input: the SSD scan of granitemoehybrid failed), so they are spelled out. Of the com.microsoft ops mobius
 emits it runs MatMulNBits (int4 and int8 weights, activations kept in float by
 DYNAMIC_QUANTIZATION_GROUP_SIZE=0); GroupQueryAttention and
 SkipSimplifiedLayerNormalization stay standard ops for it.
@@ -37,6 +38,7 @@ CAPABILITIES = EpCapabilities(
     dtypes=F32_F16,
     compute_dtypes=F32_F16,
     contrib_ops={contrib_ops.MATMUL_NBITS},
+    supports_pad_axes=False,
     supports_scatter_reduction=False,
     expand_standard_ops={"RMSNormalization", "RotaryEmbedding", "Attention"},
     precision_options=_precision_options,

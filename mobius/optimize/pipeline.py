@@ -41,6 +41,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.moe_fusion import MoEFusion
     from mobius.rewrite.multi_head_attention import MultiHeadAttentionFusion
     from mobius.rewrite.pack_qkv import PackQKV
+    from mobius.rewrite.pad_all_axes import PadAllAxes
     from mobius.rewrite.quick_gelu import QuickGeluFusion
     from mobius.rewrite.quantize_linears import QuantizeLinears
     from mobius.rewrite.separate_rope import SeparateRoPE
@@ -60,7 +61,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
                   MoEFusion(), QuickGeluFusion(), QuantizeLinears(), UnflattenQuantizedHead(),
                   HeadFusedMatMul(), CheckpointLayoutMatMul()]),
         ("inline", [InlineUnsupportedFunctions()]),
-        ("lower", [UnpackQKV(), SeparateRoPE(), ExpandStandardOps(), UniqueScatterAdd(),
+        ("lower", [UnpackQKV(), SeparateRoPE(), ExpandStandardOps(), UniqueScatterAdd(), PadAllAxes(),
                    IfToWhere(), Int32GraphIO(), ShapeElimination(), Float32Compute()]),
         ("fold", [lib.RemoveUnused(), lib.ConstantFolding()]),
     ]
