@@ -304,7 +304,8 @@ def build_from_module(
     if task.package_configs is None:  # a package for plain onnxruntime
         return ModelPackage(models=models, config=config, extra_json=processor)
     uses_gqa = reports[decoder].histogram.get("com.microsoft::GroupQueryAttention", 0) > 0
-    genai = GenaiContext(genai_provider_options(caps, past_present_share_buffer=uses_gqa),
+    genai = GenaiContext(genai_provider_options(caps, past_present_share_buffer=uses_gqa,
+                                                  dtype=build_dtype, quantized=quant is not None),
                          past_present_share_buffer=uses_gqa)
     configs = task.package_configs(module, config, genai)
     return ModelPackage(models=models, genai_config=configs.genai_config, config=config,

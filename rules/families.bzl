@@ -1034,6 +1034,7 @@ EP_PRIMARY_DTYPES = {
     "mlx": "f16",
     "trt-rtx": "f16",
     "onnx-standard": "f32",
+    "openvino": "f32",
 }
 
 EP_TASKS = {
@@ -1045,4 +1046,5 @@ EP_TASKS = {
     "mlx": ["text-generation"],
     "trt-rtx": None,
     "onnx-standard": None,
+    "openvino": None,
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import onnx_ir as ir
 
@@ -49,6 +49,10 @@ class EpCapabilities:
             MoE (the dtypes its kernel takes; QMoE replaces it in quantized builds
             where the EP has that kernel too).
         supports_if / supports_shape / supports_int64: graph-level constraints.
+        supports_pad_axes: Pad's ``axes`` input (opset 18) is taken (else the pads are
+            spelled out for every axis).
+        supports_scatter_reduction: ScatterND's ``reduction`` attribute is taken (else
+            the MoE combine's unique-index scatter-add becomes a plain ScatterND).
         prepacks_2d_weights: the EP copies a constant 2-D MatMul/Gemm weight into
             its own packed layout at session load (a weight another node also
             reads is then held twice; any is held twice while it is packed).
@@ -85,6 +89,13 @@ class EpCapabilities:
         graph_capture_by_default: genai captures unless that option is "0" (DML).
         contrib_ops: com.microsoft ops the EP has kernels for; a mobius-emitted
             custom op outside this set is inlined to its standard-op body.
+        expand_standard_ops: standard ONNX ops the EP has no kernel for (opset-23
+            RMSNormalization, RotaryEmbedding, Attention on OpenVINO); each is replaced
+            by its ONNX function body (mobius/rewrite/expand_standard_ops.py).
+        precision_options: provider options that make the EP compute in the build's
+            dtype, per (build dtype, quantized); merged into every provider of
+            provider_options in genai_config (OpenVINO's CPU plugin otherwise picks
+            bf16 where the CPU has AMX, and quantizes int4 activations to int8).
         keep_function_bodies: leave custom ops the EP lacks as local functions
             (portable "default" target) instead of inlining them.
         use_concrete_dims: build-time task flag (runtimes without dynamic shapes).
@@ -106,6 +117,8 @@ class EpCapabilities:
     supports_if: bool = True
     supports_shape: bool = True
     supports_int64: bool = True
+    supports_pad_axes: bool = True
+    supports_scatter_reduction: bool = True
     prepacks_2d_weights: bool = False
     default_int4_accuracy_level: int = 0
     quant_form: str = "matmul_nbits"
@@ -125,6 +138,8 @@ class EpCapabilities:
     graph_capture_option: str | None = None
     graph_capture_by_default: bool = False
     contrib_ops: frozenset = frozenset()
+    expand_standard_ops: frozenset = frozenset()
+    precision_options: Callable[[ir.DataType, bool], Mapping[str, str]] | None = None
     keep_function_bodies: bool = False
     use_concrete_dims: bool = False
     description: str = ""
@@ -133,7 +148,7 @@ class EpCapabilities:
         if not self.name or not isinstance(self.name, str):
             raise ValueError("EpCapabilities.name must be a non-empty string")
         for field in ("dtypes", "compute_dtypes", "gqa_dtypes", "qkv_pack_dtypes", "mha_dtypes",
-                      "moe_dtypes", "contrib_ops",
+                      "moe_dtypes", "contrib_ops", "expand_standard_ops",
                       "quant_bits", "quant_block_sizes"):
             object.__setattr__(self, field, frozenset(getattr(self, field)))
         object.__setattr__(
@@ -230,6 +245,11 @@ class EpCapabilities:
         """Whether a com.microsoft op runs natively (else its function body is used)."""
         return op_type in self.contrib_ops
 
+    def provider_options_for(self, dtype: ir.DataType, quantized: bool) -> dict[str, dict[str, Any]]:
+        """provider_options with the precision options of a (dtype, quantized) build merged in."""
+        extra = dict(self.precision_options(dtype, quantized)) if self.precision_options else {}
+        return {name: {**options, **extra} for name, options in self.provider_options.items()}
+
     def summary(self) -> dict[str, Any]:
         """A plain dict for `mobius list eps` and docs."""
         out = {}
@@ -239,5 +259,7 @@ class EpCapabilities:
                 value = sorted(v.name if isinstance(v, ir.DataType) else str(v) for v in value)
             elif isinstance(value, Mapping):
                 value = {k: dict(v) for k, v in value.items()}
+            elif callable(value):  # precision_options: shown for the float builds
+                value = {d.name: dict(value(d, False)) for d in sorted(self.dtypes, key=str)}
             out[field.name] = value
         return out

@@ -134,6 +134,7 @@ DESIGN_GQA = {
     "mlx": {F32, F16, BF16},
     "trt-rtx": {F16, BF16},
     "onnx-standard": set(),
+    "openvino": set(),
 }
 
 
@@ -187,6 +188,22 @@ def test_cuda_and_cpu():
     assert cpu.default_int4_accuracy_level == 4 and not cpu.provider_options
 
 
+def test_openvino_precision_follows_the_build():
+    """genai_config pins OpenVINO's inference precision to the build dtype (bf16 on AMX
+    CPUs otherwise) and, for quantized builds, keeps MatMulNBits' activations in float."""
+    import json
+
+    openvino = get_ep("openvino")
+    assert openvino.expand_standard_ops == {"RMSNormalization", "RotaryEmbedding", "Attention"}
+    assert not openvino.supports_scatter_reduction and openvino.contrib_ops == {"MatMulNBits"}
+    f16 = openvino.provider_options_for(F16, quantized=False)["OpenVINO"]
+    assert f16["device_type"] == "CPU"
+    assert json.loads(f16["load_config"]) == {"CPU": {"INFERENCE_PRECISION_HINT": "f16"}}
+    int4 = json.loads(openvino.provider_options_for(F32, quantized=True)["OpenVINO"]["load_config"])
+    assert int4 == {"CPU": {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}}
+    assert get_ep("cuda").provider_options_for(F16, quantized=True) == {"cuda": {}}
+
+
 def test_mlx_unpacked_qkv():
     mlx = get_ep("mlx")
     assert not mlx.qkv_pack_dtypes and mlx.supports_fused_rope
@@ -195,7 +212,8 @@ def test_mlx_unpacked_qkv():
 #: onnxruntime-genai provider name (genai_config) -> the onnxruntime provider it drives.
 GENAI_TO_ORT = {"cuda": "CUDAExecutionProvider", "dml": "DmlExecutionProvider",
                 "webgpu": "WebGpuExecutionProvider",
-                "NvTensorRtRtx": "NvTensorRTRTXExecutionProvider"}
+                "NvTensorRtRtx": "NvTensorRTRTXExecutionProvider",
+                "OpenVINO": "OpenVINOExecutionProvider"}
 
 
 @pytest.mark.parametrize("ep", sorted(ep_registry.names()))

@@ -13,7 +13,8 @@ from mobius.ep import registry as registry_module
 from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import EpRegistry, ep_registry, get_ep, register_ep
 
-BUILTIN = ["default", "cpu", "cuda", "dml", "webgpu", "mlx", "trt-rtx", "onnx-standard"]
+BUILTIN = ["default", "cpu", "cuda", "dml", "webgpu", "mlx", "trt-rtx", "onnx-standard",
+           "openvino"]
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.bias_gelu import BiasGeluFusion
     from mobius.rewrite.checkpoint_layout_matmul import CheckpointLayoutMatMul
+    from mobius.rewrite.expand_standard_ops import ExpandStandardOps
     from mobius.rewrite.float32_compute import Float32Compute
     from mobius.rewrite.gelu import GeluFusion
     from mobius.rewrite.group_query_attention import GroupQueryAttentionFusion
@@ -40,6 +41,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.moe_fusion import MoEFusion
     from mobius.rewrite.multi_head_attention import MultiHeadAttentionFusion
     from mobius.rewrite.pack_qkv import PackQKV
+    from mobius.rewrite.pad_all_axes import PadAllAxes
     from mobius.rewrite.quick_gelu import QuickGeluFusion
     from mobius.rewrite.quantize_linears import QuantizeLinears
     from mobius.rewrite.separate_rope import SeparateRoPE
@@ -47,6 +49,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.skip_simplified_layer_norm import SkipSimplifiedLayerNormFusion
     from mobius.rewrite.head_fused_matmul import HeadFusedMatMul
     from mobius.rewrite.unflatten_quantized_head import UnflattenQuantizedHead
+    from mobius.rewrite.unique_scatter_add import UniqueScatterAdd
     from mobius.rewrite.unpack_qkv import UnpackQKV
 
     return [
@@ -58,7 +61,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
                   MoEFusion(), QuickGeluFusion(), QuantizeLinears(), UnflattenQuantizedHead(),
                   HeadFusedMatMul(), CheckpointLayoutMatMul()]),
         ("inline", [InlineUnsupportedFunctions()]),
-        ("lower", [UnpackQKV(), SeparateRoPE(),
+        ("lower", [UnpackQKV(), SeparateRoPE(), ExpandStandardOps(), UniqueScatterAdd(), PadAllAxes(),
                    IfToWhere(), Int32GraphIO(), ShapeElimination(), Float32Compute()]),
         ("fold", [lib.RemoveUnused(), lib.ConstantFolding()]),
     ]

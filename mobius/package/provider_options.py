@@ -23,15 +23,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import onnx_ir as ir
+
 from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import ep_registry
 
-def genai_provider_options(caps: EpCapabilities,
-                           past_present_share_buffer: bool) -> list[dict[str, dict[str, Any]]]:
-    """The ``session_options.provider_options`` list for ``caps`` (see module docstring)."""
+def genai_provider_options(caps: EpCapabilities, past_present_share_buffer: bool,
+                           dtype: ir.DataType = ir.DataType.FLOAT,
+                           quantized: bool = False) -> list[dict[str, dict[str, Any]]]:
+    """The ``session_options.provider_options`` list for ``caps`` (see module docstring),
+    with the EP's precision options for a ``dtype`` (``quantized``) build."""
     result = []
     key = caps.graph_capture_option
-    for name, declared in caps.provider_options.items():
+    for name, declared in caps.provider_options_for(dtype, quantized).items():
         options = dict(declared)
         if key is not None:
             if caps.enable_graph_capture and past_present_share_buffer:

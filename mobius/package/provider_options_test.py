@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import onnx_ir as ir
 import pytest
 
 import mobius
@@ -30,16 +31,25 @@ EXPECTED = {
     ("trt-rtx", True): [{"NvTensorRtRtx": {"enable_cuda_graph": "1"}}],
     ("trt-rtx", False): [{"NvTensorRtRtx": {"enable_cuda_graph": "0"}}],
     ("onnx-standard", False): [],
+    ("openvino", False): [{"OpenVINO": {
+        "device_type": "CPU", "load_config": '{"CPU": {"INFERENCE_PRECISION_HINT": "f32"}}'}}],
 }
 
 #: genai provider names (after its NormalizeProviderName) for the packages' error messages.
 GENAI_PROVIDER_ERRORS = {"cuda": "Cuda", "dml": "DML", "webgpu": "WebGPU",
-                         "NvTensorRtRtx": "Cuda"}
+                         "NvTensorRtRtx": "Cuda", "OpenVINO": "OpenVINO"}
 
 
 @pytest.mark.parametrize("ep,shared", sorted(EXPECTED))
 def test_provider_options_table(ep, shared):
     assert genai_provider_options(get_ep(ep), shared) == EXPECTED[ep, shared]
+
+
+def test_openvino_options_follow_the_build_dtype_and_quantization():
+    f16 = genai_provider_options(get_ep("openvino"), False, dtype=ir.DataType.FLOAT16,
+                                 quantized=True)
+    assert f16 == [{"OpenVINO": {"device_type": "CPU", "load_config": json.dumps(
+        {"CPU": {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "0", "INFERENCE_PRECISION_HINT": "f16"}})}}]
 
 
 def test_graph_capture_only_with_shared_kv_buffers():
@@ -104,7 +114,11 @@ def test_built_genai_config(checkpoint, ep, dtype):
     session = package.genai_config["model"]["decoder"]["session_options"]
     assert search["past_present_share_buffer"] is uses_gqa
     assert uses_gqa == get_ep(ep).fuses_gqa(package_dtype(dtype))
-    assert session["provider_options"] == EXPECTED[ep, uses_gqa]
+    # the build's dtype reaches the EP's precision options (openvino's hint)
+    expected = genai_provider_options(get_ep(ep), uses_gqa, dtype=package_dtype(dtype))
+    assert session["provider_options"] == expected
+    if dtype == "f32":
+        assert expected == EXPECTED[ep, uses_gqa]
 
 
 def package_dtype(name):

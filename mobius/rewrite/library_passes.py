@@ -12,7 +12,7 @@ from onnxscript import optimizer
 
 from mobius.rewrite.rule import Rule, RuleContext
 
-_FOLD_INPUT_LIMIT = 8192  # elements; larger constants (weights, RoPE tables) are never read
+FOLD_INPUT_LIMIT = 8192  # elements; larger constants (weights, RoPE tables) are never read
 #: ``node.meta`` key of a node that views an initializer other nodes read too
 #: (e.g. the tied embedding's scales reshaped for GatherBlockQuantized): folding
 #: it would store the same tensor twice
@@ -114,7 +114,7 @@ class DeduplicateInitializers(Rule):
             seen: dict[tuple, ir.Value] = {}
             for value in tuple(graph.initializers.values()):
                 tensor = value.const_value
-                if (not isinstance(tensor, ir.Tensor) or tensor.size > _FOLD_INPUT_LIMIT
+                if (not isinstance(tensor, ir.Tensor) or tensor.size > FOLD_INPUT_LIMIT
                         or value.is_graph_input() or value.is_graph_output()):
                     continue  # LazyTensor / external data: reading it would load a weight
                 key = (tensor.dtype, tuple(tensor.shape), tensor.tobytes())
@@ -133,8 +133,8 @@ class ConstantFolding(Rule):
     def apply(self, model: ir.Model, ctx: RuleContext) -> int:
         before = model.graph.num_nodes()
         optimizer.fold_constants(model, onnx_shape_inference=False,
-                                 input_size_limit=_FOLD_INPUT_LIMIT,
-                                 output_size_limit=_FOLD_INPUT_LIMIT,
+                                 input_size_limit=FOLD_INPUT_LIMIT,
+                                 output_size_limit=FOLD_INPUT_LIMIT,
                                  should_fold=lambda node: False if node.meta.get(NO_FOLD) else None)
         remove_unused_nodes(model)
         return max(0, before - model.graph.num_nodes())
