@@ -28,7 +28,8 @@ _BOOLS = ("trace_optimization", "progress", "sliding_window_cache")
 _OPTIONAL_BOOLS = ("quant_symmetric", "quant_lm_head", "quant_embedding", "logits_to_keep")
 _OPTIONAL_STRS = ("quant", "prefill_logits", "quant_method")
 #: optional ints and their smallest value (their largest is checked where they are used)
-_OPTIONAL_INTS = {"quant_block_size": 1, "quant_accuracy_level": 0, "context_length": 1}
+_OPTIONAL_INTS = {"quant_block_size": 1, "quant_accuracy_level": 0, "context_length": 1,
+                  "quant_calibration_passes": 1}
 #: argument -> (accepted types, what the message calls them)
 _TYPES = {
     "model": (_PATH, "a str or path"),

@@ -62,6 +62,7 @@ def build(
     quant_override: str | tuple = (),
     quant_method: str | None = None,
     quant_calibration: str | os.PathLike | None = None,
+    quant_calibration_passes: int | None = None,
     layout: str = GENAI,
     logits_to_keep: bool | None = None,
     prefill_logits: str | None = None,
@@ -78,7 +79,8 @@ def build(
     (EpCapabilities). The EP, dtype and quantization are validated before
     anything is downloaded or read. ``quant_calibration``: a UTF-8 text file;
     the float model's activations on it fit the quantized weights (GPTQ,
-    mobius/quantize/gptq.py), instead of rounding each weight alone.
+    mobius/quantize/gptq.py), instead of rounding each weight alone;
+    ``quant_calibration_passes``: runs over it (mobius/quantize/sequential.py).
 
     ``layout``: "genai" or "transformers.js" (the folder's client).
     ``logits_to_keep`` adds the decoder input ``num_logits_to_keep``
@@ -161,7 +163,7 @@ def _open_source(request: BuildRequest, target) -> _Source:
     if request.quant.calibration is not None and quant is not None:
         quant = dataclasses.replace(quant, calibration=load_calibration(
             request.quant.calibration, folder, config.max_position_embeddings,
-            request.progress))
+            request.progress, request.quant.calibration_passes))
     if quant is None and isinstance(checkpoint, PrequantizedCheckpoint):
         quant = prequantized_spec(target.caps, checkpoint.format, request.quant.accuracy_level)
         check_layout(request.runtime.layout, quant=f"int{quant.bits}")

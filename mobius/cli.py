@@ -108,6 +108,10 @@ def _quant_arguments(build: argparse.ArgumentParser) -> None:
     group.add_argument("--quant-calibration", metavar="FILE.txt",
                        help="fit the quantized weights to the float model's activations on this "
                             "UTF-8 text (GPTQ; docs/quantization.md); opt-in, slower")
+    group.add_argument("--quant-calibration-passes", type=int, metavar="N",
+                       help="runs over the calibration text: 1 gathers statistics from the "
+                            "float model, each further one from the model as the last "
+                            "quantized it (default 2; docs/quantization.md)")
 
 
 def _layouts() -> tuple[str, ...]:
@@ -185,7 +189,8 @@ def _run(args: argparse.Namespace) -> int:
         quant_symmetric=args.quant_symmetric, quant_accuracy_level=args.quant_accuracy_level,
         quant_lm_head=args.quant_lm_head, quant_embedding=args.quant_embedding,
         quant_override=args.quant_override, quant_method=args.quant_method,
-        quant_calibration=args.quant_calibration, layout=args.layout,
+        quant_calibration=args.quant_calibration,
+        quant_calibration_passes=args.quant_calibration_passes, layout=args.layout,
         logits_to_keep=args.logits_to_keep, prefill_logits=args.prefill_logits,
         context_length=args.context_length, adapter=args.adapter,
         adapter_mode=args.adapter_mode, sliding_window_cache=args.sliding_window_cache)

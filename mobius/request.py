@@ -45,6 +45,7 @@ class QuantOptions:
     override: str | tuple = ()
     method: str | None = None
     calibration: str | None = None
+    calibration_passes: int | None = None
 
     def resolve(self, caps: EpCapabilities) -> QuantSpec | None:
         """The QuantSpec for ``caps`` (None: float weights); a bad option is a MobiusError."""
@@ -52,7 +53,8 @@ class QuantOptions:
                              symmetric=self.symmetric, accuracy_level=self.accuracy_level,
                              lm_head=self.lm_head, embedding=self.embedding,
                              overrides=self.override, method=self.method,
-                             calibration=self.calibration)
+                             calibration=self.calibration,
+                             calibration_passes=self.calibration_passes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,7 +170,7 @@ def _adapter_paths(adapter: str | os.PathLike | Sequence | None) -> tuple[str, .
 _FLAT_NAMES: Mapping[str, tuple[str, str]] = {
     **{f"quant_{f}": ("quant", f) for f in ("block_size", "symmetric", "accuracy_level",
                                             "lm_head", "embedding", "override", "method",
-                                            "calibration")},
+                                            "calibration", "calibration_passes")},
     "quant": ("quant", "quant"),
     **{f: ("runtime", f) for f in ("layout", "logits_to_keep", "prefill_logits",
                                    "context_length", "sliding_window_cache")},

@@ -478,6 +478,10 @@ def _parser() -> argparse.ArgumentParser:
     quality.add_argument("--workdir", default=_default_workdir(),
                          help="cache folder for the checkpoints and packages (default %(default)s)")
     quality.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    quality.add_argument("--rows", metavar="TEXT[,TEXT]",
+                         type=lambda s: [t.strip() for t in s.split(",") if t.strip()],
+                         help="only the rows whose name contains one of these (the float "
+                              "references are always built)")
     size = sub.add_parser("size", help="int4 package bytes vs llama.cpp's Q4_0 file")
     for flag, default in (("--workdir", _default_workdir()), ("--shape", "200m")):
         size.add_argument(flag, default=default)
@@ -555,7 +559,7 @@ def _llamacpp_parser(sub) -> None:
 def cmd_quality(args) -> int:
     import bench_quality
 
-    result = bench_quality.run(os.path.join(args.workdir, "quality"))
+    result = bench_quality.run(os.path.join(args.workdir, "quality"), args.rows)
     print(bench_quality.markdown(result))
     if args.json:
         with open(args.json, "w") as f:

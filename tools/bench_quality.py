@@ -57,8 +57,10 @@ LM_BUILDS = (
 #: stands for the calibration file (written into the bench's work folder)
 CALIBRATION = "<calibration text>"
 CALIBRATED_BUILDS = (
-    ("mobius int4 --quant-calibration (GPTQ)", {"quant": "int4",
-                                                 "quant_calibration": CALIBRATION}),
+    ("mobius int4 --quant-calibration (GPTQ, 2 passes)",
+     {"quant": "int4", "quant_calibration": CALIBRATION}),
+    ("mobius int4 --quant-calibration --quant-calibration-passes 1",
+     {"quant": "int4", "quant_calibration": CALIBRATION, "quant_calibration_passes": 1}),
     ("mobius int4 --quant-calibration --quant-asymmetric",
      {"quant": "int4", "quant_symmetric": False, "quant_calibration": CALIBRATION}),
 )
@@ -141,7 +143,14 @@ def peer_build(checkpoint: str, out: str, precision: str) -> str:
     return out
 
 
-def causal_lm(workdir: str) -> list[dict]:
+def selected(builds, only: list[str] | None, keep: int = 0):
+    """``builds`` whose row name contains one of ``only`` (all if None); the first
+    ``keep`` always (the float reference the others are scored against)."""
+    return [b for i, b in enumerate(builds)
+            if i < keep or only is None or any(r in b[-2] for r in only)]
+
+
+def causal_lm(workdir: str, only: list[str] | None = None) -> list[dict]:
     import mobius
     from testing import real_weights
     from tokenizers import Tokenizer
@@ -154,7 +163,8 @@ def causal_lm(workdir: str) -> list[dict]:
              "perplexity": transformers_perplexity(checkpoint, windows)}]
     reference = None
     untied = real_weights.untied_folder(checkpoint, os.path.join(workdir, "smollm2-untied"))
-    builds = [(checkpoint, *b) for b in LM_BUILDS] + [(untied, *b) for b in UNTIED_BUILDS]
+    builds = selected([(checkpoint, *b) for b in LM_BUILDS], only, keep=1)
+    builds += selected([(untied, *b) for b in UNTIED_BUILDS], only)
     for source, name, options in builds:
         out = os.path.join(workdir, "lm", re.sub(r"\W+", "_", name))
         mobius.build(source, execution_provider="cpu", prefill_logits="all",
@@ -163,6 +173,8 @@ def causal_lm(workdir: str) -> list[dict]:
         reference = scores.pop("_log_probs", reference)
         rows.append({"package": name, **scores, "mb": _size_mb(out)})
     for precision in ("int4", "int8"):
+        if only is not None and not any(r in f"peer {precision}" for r in only):
+            continue
         out = peer_build(checkpoint, os.path.join(workdir, "lm", f"peer_{precision}"), precision)
         rows.append({"package": f"peer {precision}", **lm_scores(out, windows, reference),
                      "mb": _size_mb(out)})
@@ -194,7 +206,7 @@ def embeddings(folder: str, batch: dict) -> np.ndarray:
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
-def encoder(workdir: str) -> list[dict]:
+def encoder(workdir: str, only: list[str] | None = None) -> list[dict]:
     import mobius
     from testing import real_weights
     from tokenizers import Tokenizer
@@ -208,12 +220,14 @@ def encoder(workdir: str) -> list[dict]:
     batch = {"input_ids": ids, "attention_mask": np.array([e.attention_mask for e in encoded]),
              "token_type_ids": np.zeros_like(ids)}
     rows, reference = [], None
-    for name, options in ENCODER_BUILDS:
+    for name, options in selected(ENCODER_BUILDS, only, keep=1):
         out = os.path.join(workdir, "encoder", re.sub(r"\W+", "_", name))
         mobius.build(checkpoint, execution_provider="cpu",
                      **calibrated(options, workdir)).save(out, overwrite=True)
         rows.append(_cosines(name, out, batch, reference))
         reference = reference if reference is not None else embeddings(out, batch)
+    if only is not None and not any(r in "onnxruntime MatMulNBitsQuantizer" for r in only):
+        return rows
     # onnxruntime's quantizer takes plain MatMul (the cpu package's projections are
     # FusedMatMul): it quantizes the default EP's float package
     plain = os.path.join(workdir, "encoder", "default_f32")
@@ -254,9 +268,10 @@ def _size_mb(folder: str) -> float:
     return round(total / 1e6, 1)
 
 
-def run(workdir: str) -> dict:
-    """Both tables; each row a dict (see the module docstring)."""
-    return {"causal_lm": causal_lm(workdir), "encoder": encoder(workdir)}
+def run(workdir: str, only: list[str] | None = None) -> dict:
+    """Both tables (only the rows named by ``only``, see :func:`selected`); each row a
+    dict (see the module docstring)."""
+    return {"causal_lm": causal_lm(workdir, only), "encoder": encoder(workdir, only)}
 
 
 def markdown(result: dict) -> str:

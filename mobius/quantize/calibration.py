@@ -27,6 +27,9 @@ from mobius.errors import MobiusError
 WINDOW = 256
 #: tokens used at most (the first ones of the file)
 MAX_TOKENS = 4096
+#: runs over the text: 1 from the float model, each further one from the model as the
+#: previous statistics quantize it (quantize/sequential.py)
+PASSES = 2
 TOKENIZER_FILE = "tokenizer.json"
 
 
@@ -38,11 +41,13 @@ class CalibrationText:
         path: the file, for messages.
         windows: int64 [count, window] token ids.
         progress: show a progress bar while the float model runs.
+        passes: runs over the text (quantize/sequential.py).
     """
 
     path: str
     windows: np.ndarray
     progress: bool = False
+    passes: int = PASSES
 
 
 def read_text(path: str) -> str:
@@ -61,8 +66,9 @@ def read_text(path: str) -> str:
 
 
 def load_calibration(path: str, checkpoint: str, max_positions: int | None,
-                     progress: bool = False) -> CalibrationText:
-    """``path``'s text as token windows of the tokenizer in the folder ``checkpoint``."""
+                     progress: bool = False, passes: int | None = None) -> CalibrationText:
+    """``path``'s text as token windows of the tokenizer in the folder ``checkpoint``;
+    ``passes``: runs over it (None: PASSES)."""
     path = os.fspath(path)
     text = read_text(path)
     tokenizer_path = os.path.join(checkpoint, TOKENIZER_FILE)
@@ -81,4 +87,4 @@ def load_calibration(path: str, checkpoint: str, max_positions: int | None,
                           f"least {window} (one window)")
     count = min(len(ids), MAX_TOKENS) // window
     windows = np.array(ids[: count * window], dtype=np.int64).reshape(count, window)
-    return CalibrationText(path, windows, progress)
+    return CalibrationText(path, windows, progress, PASSES if passes is None else passes)

@@ -138,3 +138,18 @@ def test_cli_calibrated_build(folder, tmp_path, text_file):
                  "--quant-calibration", text_file, "--quiet"]) == 0
     model = ir.load(str(out / "model.onnx"))
     assert any(n.op_type == "MatMulNBits" for n in model.graph)
+
+
+def test_calibration_passes_need_calibration(folder):
+    with pytest.raises(MobiusError, match="--quant-calibration-passes needs --quant-calibration"):
+        mobius.build(folder, quant="int4", quant_calibration_passes=2)
+    with pytest.raises(MobiusError, match=r"--quant-calibration-passes\) need --quant"):
+        mobius.build(folder, quant_calibration_passes=2)
+
+
+def test_calibration_passes_checked_and_carried(folder, text_file):
+    with pytest.raises(MobiusError, match="quant_calibration_passes must be at least 1"):
+        mobius.build(folder, quant="int4", quant_calibration=text_file, quant_calibration_passes=0)
+    loaded = calibration.load_calibration(text_file, folder, 512, passes=3)
+    assert loaded.passes == 3
+    assert calibration.load_calibration(text_file, folder, 512).passes == calibration.PASSES

@@ -118,7 +118,8 @@ def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | 
                   symmetric: bool | None = None, accuracy_level: int | None = None,
                   lm_head: bool | None = None, embedding: bool | None = None,
                   overrides=(), method: str | None = None,
-                  calibration: str | None = None) -> QuantSpec | None:
+                  calibration: str | None = None,
+                  calibration_passes: int | None = None) -> QuantSpec | None:
     """The QuantSpec for ``--quant`` on ``caps`` (None for a float build).
 
     ``calibration``: the --quant-calibration file, read here only to refuse a
@@ -126,7 +127,9 @@ def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | 
     tokenizes it once it has the checkpoint (QuantSpec.calibration).
     """
     if quant is None:
-        given = {"--quant-calibration": calibration is not None,"--quant-block-size": block_size is not None, "--quant-override": overrides,
+        given = {"--quant-calibration": calibration is not None,
+                 "--quant-calibration-passes": calibration_passes is not None,
+                 "--quant-block-size": block_size is not None, "--quant-override": overrides,
                  "--quant-symmetric": symmetric is not None, "--quant-embedding": embedding,
                  "--quant-method": method is not None}
         if any(given.values()):
@@ -137,6 +140,8 @@ def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | 
         raise MobiusError(f"unknown --quant {quant!r}; expected one of {', '.join(QUANT_TYPES)}")
     if calibration is not None:
         read_text(calibration)
+    elif calibration_passes is not None:
+        raise MobiusError("--quant-calibration-passes needs --quant-calibration FILE.txt")
     if method is not None and method not in METHODS:
         raise MobiusError(f"--quant-method: unknown method {method!r}; expected one of "
                           f"{', '.join(METHODS)}")

@@ -35,14 +35,15 @@ import onnx_ir as ir
 from mobius.contrib.function_registry import MS_DOMAIN
 from mobius.ep import contrib_ops
 from mobius.ep.contrib_ops import QMOE
-from mobius.quantize.activation_stats import can_calibrate, gram_matrices
+from mobius.quantize.activation_stats import can_calibrate
 from mobius.quantize.emit import MATMUL_NBITS, Layout, emit_quantized_matmul, replace_node
 from mobius.quantize.emit_gather import emit_quantized_gather
 from mobius.quantize.emit_moe import emit_qmoe
 from mobius.quantize.emit_tied import emit_tied_quantized
-from mobius.quantize.gptq import inverse_cholesky, quantize_gptq_kn
+from mobius.quantize.gptq import quantize_gptq_kn
 from mobius.quantize.prequantized import emit_prequantized, plan_for, sources_of
 from mobius.quantize.rtn import quantize_rtn_kn, quantize_rtn_rows
+from mobius.quantize.sequential import Target, calibrated_factors
 from mobius.rewrite.rule import Rule, RuleContext, attr, initializer_array
 
 logger = logging.getLogger(__name__)
@@ -257,22 +258,38 @@ def _calibrate(model: ir.Model, spec) -> dict:
     """Input name -> GPTQ factor (of the Gram matrix) of every MatMul and head that the
     pass will quantize from float, where the build has calibration text and the
     graph takes token ids (``{}`` otherwise: RTN). Made here, once per input:
-    projections that share an input share it."""
+    projections that share an input share it; statistics from the float graph,
+    then from the graph quantized as the last pass would (mobius.quantize.sequential)."""
     if spec.calibration is None:
         return {}
     if not can_calibrate(model.graph):
         logger.warning("--quant-calibration: graph %r does not take token ids alone; its "
                        "weights are quantized without calibration", model.graph.name)
         return {}
-    inputs = []
+    targets = []
     for node in model.graph:
-        weight = node.inputs[1] if _is_head(node) else _constant_weight(node)
+        head = _is_head(node)
+        weight = node.inputs[1] if head else _constant_weight(node)
         if (weight is None or sources_of(weight.const_value) is not None
                 or spec.bits_for(weight.name or "") is None):
             continue
-        inputs.append(node.inputs[0])
-    grams = gram_matrices(model, inputs, spec.calibration) if inputs else {}
-    return {name: inverse_cholesky(grams.pop(name)) for name in list(grams)}
+        targets.append(Target(node.inputs[0], weight, transposed=head))
+    if not targets:
+        return {}
+    tied = _tied_tables(model)
+
+    def quantize(target: Target, factor):
+        """What the pass will make of ``target`` (a tied table: RTN, see _tied)."""
+        weight = target.weight
+        name = "lm_head.weight" if weight in tied else (weight.name or "")
+        k, n = weight.shape[::-1] if target.transposed else weight.shape
+        layout = Layout(k, n, spec.bits_for(name), spec.block_size, spec.symmetric,
+                        weight.const_value.dtype)
+        return _producer(weight.const_value, layout, spec.method,
+                         None if weight in tied else factor, target.transposed)()
+
+    return calibrated_factors(model, targets, spec.calibration, quantize,
+                              spec.calibration.passes)
 
 
 def _stem(name: str | None) -> str:
