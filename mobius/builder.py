@@ -31,6 +31,7 @@ from mobius.quantize.spec import QuantSpec, check_overrides_match
 from mobius.request import (MERGED, AdapterOptions, BuildRequest, RuntimeOptions,
                             check_supported)
 from mobius.roles import DECODER
+from mobius.shared_construction import constructed
 from mobius.source import resolve_checkpoint
 from mobius.tasks.concrete_dims import apply_concrete_dims
 from mobius.tasks.logits_to_keep import ALL, LAST, add_logits_to_keep, keep_last_logits
@@ -115,20 +116,37 @@ def build_request(request: BuildRequest) -> ModelPackage:
     checkpoint, adapters = _open_adapters(source.checkpoint, request.adapters, runtime.layout,
                                           target.caps)
     family, config = source.family, source.config
-    with build_context(target.caps, target.dtype):
-        module = family.module(config)
+    module, models = constructed(_construction_key(source, checkpoint, target),
+                                 lambda: _construct(source, checkpoint, target))
     check_overrides_match(source.quant, _override_targets(module, config))
-    attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,
-                   family.ignored_tensors(config))
-    package = build_from_module(module, config, task=family.task, execution_provider=target.caps,
-                                dtype=target.dtype, trace_optimization=request.trace_optimization,
-                                quant=source.quant, lora_targets=union_targets(adapters))
+    package = _optimized_package(models, module, config, family.task, target.caps, target.dtype,
+                                 request.trace_optimization, source.quant,
+                                 union_targets(adapters))
     _carry_adapters(package, adapters)
     context_length = resolve_context_length(runtime.context_length,
                                             config.max_position_embeddings)
     _client_options(package, family.task, target.caps, runtime, context_length)
     _package_files(package, source, request, target, context_length)
     return package
+
+
+def _construct(source: _Source, checkpoint, target) -> tuple[nn.Module, dict[str, ir.Model]]:
+    """The module with its weights attached, and the task's generic (unoptimized) graphs."""
+    family, config = source.family, source.config
+    with build_context(target.caps, target.dtype):
+        module = family.module(config)
+    attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,
+                   family.ignored_tensors(config))
+    return module, _task_graphs(module, config, family.task, target.caps, target.dtype)
+
+
+def _construction_key(source: _Source, checkpoint, target) -> tuple | None:
+    """What construction reads (mobius/shared_construction.py); None where the weights are
+    not the folder's plain tensors (GGUF, merged adapters, prequantized checkpoints)."""
+    if source.gguf or checkpoint is not source.checkpoint or isinstance(
+            checkpoint, PrequantizedCheckpoint):
+        return None
+    return (source.folder, target.dtype, target.caps.use_concrete_dims)
 
 
 @dataclasses.dataclass
@@ -283,12 +301,30 @@ def build_from_module(
     caps = get_ep(execution_provider)
     build_dtype = parse_dtype(dtype)
     check_supported(caps, build_dtype, task)
+    models = _task_graphs(module, config, task, caps, build_dtype)
+    return _optimized_package(models, module, config, task, caps, build_dtype,
+                              trace_optimization, quant, lora_targets)
+
+
+def _task_graphs(module: nn.Module, config: ArchitectureConfig, task: Task,
+                 caps: EpCapabilities, build_dtype: ir.DataType) -> dict[str, ir.Model]:
+    """The task's generic graphs of ``module``, checked against its I/O contract."""
     flags = TaskFlags(use_concrete_dims=caps.use_concrete_dims)
     with build_context(caps, build_dtype):
         models = dict(task.build(module, config, flags))
         problems = check_io(task, task.io(module, config), models, build_dtype)
-        if problems:  # a bug in the task's builder, never in the checkpoint
-            raise AssertionError(f"{task} graphs break their I/O contract: {problems[:3]}")
+    if problems:  # a bug in the task's builder, never in the checkpoint
+        raise AssertionError(f"{task} graphs break their I/O contract: {problems[:3]}")
+    return models
+
+
+def _optimized_package(models: dict[str, ir.Model], module: nn.Module,
+                       config: ArchitectureConfig, task: Task, caps: EpCapabilities,
+                       build_dtype: ir.DataType, trace_optimization: bool,
+                       quant: QuantSpec | None,
+                       lora_targets: dict[str, tuple[int, int]] | None) -> ModelPackage:
+    """The generic graphs optimized for the EP, and the package configs around them."""
+    with build_context(caps, build_dtype):
         decoder = next((key for key, role in task.roles.items() if role == DECODER), None)
         if lora_targets:
             add_lora_inputs(models[decoder], lora_targets)
@@ -298,7 +334,7 @@ def build_from_module(
                 model.metadata_props.update(task.metadata(config))
             reports[key] = optimize_model(model, caps, build_dtype, task.roles[key],
                                           trace=trace_optimization, quant=quant)
-            if flags.use_concrete_dims:  # the rules added values after the task: re-establish
+            if caps.use_concrete_dims:  # the rules added values after the task: re-establish
                 apply_concrete_dims(model, task.named_dims)
         if lora_targets:
             add_lora_defaults(models[decoder])

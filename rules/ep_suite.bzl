@@ -4,7 +4,8 @@
     ep_suite(ep_dir = "cpu")
 
 expands into
-  :builds       every build the three below look at, made once (testing/ep_builds.py)
+  :builds       every build the three below look at, made once: this EP's share of
+                //ep:suite_builds (ep_suite_builds(), testing/write_ep_builds.py)
   :fusion       L2 expectation table per build dtype (<dir>_fusion_test.py)
   :parity       L3 EP graph vs generic graph on onnxruntime's CPU EP (<dir>_parity_test.py)
   :golden       L5 op-histogram snapshots in golden/<family>.json, and the --quant int4
@@ -18,6 +19,7 @@ shortening the suite. Shard a suite only when it alone is the suite's tail.
 """
 
 load("//rules:defs.bzl", "mobius_py_test")
+load("//rules:families.bzl", "EP_PRIMARY_DTYPES")
 
 # transformers' tiny checkpoints, built once (testing/ep_suite.Checkpoints reads them).
 _DATA = ["//testing/tiny:hf"]
@@ -25,27 +27,50 @@ _DATA = ["//testing/tiny:hf"]
 # The generic graphs every EP's fusion and parity tables compare against.
 _GENERIC_BUILDS = "//ep/default:builds"
 
+# The EP suites' builds (//ep:suite_builds), split by family over this many actions so that
+# both cores of a 2-core machine build.
+_SHARDS = 2
+
+def _dir_of(ep):
+    return ep.replace("-", "_")
+
 def _ep_builds_impl(ctx):
-    out = ctx.actions.declare_directory(ctx.label.name)
     hf = ctx.file.checkpoints
-    ctx.actions.run(
-        outputs = [out],
-        inputs = [hf],
-        executable = ctx.executable._writer,
-        arguments = [ctx.attr.ep, hf.path, out.path],
-        mnemonic = "EpBuilds",
-        progress_message = "Building the %s EP suite's tiny packages" % ctx.attr.ep,
-        use_default_shell_env = True,
-    )
-    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
+    groups = {_dir_of(ep): [] for ep in ctx.attr.eps}
+    for shard in range(_SHARDS):
+        outs = {ep: ctx.actions.declare_directory(
+            "%s/%d/%s" % (ctx.label.name, shard, _dir_of(ep)),
+        ) for ep in ctx.attr.eps}
+        ctx.actions.run(
+            outputs = outs.values(),
+            inputs = [hf],
+            executable = ctx.executable._writer,
+            arguments = [hf.path, str(shard), str(_SHARDS)] +
+                        ["%s=%s" % (ep, out.path) for ep, out in outs.items()],
+            mnemonic = "EpBuilds",
+            progress_message = "Building the EP suites' tiny packages (%d of %d)" % (
+                shard + 1,
+                _SHARDS,
+            ),
+            use_default_shell_env = True,
+        )
+        for ep, out in outs.items():
+            groups[_dir_of(ep)].append(out)
+    every = [out for outs in groups.values() for out in outs]
+    return [
+        DefaultInfo(files = depset(every)),
+        OutputGroupInfo(**{d: depset(outs) for d, outs in groups.items()}),
+    ]
 
 ep_builds = rule(
     implementation = _ep_builds_impl,
-    doc = """Every build one EP's fusion, parity and golden targets look at, made once
-    (testing/ep_builds.py): directory <package>/<name>/<family>/<dtype>[-<quant>]/, which
-    testing/ep_suite.Builds loads instead of building again in each test process.""",
+    doc = """Every build the EP suites' fusion, parity and golden targets look at, made once
+    (testing/write_ep_builds.py): directories <package>/<name>/<shard>/<ep dir>/<family>/
+    <dtype>[-<quant>]/, which testing/ep_suite.Builds loads instead of building again in
+    each test process; output group <ep dir> holds one EP's. Each action builds its
+    families for every EP, constructing a family's generic graphs once per dtype.""",
     attrs = {
-        "ep": attr.string(mandatory = True),
+        "eps": attr.string_list(mandatory = True),
         "checkpoints": attr.label(default = "//testing/tiny:hf", allow_single_file = True),
         "_writer": attr.label(
             default = "//testing:write_ep_builds",
@@ -54,6 +79,15 @@ ep_builds = rule(
         ),
     },
 )
+
+def ep_suite_builds(name):
+    """The built-in EPs' suite builds (EP_PRIMARY_DTYPES: every built-in EP), in //ep."""
+    ep_builds(
+        name = name,
+        eps = sorted(EP_PRIMARY_DTYPES.keys()),
+        testonly = True,
+        visibility = ["//ep:__subpackages__"],
+    )
 
 _DEPS = [
     "//ep:init",
@@ -65,9 +99,10 @@ _DEPS = [
 def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
     # "ep:<dir>" is the scope tag //tools:affected matches against //mobius/ep:<dir>.
     tags = ["ep:" + ep_dir]
-    ep_builds(
+    native.filegroup(
         name = "builds",
-        ep = ep_dir.replace("_", "-"),
+        srcs = ["//ep:suite_builds"],
+        output_group = ep_dir,
         tags = tags,
         testonly = True,
         visibility = ["//ep:__subpackages__"],

@@ -46,7 +46,7 @@ def test_a_failed_build_raises_its_own_message(tmp_path):
 
 
 def test_a_build_missing_from_the_action_is_an_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(ep_builds, "prebuilt_dir", lambda ep: str(tmp_path))
+    monkeypatch.setattr(ep_builds, "prebuilt_dirs", lambda ep: [str(tmp_path)])
     builds = Builds(Checkpoints(tmp_path / "checkpoints"))
     with pytest.raises(KeyError, match="write_ep_builds.suite_keys"):
         builds.get("llama", "cpu", "bf16")

@@ -224,7 +224,7 @@ class Built:
 class Builds:
     """(family, EP, dtype, quant) builds, once per test module.
 
-    Under Bazel the EP's ``ep_builds`` action (testing/ep_builds.py) built them already,
+    Under Bazel the ``ep_builds`` actions (testing/write_ep_builds.py) built them already,
     once for the EP's fusion, parity and golden targets: they are loaded from its output,
     and asking for a build it does not hold is an error (its key list must name it).
     Elsewhere they are built here.
@@ -245,11 +245,11 @@ class Builds:
     def _prebuilt(family_name: str, ep: str, dtype: str, quant: str | None) -> Built | None:
         from testing import ep_builds
 
-        root = ep_builds.prebuilt_dir(ep)
-        if root is None:
+        roots = ep_builds.prebuilt_dirs(ep)
+        if roots is None:
             return None
-        folder = ep_builds.build_dir(root, family_name, dtype, quant)
-        if not os.path.isdir(folder):
+        folder = ep_builds.find(roots, family_name, dtype, quant)
+        if folder is None:
             raise KeyError(f"{family_name}/{ep}/{dtype}/{quant} is not among the {ep} ep_builds "
                            f"action's builds: add it to testing/write_ep_builds.suite_keys")
         return ep_builds.read(folder)

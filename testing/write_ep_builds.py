@@ -1,10 +1,14 @@
-"""Build action behind the ``ep_builds`` rule (//rules:ep_suite.bzl): one EP's suite builds.
+"""Build action behind the ``ep_builds`` rule (//rules:ep_suite.bzl): every EP suite's
+builds of one shard of the families.
 
-    python3 -m testing.write_ep_builds EP HF_DIR OUT_DIR
+    python3 -m testing.write_ep_builds HF_DIR SHARD SHARDS EP=OUT_DIR...
 
-Builds every (family, dtype[, quant]) that the EP's fusion, parity and golden targets look
-at (:func:`suite_keys`) from the tiny transformers checkpoints in ``HF_DIR``
-(//testing/tiny:hf) and stores each in ``OUT_DIR`` as testing/ep_builds.py describes.
+Builds every (family, dtype[, quant]) that each EP's fusion, parity and golden targets
+look at (:func:`suite_keys`), for the families of shard SHARD of SHARDS, from the tiny
+transformers checkpoints in ``HF_DIR`` (//testing/tiny:hf), and stores each in that EP's
+``OUT_DIR`` as testing/ep_builds.py describes. One family at a time, every EP in turn, in
+mobius.shared_construction: a family's generic graphs are constructed once per dtype
+(per structural flags) and each EP's pipeline runs on its own clone of them.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ import sys
 import traceback
 
 from mobius.models.registry import FAMILIES
+from mobius.shared_construction import shared_construction
 from mobius.tiny.checkpoint import real_folder
 from testing import ep_suite as s
 from testing.ep_builds import ERROR, build_dir, write
+
 
 def suite_keys(ep: str) -> list[tuple[str, str, str | None]]:
     """(family, dtype, quant) of every build the EP's suites ask for under its own EP (the
@@ -27,25 +33,43 @@ def suite_keys(ep: str) -> list[tuple[str, str, str | None]]:
     return keys + [(fam, s.primary_dtype(ep), s.GOLDEN_QUANT) for fam in families]
 
 
+def shard_builds(eps: list[str], shard: int, shards: int) -> list[tuple]:
+    """(ep, family, dtype, quant) of the shard's families (every ``shards``-th, from
+    ``shard``), ordered so that the builds sharing a construction follow each other."""
+    families = s.family_names()[shard::shards]
+    builds = [(ep, *key) for ep in eps for key in suite_keys(ep) if key[0] in families]
+    return sorted(builds, key=lambda b: (families.index(b[1]), b[2]))  # stable: EP order kept
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
-        print("usage: python3 -m testing.write_ep_builds EP HF_DIR OUT_DIR", file=sys.stderr)
+    if len(argv) < 4 or not all("=" in a for a in argv[3:]):
+        print("usage: python3 -m testing.write_ep_builds HF_DIR SHARD SHARDS EP=OUT_DIR...",
+              file=sys.stderr)
         return 2
-    ep, hf_dir, out = argv
+    hf_dir, shard, shards = argv[0], int(argv[1]), int(argv[2])
+    outs = dict(a.split("=", 1) for a in argv[3:])
     logging.disable(logging.WARNING)  # onnxscript's folding notes, per build: the log stays quiet
     presets = {f.name: f.tiny_preset for f in FAMILIES}
-    for family, dtype, quant in suite_keys(ep):
-        folder = build_dir(out, family, dtype, quant)
-        try:  # the sandbox links each input file: mobius reads the folder they lead to
-            checkpoint = real_folder(os.path.join(hf_dir, presets[family]), "config.json")
-            built = s.build(checkpoint, family, ep, dtype, quant)
-        except Exception:  # recorded for the tests that ask for this build
-            os.makedirs(folder)
-            with open(os.path.join(folder, ERROR), "w") as f:
-                f.write(traceback.format_exc())
-            continue
-        write(built, folder)
+    for out in outs.values():  # an EP serving none of the shard's families: an empty folder
+        os.makedirs(out, exist_ok=True)
+    with shared_construction():
+        for ep, family, dtype, quant in shard_builds(list(outs), shard, shards):
+            _build_one(hf_dir, presets[family], build_dir(outs[ep], family, dtype, quant),
+                       family, ep, dtype, quant)
     return 0
+
+
+def _build_one(hf_dir: str, preset: str, folder: str, family: str, ep: str, dtype: str,
+               quant: str | None) -> None:
+    try:  # the sandbox links each input file: mobius reads the folder they lead to
+        checkpoint = real_folder(os.path.join(hf_dir, preset), "config.json")
+        built = s.build(checkpoint, family, ep, dtype, quant)
+    except Exception:  # recorded for the tests that ask for this build
+        os.makedirs(folder)
+        with open(os.path.join(folder, ERROR), "w") as f:
+            f.write(traceback.format_exc())
+        return
+    write(built, folder)
 
 
 if __name__ == "__main__":

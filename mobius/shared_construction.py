@@ -1,0 +1,49 @@
+"""Builds of one checkpoint for several EPs construct its graphs once.
+
+Construction (the module, its weights, the task's generic graphs) reads the checkpoint,
+the dtype and the task's structural flags, never the EP (components never see an EP
+name), yet it is a third of a tiny build. Inside ``with shared_construction():``
+``build_request`` keys it by what it reads: the first build of a key constructs, and
+every build of that key (the first included) optimizes its own clone of those generic
+graphs, with the warnings construction gave replayed, so each package is what a lone
+build makes. The EP suites' ``ep_builds`` action builds every family for every EP so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import warnings
+from typing import Callable, Hashable, Iterator
+
+_CACHE: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "mobius_shared_construction", default=None)
+
+
+@contextlib.contextmanager
+def shared_construction() -> Iterator[None]:
+    """Builds inside share the construction of one checkpoint (the latest one read)."""
+    token = _CACHE.set({})
+    try:
+        yield
+    finally:
+        _CACHE.reset(token)
+
+
+def constructed(key: tuple[Hashable, ...] | None, construct: Callable[[], tuple]) -> tuple:
+    """``construct()``'s (module, {key: generic model}): built here, or once per ``key``
+    (its first item names the checkpoint) inside shared_construction(); the models are
+    then a clone for this build. ``key`` None: never shared."""
+    cache = _CACHE.get()
+    if cache is None or key is None:
+        return construct()
+    if key not in cache:
+        if any(k[0] != key[0] for k in cache):  # one checkpoint at a time: memory stays flat
+            cache.clear()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cache[key] = (*construct(), caught)
+    module, models, caught = cache[key]
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return module, {name: model.clone() for name, model in models.items()}
