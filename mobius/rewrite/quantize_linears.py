@@ -28,6 +28,7 @@ calibrated inputs.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import onnx_ir as ir
@@ -43,6 +44,7 @@ from mobius.quantize.emit_tied import emit_tied_quantized
 from mobius.quantize.gptq import inverse_cholesky, quantize_gptq_kn
 from mobius.quantize.prequantized import emit_prequantized, plan_for, sources_of
 from mobius.quantize.rtn import quantize_rtn_kn, quantize_rtn_rows
+from mobius.quantize.sensitive import resolve_mixed
 from mobius.rewrite.rule import Rule, RuleContext, attr, initializer_array
 
 logger = logging.getLogger(__name__)
@@ -57,6 +59,8 @@ class QuantizeLinears(Rule):
         return ctx.quant is not None
 
     def apply(self, model: ir.Model, ctx: RuleContext) -> int:
+        ctx = dataclasses.replace(ctx, quant=resolve_mixed(ctx.quant, model.graph.initializers,
+                                                           ctx.caps))
         spec = ctx.quant
         factors = _calibrate(model, spec)
         count = 0
