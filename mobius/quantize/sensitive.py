@@ -38,8 +38,9 @@ WIDE_BITS = "int8"
 
 def resolve_mixed(spec: QuantSpec | None, weights: Iterable[str],
                   caps: EpCapabilities) -> QuantSpec | None:
-    """``spec`` with the ``mixed`` method spelled out for the graph whose weights are
-    ``weights`` (names): MSE ranges plus int8 overrides where ``caps`` takes int8
+    """``spec`` with the ``mixed`` method spelled out for the graph whose float matrices are
+    ``weights`` (names; a fused MoE's 3-D experts are not among them, nor counted as
+    layers): MSE ranges plus int8 overrides where ``caps`` takes int8
     weights (trt-rtx takes int4 only: there it is ``mse``); any other spec unchanged."""
     if spec is None or spec.method != MIXED:
         return spec

@@ -59,8 +59,8 @@ class QuantizeLinears(Rule):
         return ctx.quant is not None
 
     def apply(self, model: ir.Model, ctx: RuleContext) -> int:
-        ctx = dataclasses.replace(ctx, quant=resolve_mixed(ctx.quant, model.graph.initializers,
-                                                           ctx.caps))
+        matrices = [v.name for v in model.graph.initializers.values() if _is_float_matrix(v)]
+        ctx = dataclasses.replace(ctx, quant=resolve_mixed(ctx.quant, matrices, ctx.caps))
         spec = ctx.quant
         factors = _calibrate(model, spec)
         count = 0
