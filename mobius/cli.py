@@ -101,10 +101,12 @@ def _quant_arguments(build: argparse.ArgumentParser) -> None:
     group.add_argument("--quant-override", default="",
                        help="keep chosen weights at another kind, e.g. "
                             "'layers.0.*=float,lm_head=int8' (first match wins)")
-    group.add_argument("--quant-method", choices=["minmax", "mse"],
+    group.add_argument("--quant-method", choices=["minmax", "mse", "mixed"],
                        help="how each block's range is chosen: minmax (the exact span) or mse "
-                            "(default: the candidate range with the least squared error; "
-                            "docs/benchmarks.md, int4 quality on real weights)")
+                            "(the candidate range with the least squared error); mixed "
+                            "(default): mse, with the value projections and half the down "
+                            "projections at int8 (docs/quantization.md; docs/benchmarks.md, "
+                            "int4 quality on real weights)")
     group.add_argument("--quant-calibration", metavar="FILE.txt",
                        help="fit the quantized weights to the float model's activations on this "
                             "UTF-8 text (GPTQ; docs/quantization.md); opt-in, slower")

@@ -415,6 +415,7 @@ def run_table(result: dict) -> str:
 
 #: (row, extra mobius build flags) of the int4 packages ``size`` weighs
 SIZE_VARIANTS = (("int4 (default)", []),
+                 ("int4 --quant-method mse", ["--quant-method", "mse"]),
                  ("int4 --no-quant-embedding", ["--no-quant-embedding"]),
                  ("int4, embedding int8", ["--quant-override", "embed_tokens=int8"]))
 #: the issue's target: an int4 package at most this many times llama.cpp's Q4_0 file
@@ -478,10 +479,11 @@ def _parser() -> argparse.ArgumentParser:
     quality.add_argument("--workdir", default=_default_workdir(),
                          help="cache folder for the checkpoints and packages (default %(default)s)")
     quality.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    quality.add_argument("--rows", metavar="TEXT[,TEXT]",
-                         type=lambda s: [t.strip() for t in s.split(",") if t.strip()],
-                         help="only the rows whose name contains one of these (the float "
-                              "references are always built)")
+    quality.add_argument("--model", choices=("smollm2", "minilm"),
+                         help="score one model only (default: both)")
+    quality.add_argument("--rows", type=lambda t: [r.strip() for r in t.split(",") if r.strip()],
+                         help="comma-separated substrings: only rows whose name holds one "
+                         "(the float32 reference rows always run), e.g. 'default,mixed,peer int4'")
     size = sub.add_parser("size", help="int4 package bytes vs llama.cpp's Q4_0 file")
     for flag, default in (("--workdir", _default_workdir()), ("--shape", "200m")):
         size.add_argument(flag, default=default)
@@ -559,7 +561,7 @@ def _llamacpp_parser(sub) -> None:
 def cmd_quality(args) -> int:
     import bench_quality
 
-    result = bench_quality.run(os.path.join(args.workdir, "quality"), args.rows)
+    result = bench_quality.run(os.path.join(args.workdir, "quality"), args.model, args.rows)
     print(bench_quality.markdown(result))
     if args.json:
         with open(args.json, "w") as f:

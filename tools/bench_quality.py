@@ -47,13 +47,19 @@ TEXTS = ("declaration.txt", "lincoln.txt")
 LM_BUILDS = (
     ("mobius f32", {}),
     ("mobius int8", {"quant": "int8"}),
-    ("mobius int4 (default: symmetric, mse)", {"quant": "int4"}),
+    ("mobius int4 (default: symmetric, mixed)", {"quant": "int4"}),
+    ("mobius int4 --quant-method mse", {"quant": "int4", "quant_method": "mse"}),
     ("mobius int4 --quant-method minmax", {"quant": "int4", "quant_method": "minmax"}),
-    ("mobius int4 --quant-asymmetric", {"quant": "int4", "quant_symmetric": False}),
+    ("mobius int4 --quant-asymmetric --quant-method mse",
+     {"quant": "int4", "quant_symmetric": False, "quant_method": "mse"}),
     ("mobius int4 --quant-asymmetric --quant-method minmax",
      {"quant": "int4", "quant_symmetric": False, "quant_method": "minmax"}),
-    ("mobius int4 --quant-block-size 16", {"quant": "int4", "quant_block_size": 16}),
+    ("mobius int4 --quant-asymmetric (mixed)", {"quant": "int4", "quant_symmetric": False}),
+    ("mobius int4 --quant-block-size 16 --quant-method mse",
+     {"quant": "int4", "quant_block_size": 16, "quant_method": "mse"}),
 )
+#: the row every run makes: the others' reference (KL, cosine, perplexity change)
+REFERENCES = ("mobius f32",)
 #: stands for the calibration file (written into the bench's work folder)
 CALIBRATION = "<calibration text>"
 CALIBRATED_BUILDS = (
@@ -64,7 +70,7 @@ CALIBRATED_BUILDS = (
     ("mobius int4 --quant-calibration --quant-asymmetric",
      {"quant": "int4", "quant_symmetric": False, "quant_calibration": CALIBRATION}),
 )
-ENCODER_BUILDS = LM_BUILDS[:6] + CALIBRATED_BUILDS
+ENCODER_BUILDS = LM_BUILDS[:8] + CALIBRATED_BUILDS
 LM_BUILDS += CALIBRATED_BUILDS
 #: the same rows for SmolLM2 made untied (lm_head.weight its own copy of the table):
 #: what the embedding table and the head cost at each width
@@ -143,14 +149,13 @@ def peer_build(checkpoint: str, out: str, precision: str) -> str:
     return out
 
 
-def selected(builds, only: list[str] | None, keep: int = 0):
-    """``builds`` whose row name contains one of ``only`` (all if None); the first
-    ``keep`` always (the float reference the others are scored against)."""
-    return [b for i, b in enumerate(builds)
-            if i < keep or only is None or any(r in b[-2] for r in only)]
+def wanted(name: str, rows: list[str] | None) -> bool:
+    """Whether ``--rows`` asks for the row ``name`` (all rows without it; the float32 rows,
+    the others' reference, always)."""
+    return rows is None or name in REFERENCES or any(r in name for r in rows)
 
 
-def causal_lm(workdir: str, only: list[str] | None = None) -> list[dict]:
+def causal_lm(workdir: str, rows_wanted: list[str] | None = None) -> list[dict]:
     import mobius
     from testing import real_weights
     from tokenizers import Tokenizer
@@ -160,21 +165,19 @@ def causal_lm(workdir: str, only: list[str] | None = None) -> list[dict]:
                    .encode(text()).ids)
     windows = ids[: len(ids) // WINDOW * WINDOW].reshape(-1, WINDOW)
     rows = [{"package": "transformers f32",
-             "perplexity": transformers_perplexity(checkpoint, windows)}]
+             "perplexity": transformers_perplexity(checkpoint, windows)}
+            for _ in range(wanted("transformers f32", rows_wanted))]
     reference = None
     untied = real_weights.untied_folder(checkpoint, os.path.join(workdir, "smollm2-untied"))
-    builds = selected([(checkpoint, *b) for b in LM_BUILDS], only, keep=1)
-    builds += selected([(untied, *b) for b in UNTIED_BUILDS], only)
-    for source, name, options in builds:
+    builds = [(checkpoint, *b) for b in LM_BUILDS] + [(untied, *b) for b in UNTIED_BUILDS]
+    for source, name, options in (b for b in builds if wanted(b[1], rows_wanted)):
         out = os.path.join(workdir, "lm", re.sub(r"\W+", "_", name))
         mobius.build(source, execution_provider="cpu", prefill_logits="all",
                      **calibrated(options, workdir)).save(out, overwrite=True)
         scores = lm_scores(out, windows, reference)
         reference = scores.pop("_log_probs", reference)
         rows.append({"package": name, **scores, "mb": _size_mb(out)})
-    for precision in ("int4", "int8"):
-        if only is not None and not any(r in f"peer {precision}" for r in only):
-            continue
+    for precision in (p for p in ("int4", "int8") if wanted(f"peer {p}", rows_wanted)):
         out = peer_build(checkpoint, os.path.join(workdir, "lm", f"peer_{precision}"), precision)
         rows.append({"package": f"peer {precision}", **lm_scores(out, windows, reference),
                      "mb": _size_mb(out)})
@@ -206,7 +209,7 @@ def embeddings(folder: str, batch: dict) -> np.ndarray:
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
-def encoder(workdir: str, only: list[str] | None = None) -> list[dict]:
+def encoder(workdir: str, rows_wanted: list[str] | None = None) -> list[dict]:
     import mobius
     from testing import real_weights
     from tokenizers import Tokenizer
@@ -220,21 +223,20 @@ def encoder(workdir: str, only: list[str] | None = None) -> list[dict]:
     batch = {"input_ids": ids, "attention_mask": np.array([e.attention_mask for e in encoded]),
              "token_type_ids": np.zeros_like(ids)}
     rows, reference = [], None
-    for name, options in selected(ENCODER_BUILDS, only, keep=1):
+    for name, options in (b for b in ENCODER_BUILDS if wanted(b[0], rows_wanted)):
         out = os.path.join(workdir, "encoder", re.sub(r"\W+", "_", name))
         mobius.build(checkpoint, execution_provider="cpu",
                      **calibrated(options, workdir)).save(out, overwrite=True)
         rows.append(_cosines(name, out, batch, reference))
         reference = reference if reference is not None else embeddings(out, batch)
-    if only is not None and not any(r in "onnxruntime MatMulNBitsQuantizer" for r in only):
-        return rows
     # onnxruntime's quantizer takes plain MatMul (the cpu package's projections are
     # FusedMatMul): it quantizes the default EP's float package
-    plain = os.path.join(workdir, "encoder", "default_f32")
-    mobius.build(checkpoint, execution_provider="default").save(plain, overwrite=True)
-    rows.append(_cosines("onnxruntime MatMulNBitsQuantizer int4 (default EP package)",
-                         _ort_int4(plain, os.path.join(workdir, "encoder", "ort_int4")), batch,
-                         reference))
+    name = "onnxruntime MatMulNBitsQuantizer int4 (default EP package)"
+    if wanted(name, rows_wanted):
+        plain = os.path.join(workdir, "encoder", "default_f32")
+        mobius.build(checkpoint, execution_provider="default").save(plain, overwrite=True)
+        rows.append(_cosines(name, _ort_int4(plain, os.path.join(workdir, "encoder", "ort_int4")),
+                             batch, reference))
     return rows
 
 
@@ -268,18 +270,20 @@ def _size_mb(folder: str) -> float:
     return round(total / 1e6, 1)
 
 
-def run(workdir: str, only: list[str] | None = None) -> dict:
-    """Both tables (only the rows named by ``only``, see :func:`selected`); each row a
-    dict (see the module docstring)."""
-    return {"causal_lm": causal_lm(workdir, only), "encoder": encoder(workdir, only)}
+def run(workdir: str, model: str | None = None, rows: list[str] | None = None) -> dict:
+    """Both tables (``model``: "smollm2" or "minilm" alone; ``rows``: see ``wanted``);
+    each row a dict (see the module docstring)."""
+    return {"causal_lm": causal_lm(workdir, rows) if model in (None, "smollm2") else [],
+            "encoder": encoder(workdir, rows) if model in (None, "minilm") else []}
 
 
 def markdown(result: dict) -> str:
     lines = ["SmolLM2-135M-Instruct (cpu EP)", "",
              "| package | perplexity | vs f32 | KL vs f32 | top-1 = f32 | MB |",
              "|---|---|---|---|---|---|"]
-    base = result["causal_lm"][1]["perplexity"]
-    for row in result["causal_lm"]:
+    lm = result["causal_lm"]
+    base = next((r["perplexity"] for r in lm if r["package"] == "mobius f32"), None)
+    for row in lm:
         change = f"{row['perplexity'] / base - 1:+.1%}"
         lines.append(f"| {row['package']} | {row['perplexity']} | {change} | "
                      f"{row.get('kl', '')} | {row.get('top1', '')} | {row.get('mb', '')} |")

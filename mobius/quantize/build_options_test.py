@@ -31,7 +31,7 @@ def _float_weights(package) -> list[str]:
 
 
 def test_overrides_keep_layers_float_or_int8(folder):
-    package = mobius.build(folder, execution_provider="cpu", quant="int4",
+    package = mobius.build(folder, execution_provider="cpu", quant="int4", quant_method="mse",
                            quant_override="layers.0.*=float,lm_head=int8")
     floats = _float_weights(package)
     assert floats and all(".layers.0." in name for name in floats)

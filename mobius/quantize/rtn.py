@@ -16,7 +16,7 @@ How a block's range is chosen is the method (``METHODS``):
   taking the grid's extra negative step; asymmetric: [min, max] widened to
   0). Every element is reconstructed within half a step; weights that lie on
   such a grid come back exactly.
-- ``mse`` (the default): per block, of a few candidate ranges, the one that
+- ``mse``: per block, of a few candidate ranges, the one that
   reconstructs the block with the least squared error; the exact span is
   always a candidate, so no block gets worse than ``minmax`` and grid weights
   still come back exactly. Symmetric blocks choose between the exact span and
@@ -25,13 +25,13 @@ How a block's range is chosen is the method (``METHODS``):
   of [min, max] at a few positions inside it (``_ASYMMETRIC_RANGES``), which
   clip the extremes for a finer step elsewhere.
 
-Judged by model quality on real weights, not by weight error alone
-(docs/benchmarks.md, "int4 quality on real weights"): symmetric ``mse``
-beats ``minmax`` on SmolLM2-135M (perplexity and KL divergence from the
-float model) and on all-MiniLM-L6-v2, so it stays the default. Asymmetric
-``mse`` is closer to the float model by KL (-17% on SmolLM2) and by mean
-embedding cosine, yet its perplexity on the evaluation text is higher, so it
-stays opt-in (``--quant-asymmetric``).
+The build's default method, ``mixed`` (quantize/sensitive.py), is ``mse``
+here with a few sensitive tensors at int8. Judged by model quality on real
+weights, not by weight error alone (docs/benchmarks.md, "int4 quality on
+real weights"): symmetric ``mse`` beats ``minmax`` on SmolLM2-135M and on
+all-MiniLM-L6-v2; asymmetric ``mse`` is closer to the float model by KL yet
+its perplexity on the evaluation text is higher, so it stays opt-in
+(``--quant-asymmetric``).
 """
 
 from __future__ import annotations

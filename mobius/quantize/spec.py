@@ -16,12 +16,16 @@ from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import ep_registry
 from mobius.errors import MobiusError
 from mobius.quantize.calibration import CalibrationText, read_text
-from mobius.quantize.rtn import METHODS, MSE
+from mobius.quantize.rtn import METHODS
 
 #: --quant values -> bits
 QUANT_TYPES = {"int4": 4, "int8": 8}
 #: what a --quant-override pattern may keep a layer at
 OVERRIDE_KINDS = ("float", "int8", "int4")
+#: --quant-method: RTN's range choice (quantize/rtn.py), or ``mixed``: ``mse`` with the
+#: tensors int4 hurts most kept at int8 (quantize/sensitive.py)
+MIXED = "mixed"
+QUANT_METHODS = (*METHODS, MIXED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +45,8 @@ class QuantSpec:
         overrides: (pattern, "float" | "int8" | "int4") pairs; the first whose
             pattern matches a dotted suffix of a weight's name (".weight"
             stripped) decides its kind.
-        method: how RTN chooses each block's range (quantize/rtn.py METHODS).
+        method: how RTN chooses each block's range (quantize/rtn.py METHODS), or
+            ``mixed`` (quantize/sensitive.py resolves it per graph).
         calibration: token windows whose float activations fit int4/int8 by GPTQ
             (quantize/gptq.py); None: RTN alone.
     """
@@ -55,7 +60,7 @@ class QuantSpec:
     embedding: bool = False
     tied_embedding: bool = False
     overrides: tuple[tuple[str, str], ...] = ()
-    method: str = MSE
+    method: str = MIXED
     calibration: CalibrationText | None = dataclasses.field(default=None, compare=False,
                                                             repr=False)
 
@@ -142,9 +147,9 @@ def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | 
         read_text(calibration)
     elif calibration_passes is not None:
         raise MobiusError("--quant-calibration-passes needs --quant-calibration FILE.txt")
-    if method is not None and method not in METHODS:
+    if method is not None and method not in QUANT_METHODS:
         raise MobiusError(f"--quant-method: unknown method {method!r}; expected one of "
-                          f"{', '.join(METHODS)}")
+                          f"{', '.join(QUANT_METHODS)}")
     overrides = (parse_overrides(overrides) if isinstance(overrides, str)
                  else tuple(_checked_override(p, k, f"{p}={k}") for p, k in overrides))
     kinds = {QUANT_TYPES[quant]} | {QUANT_TYPES[k] for _, k in overrides if k != "float"}
@@ -170,7 +175,7 @@ def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | 
                      caps.quant_lm_head if lm_head is None else lm_head,
                      caps.quant_embedding if embedding is None else embedding,
                      caps.quant_tied_embedding if embedding is None else embedding,
-                     tuple(overrides), MSE if method is None else method)
+                     tuple(overrides), MIXED if method is None else method)
 
 
 def _eps_taking(bits: int) -> str:

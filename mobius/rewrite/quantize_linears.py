@@ -28,6 +28,7 @@ calibrated inputs.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import onnx_ir as ir
@@ -43,6 +44,7 @@ from mobius.quantize.emit_tied import emit_tied_quantized
 from mobius.quantize.gptq import quantize_gptq_kn
 from mobius.quantize.prequantized import emit_prequantized, plan_for, sources_of
 from mobius.quantize.rtn import quantize_rtn_kn, quantize_rtn_rows
+from mobius.quantize.sensitive import resolve_mixed
 from mobius.quantize.sequential import Target, calibrated_factors
 from mobius.rewrite.rule import Rule, RuleContext, attr, initializer_array
 
@@ -58,6 +60,8 @@ class QuantizeLinears(Rule):
         return ctx.quant is not None
 
     def apply(self, model: ir.Model, ctx: RuleContext) -> int:
+        matrices = [v.name for v in model.graph.initializers.values() if _is_float_matrix(v)]
+        ctx = dataclasses.replace(ctx, quant=resolve_mixed(ctx.quant, matrices, ctx.caps))
         spec = ctx.quant
         factors = _calibrate(model, spec)
         count = 0
