@@ -91,7 +91,7 @@ def plan_for(sources: list[PrequantizedSource], caps: EpCapabilities, spec: Quan
                    "symmetric" if symmetric else "asymmetric")
     layout = Layout(k, n, bits, spec.block_size, symmetric, scale_dtype)
     return Plan(layout, lambda: quantize_rtn(_dense(sources), bits, spec.block_size, symmetric,
-                                             spec.method), None)
+                                             spec.range_method), None)
 
 
 def emit_prequantized(model: ir.Model, matmul: ir.Node, plan: Plan, spec: QuantSpec,

@@ -16,7 +16,7 @@ from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import ep_registry
 from mobius.errors import MobiusError
 from mobius.quantize.calibration import CalibrationText, read_text
-from mobius.quantize.rtn import METHODS
+from mobius.quantize.rtn import METHODS, MSE
 
 #: --quant values -> bits
 QUANT_TYPES = {"int4": 4, "int8": 8}
@@ -63,6 +63,13 @@ class QuantSpec:
     method: str = MIXED
     calibration: CalibrationText | None = dataclasses.field(default=None, compare=False,
                                                             repr=False)
+
+    @property
+    def range_method(self) -> str:
+        """RTN's range choice for a block: ``mixed`` ranges its blocks as ``mse``, so a
+        weight quantized outside QuantizeLinears' per-graph resolution (a prequantized
+        checkpoint's requantized parts) reads the same ranges."""
+        return MSE if self.method == MIXED else self.method
 
     def bits_for(self, name: str) -> int | None:
         """Bits for the weight called ``name`` (None: keep it float)."""
