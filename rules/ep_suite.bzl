@@ -115,7 +115,7 @@ def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
         shard_count = fusion_shards,
         tags = tags,
         data = _DATA + builds,
-        deps = _DEPS,
+        deps = _DEPS + ["//ep:fusion_suite"],
     )
     mobius_py_test(
         name = "parity",

@@ -10,8 +10,7 @@ DirectML: GQA without fused RoPE (separate RotaryEmbedding, ``do_rotary=0``),
 no packed QKV, no If.
 """
 
-import pytest
-
+from ep import fusion_suite
 from testing import ep_suite as s
 
 EP = "dml"
@@ -65,11 +64,4 @@ KNOWN_GAPS.update({(family, dtype, "Attention->MultiHeadAttention"): _ROPE_IN_EN
                    for family in _MODERNBERT for dtype in ("f16", "f32")})
 
 
-@pytest.mark.parametrize("family,dtype,check", s.fusion_params(EP, EXPECTATIONS, KNOWN_GAPS,
-                                                                    ENCODER_EXPECTATIONS))
-def test_expectation(builds, family, dtype, check):
-    s.assert_check(builds, EP, family, dtype, check)
-
-
-def test_table_covers_the_ep_dtypes():
-    assert set(EXPECTATIONS) == s.expected_dtypes(EP)
+globals().update(fusion_suite.tests_for(EP, EXPECTATIONS, KNOWN_GAPS, ENCODER_EXPECTATIONS))

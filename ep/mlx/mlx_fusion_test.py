@@ -10,8 +10,7 @@ Apple MLX: GQA with unpacked Q/K/V and fused RoPE; no Skip*LayerNormalization
 (MLX has only the GQA and RotaryEmbedding contrib kernels).
 """
 
-import pytest
-
+from ep import fusion_suite
 from testing import ep_suite as s
 
 EP = "mlx"
@@ -56,10 +55,4 @@ KNOWN_GAPS: dict[tuple[str, str, str], str] = {
 }
 
 
-@pytest.mark.parametrize("family,dtype,check", s.fusion_params(EP, EXPECTATIONS, KNOWN_GAPS))
-def test_expectation(builds, family, dtype, check):
-    s.assert_check(builds, EP, family, dtype, check)
-
-
-def test_table_covers_the_ep_dtypes():
-    assert set(EXPECTATIONS) == s.expected_dtypes(EP)
+globals().update(fusion_suite.tests_for(EP, EXPECTATIONS, KNOWN_GAPS))

@@ -10,8 +10,7 @@ Standard ONNX only: zero nodes outside the ONNX domain and no local
 functions (every contrib op inlined), so non-ORT runtimes can load it.
 """
 
-import pytest
-
+from ep import fusion_suite
 from testing import ep_suite as s
 
 EP = "onnx-standard"
@@ -43,11 +42,4 @@ ENCODER_EXPECTATIONS = {dtype: _ENCODER for dtype in EXPECTATIONS}
 KNOWN_GAPS: dict[tuple[str, str, str], str] = {}
 
 
-@pytest.mark.parametrize("family,dtype,check", s.fusion_params(EP, EXPECTATIONS, KNOWN_GAPS,
-                                                                    ENCODER_EXPECTATIONS))
-def test_expectation(builds, family, dtype, check):
-    s.assert_check(builds, EP, family, dtype, check)
-
-
-def test_table_covers_the_ep_dtypes():
-    assert set(EXPECTATIONS) == s.expected_dtypes(EP)
+globals().update(fusion_suite.tests_for(EP, EXPECTATIONS, KNOWN_GAPS, ENCODER_EXPECTATIONS))

@@ -10,8 +10,7 @@ ops only in float builds, none of the opset-23 ops its ONNX frontend lacks
 (RMSNormalization, RotaryEmbedding, Attention), no ScatterND reduction.
 """
 
-import pytest
-
+from ep import fusion_suite
 from testing import ep_suite as s
 
 EP = "openvino"
@@ -41,11 +40,4 @@ ENCODER_EXPECTATIONS = {dtype: _ENCODER for dtype in EXPECTATIONS}
 KNOWN_GAPS: dict[tuple[str, str, str], str] = {}
 
 
-@pytest.mark.parametrize("family,dtype,check", s.fusion_params(EP, EXPECTATIONS, KNOWN_GAPS,
-                                                                    ENCODER_EXPECTATIONS))
-def test_expectation(builds, family, dtype, check):
-    s.assert_check(builds, EP, family, dtype, check)
-
-
-def test_table_covers_the_ep_dtypes():
-    assert set(EXPECTATIONS) == s.expected_dtypes(EP)
+globals().update(fusion_suite.tests_for(EP, EXPECTATIONS, KNOWN_GAPS, ENCODER_EXPECTATIONS))

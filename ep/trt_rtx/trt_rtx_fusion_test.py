@@ -10,8 +10,7 @@ TensorRT-RTX: GQA, but zero Skip*LayerNormalization (TensorRT fuses the
 residual Add + norm itself; the contrib op is inlined to standard ops).
 """
 
-import pytest
-
+from ep import fusion_suite
 from testing import ep_suite as s
 
 EP = "trt-rtx"
@@ -70,11 +69,4 @@ KNOWN_GAPS: dict[tuple[str, str, str], str] = {
 }
 
 
-@pytest.mark.parametrize("family,dtype,check", s.fusion_params(EP, EXPECTATIONS, KNOWN_GAPS,
-                                                                    ENCODER_EXPECTATIONS))
-def test_expectation(builds, family, dtype, check):
-    s.assert_check(builds, EP, family, dtype, check)
-
-
-def test_table_covers_the_ep_dtypes():
-    assert set(EXPECTATIONS) == s.expected_dtypes(EP)
+globals().update(fusion_suite.tests_for(EP, EXPECTATIONS, KNOWN_GAPS, ENCODER_EXPECTATIONS))

@@ -9,8 +9,7 @@ towers, embedders, speech seq2seq).
 WebGPU: no Shape ops, no int64 graph inputs, no If.
 """
 
-import pytest
-
+from ep import fusion_suite
 from testing import ep_suite as s
 
 EP = "webgpu"
@@ -61,11 +60,4 @@ KNOWN_GAPS.update({(family, dtype, "Attention->MultiHeadAttention"): _ROPE_IN_EN
                    for family in _MODERNBERT for dtype in ("f16", "f32")})
 
 
-@pytest.mark.parametrize("family,dtype,check", s.fusion_params(EP, EXPECTATIONS, KNOWN_GAPS,
-                                                                    ENCODER_EXPECTATIONS))
-def test_expectation(builds, family, dtype, check):
-    s.assert_check(builds, EP, family, dtype, check)
-
-
-def test_table_covers_the_ep_dtypes():
-    assert set(EXPECTATIONS) == s.expected_dtypes(EP)
+globals().update(fusion_suite.tests_for(EP, EXPECTATIONS, KNOWN_GAPS, ENCODER_EXPECTATIONS))
