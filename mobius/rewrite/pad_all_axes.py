@@ -12,9 +12,9 @@ Legal where ``not caps.supports_pad_axes``.
 
 from __future__ import annotations
 
-import numpy as np
 import onnx_ir as ir
 
+from mobius.rewrite.fusion_util import constant, emit
 from mobius.rewrite.rule import NodeRule, RuleContext, initializer_array
 
 
@@ -39,16 +39,11 @@ class PadAllAxes(NodeRule):
         zero = 2 * len(axes)  # the appended 0 in Concat(pads, [0])
         index = [axes.index(i) if i in axes else zero for i in range(rank)]
         index += [axes.index(i) + len(axes) if i in axes else zero for i in range(rank)]
-        name = node.name or f"pad_{id(node)}"
-        with_zero = ir.Node("", "Concat", [pads, ir.Value(name=f"{name}/zero", const_value=ir.tensor(
-            np.zeros(1, np.int64)))], attributes=[ir.AttrInt64("axis", 0)], name=f"{name}/with_zero")
-        full = ir.Node("", "Gather", [with_zero.outputs[0], ir.Value(
-            name=f"{name}/slots", const_value=ir.tensor(np.array(index, np.int64)))],
-            attributes=[ir.AttrInt64("axis", 0)], name=f"{name}/all_axes")
-        for constant in (with_zero.inputs[1], full.inputs[1]):
-            model.graph.register_initializer(constant)
-        for out, size in ((with_zero.outputs[0], zero + 1), (full.outputs[0], 2 * rank)):
+        nodes: list[ir.Node] = []
+        with_zero = emit(nodes, "Concat", [pads, constant(model.graph, [0])], axis=0)
+        full = emit(nodes, "Gather", [with_zero, constant(model.graph, index)], axis=0)
+        for out, size in ((with_zero, zero + 1), (full, 2 * rank)):
             out.type, out.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([size])
-        model.graph.insert_before(node, [with_zero, full])
-        node.replace_input_with(1, full.outputs[0])
+        model.graph.insert_before(node, nodes)
+        node.replace_input_with(1, full)
         node.resize_inputs(2 if value is None else 3)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from mobius.rewrite.fusion_util import emit, take_over
 from mobius.rewrite.rule import NodeRule, RuleContext, attr
 
 
@@ -35,13 +36,13 @@ class UniqueScatterAdd(NodeRule):
 
     def rewrite(self, model: ir.Model, node: ir.Node, ctx: RuleContext) -> None:
         data, index, rows = node.inputs
-        gather = ir.Node("", "GatherND", [data, index], name=f"{node.name}/current")
-        add = ir.Node("", "Add", [gather.outputs[0], rows], name=f"{node.name}/sum")
-        scatter = ir.Node("", "ScatterND", [data, index, add.outputs[0]], name=node.name)
-        for value in (gather.outputs[0], add.outputs[0]):
+        nodes: list[ir.Node] = []
+        current = emit(nodes, "GatherND", [data, index])
+        total = emit(nodes, "Add", [current, rows])
+        for value in (current, total):
             value.type, value.shape = rows.type, rows.shape
-        model.graph.insert_before(node, [gather, add, scatter])
-        out = scatter.outputs[0]
-        out.type, out.shape = node.outputs[0].type, node.outputs[0].shape
-        node.outputs[0].replace_all_uses_with(out, replace_graph_outputs=True)
+        out = emit(nodes, "ScatterND", [data, index, total])
+        nodes[-1].name = node.name
+        model.graph.insert_before(node, nodes)
+        take_over(node.outputs[0], out)
         model.graph.remove(node, safe=True)
