@@ -20,6 +20,7 @@ from mobius.gguf_source import open_gguf
 from mobius.models.registry import family_for
 from mobius.optimize.pipeline import optimize_model
 from mobius.package.context_length import apply_context_length, resolve_context_length
+from mobius.package.hf_folder import model_folder_files
 from mobius.package.model_package import ModelPackage
 from mobius.package.provider_options import genai_provider_options
 from mobius.package.sliding_window import apply_sliding_window_cache
@@ -156,6 +157,7 @@ class _Source:
     folder: str
     gguf: object  # mobius/gguf_source's GgufSource, or None
     raw: dict
+    stated: dict  # config.json as the checkpoint states it (raw less the task's extras)
     generation: dict
     family: object  # ModelFamily
     config: ArchitectureConfig
@@ -171,6 +173,7 @@ def _open_source(request: BuildRequest, target) -> _Source:
     raw, generation = (gguf.raw, gguf.generation) if gguf else load_config(folder)
     family = family_for(raw)
     check_supported(target.caps, target.dtype, family.task, family.name)
+    stated = raw
     if family.task.read_extras is not None:
         raw = {**raw, **family.task.read_extras(folder)}
     request.runtime.check(family.task)
@@ -187,7 +190,7 @@ def _open_source(request: BuildRequest, target) -> _Source:
         check_layout(request.runtime.layout, quant=f"int{quant.bits}")
     check_config_fits_checkpoint(
         {k: v for k, v in raw.items() if k not in family.unread_config}, checkpoint)
-    return _Source(folder, gguf, raw, generation, family, config, checkpoint, quant)
+    return _Source(folder, gguf, raw, stated, generation, family, config, checkpoint, quant)
 
 
 def _package_files(package: ModelPackage, source: _Source, request: BuildRequest, target,
@@ -201,13 +204,16 @@ def _package_files(package: ModelPackage, source: _Source, request: BuildRequest
         apply_sliding_window_cache(package.model, package.genai_config, source.config,
                                    context_length)
     package.files_to_copy = [] if source.gguf else find_tokenizer_files(source.folder)
+    package.model_files = [] if source.gguf else model_folder_files(
+        source.folder, task.sentence_transformers)
     if source.gguf:
         package.extra_json.update(source.gguf.tokenizer_files(context_length))
     package.source = source.folder
     package.layout, package.build_dtype = runtime.layout, SHORT_NAMES[target.dtype]
     # what the package holds (file names, layout checks): a prequantized checkpoint's bits
     package.quant = request.quant.quant or (f"int{source.quant.bits}" if source.quant else None)
-    package.hf_configs = {"config.json": source.raw, "generation_config.json": source.generation}
+    package.hf_configs = {"config.json": source.stated,
+                          "generation_config.json": source.generation}
     has_tokenizer = package.files_to_copy or "tokenizer.json" in package.extra_json
     if not has_tokenizer and "input_ids" in task.reference.inputs:
         logger.warning("%s has no tokenizer files; the package will have none", source.folder)

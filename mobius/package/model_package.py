@@ -16,6 +16,7 @@ from typing import Any
 import onnx_ir as ir
 
 from mobius.errors import OutputError
+from mobius.package.hf_folder import write_model_folder
 from mobius.package.manifest import check_replaceable, write_manifest
 from mobius.package.output_swap import (InterruptedAfterSave, OutputExistsError, is_disk_full,
                                         locked, make_staging, mark_ready, place, recover)
@@ -53,8 +54,12 @@ class ModelPackage:
     #: weight quantization asked for ("int4" / "int8"; None: float): the
     #: transformers.js layout names its files by it
     quant: str | None = None
-    #: the checkpoint's config.json / generation_config.json (the transformers.js layout ships them)
+    #: the checkpoint's config.json / generation_config.json as stated (the transformers.js
+    #: layout's config.json adds to it; a GGUF source's package writes them)
     hf_configs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: the source's model-folder files (configs, sentence-transformers modules), relative to
+    #: ``source``, copied into every layout (mobius/package/hf_folder.py)
+    model_files: list[str] = dataclasses.field(default_factory=list)
     #: LoRA adapters written as separate files (mobius/package/adapter_files.py),
     #: the decoder inputs they feed (weight -> (in, out)) and their dtype
     adapters: list[Any] = dataclasses.field(default_factory=list)
@@ -155,6 +160,7 @@ class ModelPackage:
                 json.dump(content, f, indent=4)
         for path in self.files_to_copy:
             shutil.copy2(path, os.path.join(folder, os.path.basename(path)))
+        write_model_folder(self, folder, written=set(self.extra_json))
         if self.adapters:
             from mobius.package.adapter_files import write_adapters
 

@@ -154,9 +154,9 @@ def test_checkpoint_changed_under_the_build_fails_cleanly(tmp_path):
 
 def test_package_files(saved, checkpoint):
     names = set(os.listdir(saved))
-    assert {"model.onnx", "model.onnx.data", "genai_config.json", "tokenizer.json",
-            "tokenizer_config.json", *EXTRA_TOKENIZER_FILES} <= names
-    assert "README.md" not in names and "config.json" not in names
+    assert {"model.onnx", "model.onnx.data", "genai_config.json", "config.json",
+            "tokenizer.json", "tokenizer_config.json", *EXTRA_TOKENIZER_FILES} <= names
+    assert "README.md" not in names
     assert not any(n.endswith(".safetensors") for n in names)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from mobius.ep.capabilities import EpCapabilities
 from mobius.errors import MobiusError
+from mobius.package.hf_folder import write_model_folder
 
 GENAI = "genai"
 TRANSFORMERS_JS = "transformers.js"
@@ -105,6 +106,7 @@ def write_transformers_js(package, folder: str, save_model, progress: bool) -> N
                 generation_config(raw, package.hf_configs.get("generation_config.json", {})))
     for path in package.files_to_copy:
         shutil.copy2(path, os.path.join(folder, os.path.basename(path)))
+    write_model_folder(package, folder, written={"config.json", "generation_config.json"})
 
 
 def _write_json(path: str, content: dict) -> None:

@@ -77,4 +77,5 @@ TASK = Task(
                         inputs=("input_ids", "attention_mask", "token_type_ids"),
                         outputs=("last_hidden_state", "sentence_embedding")),
     read_extras=read_extras,
+    sentence_transformers=True,
 )

@@ -137,6 +137,9 @@ class Task:
     kv_cache_sized_by_context: bool = False
     #: the decoder may take num_logits_to_keep (mobius/tasks/logits_to_keep.py)
     takes_logits_to_keep: bool = False
+    #: sentence-transformers loads the package (SentenceTransformer / CrossEncoder with
+    #: backend="onnx"): a checkpoint's modules.json and module folders are carried
+    sentence_transformers: bool = False
     #: (folder, config.json dict) -> writes a built-in tiny checkpoint's tokenizer and
     #: processor files; None: mobius/tiny/tokenizer.py's byte-level BPE tokenizer
     write_tiny_processor: Callable[[str, Mapping[str, Any]], None] | None = None

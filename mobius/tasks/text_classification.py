@@ -32,4 +32,5 @@ TASK = Task(
                         inputs=("input_ids", "attention_mask", "token_type_ids"),
                         outputs=("logits",)),
     metadata=lambda config: label_metadata(config.raw),
+    sentence_transformers=True,
 )
