@@ -41,6 +41,7 @@ MIN_COSINE = 0.99999
 EMBEDDING_ATOL = 1e-5  # unit-norm 384-d vectors: catches a missing Normalize, which cosine cannot
 TOP_K = 5
 TINY_ATOL = 1e-5  # random tiny weights, f32 vs f32
+INT4_MIN_COSINE = 0.999
 
 
 def _blocks(language: str) -> list[str]:
@@ -135,6 +136,20 @@ def test_transformers_js_layout_loads_as_sentence_transformer(tmp_path):
     got = SentenceTransformer(out, backend="onnx", device="cpu").encode(texts)
     expected = SentenceTransformer(ckpt, device="cpu").encode(texts)
     np.testing.assert_allclose(got, expected, atol=TINY_ATOL)
+
+
+@pytest.mark.parametrize("layout,model_kwargs", [("genai", {}),
+                                                 ("transformers.js", {"file_name": "model_q4.onnx"})])
+def test_int4_loads_under_the_documented_file_name(tmp_path, layout, model_kwargs):
+    """docs/clients/sentence-transformers.md's table: an int4 build is model.onnx in the
+    default layout and onnx/model_q4.onnx, named by file_name, in the transformers.js one."""
+    ckpt = _tiny_sentence_transformer(str(tmp_path / "ckpt"))
+    out = mobius.build(ckpt, layout=layout, quant="int4").save(str(tmp_path / "out"))
+    texts = [t for pair in SENTENCE_PAIRS for t in pair]
+    got = SentenceTransformer(out, backend="onnx", device="cpu",
+                              model_kwargs=model_kwargs).encode(texts)
+    expected = SentenceTransformer(ckpt, device="cpu").encode(texts)
+    assert real_runs.cosines(got, expected).min() >= INT4_MIN_COSINE  # measured 0.99975
 
 
 def test_cross_encoder_scores_like_torch(tmp_path):
