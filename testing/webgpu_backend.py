@@ -14,7 +14,9 @@ where sysfs lists a DRM card, and a container has none (docs/eps.md, "WebGPU").
 
 from __future__ import annotations
 
+import functools
 import os
+import tempfile
 
 from testing.real_backend import Backend
 
@@ -25,8 +27,20 @@ def _worker_env(site: str) -> dict[str, str]:
     icd = os.path.join(site, "lvp_icd.json")
     libs = os.pathsep.join(p for p in (os.path.join(site, _LIB),
                                        os.environ.get("LD_LIBRARY_PATH")) if p)
-    # both names: older loaders read VK_ICD_FILENAMES, newer ones prefer VK_DRIVER_FILES
-    return {"VK_ICD_FILENAMES": icd, "VK_DRIVER_FILES": icd, "LD_LIBRARY_PATH": libs}
+    return {
+        # both names: older loaders read VK_ICD_FILENAMES, newer ones prefer VK_DRIVER_FILES
+        "VK_ICD_FILENAMES": icd, "VK_DRIVER_FILES": icd, "LD_LIBRARY_PATH": libs,
+        # lavapipe compiles each WebGPU shader with LLVM, most of a cold run's time: one
+        # cache for the test's workers (a genai run reuses the sessions' shaders), kept
+        # in the test's own temp folder (Mesa's default is ~/.cache), and unoptimized
+        # machine code (tiny models: compiling costs more than running)
+        "MESA_SHADER_CACHE_DIR": _shader_cache(), "GALLIVM_PERF": "nopt",
+    }
+
+
+@functools.cache
+def _shader_cache() -> str:
+    return tempfile.mkdtemp(prefix="mesa-shader-cache-", dir=os.environ.get("TEST_TMPDIR"))
 
 
 BACKEND = Backend(

@@ -25,10 +25,12 @@ from testing.real_backend import Job
 from testing.webgpu_backend import BACKEND
 
 DTYPES = {"f32": ir.DataType.FLOAT, "f16": ir.DataType.FLOAT16}
-#: (family, dtype, quant): dense decoder, MoE, hybrid (short conv + attention), encoder, VLMs.
+#: (family, dtype, quant): dense decoder, MoE, hybrid (short conv + attention), encoder, VLM.
+#: Each costs lavapipe 5-20 s of cold shader compiling (Qwen2.5-VL, 13 s, is left to
+#: docs/eps.md's measurement: its vision tower's Attention runs on the CPU EP).
 COHORT = [("llama", "f32", None), ("llama", "f16", None), ("llama", "f16", "int4"),
           ("qwen3_moe", "f16", None), ("lfm2", "f16", None), ("bert", "f16", None),
-          ("llava", "f16", None), ("qwen2_5_vl", "f16", None)]
+          ("llava", "f16", None)]
 #: genai drives these (decoder packages); tokens compared with genai on the CPU EP.
 GENAI = [("llama", "f32", None), ("llama", "f16", None), ("llama", "f16", "int4")]
 
@@ -42,14 +44,10 @@ WHY = {
     "NonZero": "no WebGPU kernel (NonZero): the MoE's token routing",
     "ConstantOfShape": "feeds NonZero's routing on the CPU" + _CPU_PREFERRED,
     "Transpose": "transposes NonZero's int64 indices" + _CPU_PREFERRED,
-    "Attention": "no WebGPU kernel for ONNX Attention; MultiHeadAttention cannot take it "
-                 "(RoPE between the head split and the attention: the kernel has no rotary)",
     **{op: _MASK + _CPU_PREFERRED for op in (
         "Add", "Cast", "Concat", "CumSum", "Equal", "Expand", "GreaterOrEqual",
         "LessOrEqual", "Min", "Mul", "Neg", "Or", "ReduceMax", "Reshape", "Slice", "Split",
         "Sub", "Where")},
-    **{op: "rotary position math of the vision tower's grid" + _CPU_PREFERRED for op in (
-        "Cos", "Sin", "Div", "Mod", "Gather")},
 }
 #: (family, dtype, quant, model key) -> {op: nodes run outside WebGPU}; like a golden,
 #: update on purpose (every op needs its entry in WHY).
@@ -72,11 +70,6 @@ ELSEWHERE: dict[tuple, dict[str, int]] = {
     ("llava", "f16", None, "vision"): {"Cast": 1, "Concat": 1, "Or": 1},
     ("llava", "f16", None, "embedding"): _EMBEDDING,
     ("llava", "f16", None, "model"): _DECODER,
-    ("qwen2_5_vl", "f16", None, "vision"): {
-        "Add": 4, "Attention": 2, "Cast": 4, "Cos": 1, "Div": 7, "Equal": 2, "Gather": 3,
-        "Mod": 4, "Mul": 5, "Or": 1, "Range": 1, "Sin": 1, "Squeeze": 1, "Unsqueeze": 4},
-    ("qwen2_5_vl", "f16", None, "embedding"): _EMBEDDING,
-    ("qwen2_5_vl", "f16", None, "model"): {**_DECODER, "Cast": 6},
 }
 
 
