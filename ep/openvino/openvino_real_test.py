@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import numpy as np
 import onnx_ir as ir
@@ -20,9 +19,10 @@ import onnxruntime as ort
 import pytest
 
 import mobius
-from testing import openvino_backend as ov
-from testing.ep_parity import F32_ATOL, HALF_ULPS, spacing
+from testing import real_ep_checks
 from testing.genai_harness import genai_generate
+from testing.openvino_backend import BACKEND
+from testing.real_backend import Job
 
 DTYPES = {"f32": ir.DataType.FLOAT, "f16": ir.DataType.FLOAT16}
 #: (tiny model, dtype, quant): dense decoder, MoE, hybrid (short conv + attention), encoder.
@@ -32,7 +32,6 @@ COHORT = [("tiny-llama", "f32", None), ("tiny-llama", "f16", None), ("tiny-llama
 ELSEWHERE: dict[tuple, dict[str, str]] = {}
 #: genai drives these (decoder packages); tokens compared with genai on the CPU EP.
 GENAI = [("tiny-llama", "f32", None), ("tiny-llama", "f32", "int4")]
-PAST, NEW = 3, 4  # cache slots already filled, tokens in the step
 
 
 @pytest.fixture(scope="module")
@@ -43,79 +42,39 @@ def packages(tmp_path_factory):
         key = (name, dtype, quant)
         if key not in built:
             folder = str(tmp_path_factory.mktemp(f"{name}-{dtype}-{quant}"))
-            mobius.build(name, execution_provider=ov.EP, dtype=dtype, quant=quant).save(folder)
+            mobius.build(name, execution_provider=BACKEND.ep, dtype=dtype, quant=quant).save(folder)
             built[key] = folder
         return built[key]
 
     return get
 
 
-def _feeds(session: ort.InferenceSession) -> dict[str, np.ndarray]:
-    """A step with PAST cached slots and NEW tokens, random cache, every mask slot on."""
-    rng = np.random.default_rng(0)
-    dims = {"batch_size": 1, "sequence_length": NEW, "past_sequence_length": PAST,
-            "total_sequence_length": PAST + NEW}
-    numpy = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32,
-             "tensor(float16)": np.float16}
-    feeds = {}
-    for arg in session.get_inputs():
-        shape = [d if isinstance(d, int) else dims.get(d, 1 if "batch" in d else NEW)
-                 for d in arg.shape]
-        kind = numpy[arg.type]
-        if "mask" in arg.name:
-            feeds[arg.name] = np.ones(shape, kind)
-        elif "token_type" in arg.name:
-            feeds[arg.name] = np.zeros(shape, kind)
-        elif "position" in arg.name:
-            feeds[arg.name] = np.arange(PAST, PAST + NEW, dtype=kind).reshape(shape)
-        elif np.issubdtype(kind, np.integer):
-            feeds[arg.name] = rng.integers(1, 50, shape).astype(kind)
-        else:
-            feeds[arg.name] = rng.standard_normal(shape).astype(kind)
-    return feeds
-
-
-def _tolerance(dtype: str, reference: np.ndarray) -> float:
-    if dtype == "f32":
-        return F32_ATOL
-    return HALF_ULPS * spacing(float(np.abs(reference.astype(np.float32)).max()), dtype)
-
-
 @pytest.mark.parametrize("name,dtype,quant", COHORT)
 def test_runs_on_openvino_like_the_cpu_ep(packages, name, dtype, quant):
     model = os.path.join(packages(name, dtype, quant), "model.onnx")
     cpu = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-    feeds = _feeds(cpu)
-    run = ov.run_session(model, feeds, DTYPES[dtype], quantized=quant is not None)
+    feeds = real_ep_checks.feeds(cpu.get_inputs())
+    (run,) = BACKEND.run_sessions([Job(model, feeds, DTYPES[dtype], quant is not None)])
+    assert run.error is None, run.error
     pinned = ELSEWHERE.get((name, dtype, quant), {})
-    assert run.not_on_openvino() == sorted(pinned), ov.summary(run)
-    assert run.openvino_subgraphs() >= 1, ov.summary(run)
+    assert run.elsewhere() == sorted(pinned), run.summary()
+    assert run.on_ep() >= 1, run.summary()
     names = [o.name for o in cpu.get_outputs()]
     for output_name, expected in zip(names, cpu.run(None, feeds)):
         got = run.outputs[output_name].astype(np.float32)
         diff = float(np.abs(got - expected.astype(np.float32)).max())
-        assert diff <= _tolerance(dtype, expected), f"{output_name}: {diff:.3g} from the CPU EP"
+        assert diff <= real_ep_checks.tolerance(dtype, expected), (
+            f"{output_name}: {diff:.3g} from the CPU EP")
 
 
 @pytest.mark.parametrize("name,dtype,quant", GENAI)
 def test_genai_greedy_tokens_equal_the_cpu_ep(packages, tmp_path, name, dtype, quant):
     package = packages(name, dtype, quant)
     prompts = [[5, 17, 42, 9, 33]]
-    run = ov.generate(package, prompts, max_new_tokens=8)
-    assert run.not_on_openvino() == sorted(ELSEWHERE.get((name, dtype, quant), {})), ov.summary(run)
-    cpu = genai_generate(_on_cpu(package, tmp_path), prompts, 8, intra_op_num_threads=1)
-    assert run.tokens == cpu
-
-
-def _on_cpu(package: str, tmp_path) -> str:
-    """A copy of ``package`` whose genai_config names no provider (genai's CPU EP)."""
-    copy = shutil.copytree(package, tmp_path / "cpu")
-    with open(copy / "genai_config.json") as f:
-        config = json.load(f)
-    config["model"]["decoder"]["session_options"]["provider_options"] = []
-    with open(copy / "genai_config.json", "w") as f:
-        json.dump(config, f)
-    return str(copy)
+    run = BACKEND.generate(package, prompts, max_new_tokens=8)
+    assert run.elsewhere() == sorted(ELSEWHERE.get((name, dtype, quant), {})), run.summary()
+    cpu = real_ep_checks.on_cpu(package, str(tmp_path / "cpu"))
+    assert run.tokens == genai_generate(cpu, prompts, 8, intra_op_num_threads=1)
 
 
 def test_packages_ask_openvino_for_the_build_precision(packages):
