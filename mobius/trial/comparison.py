@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from mobius.trial.package import Package
+from mobius.trial.tolerances import against_f32
 
 #: fixed inputs: short, varied, the same for every package
 PROMPTS = ("The quick brown fox jumps over the lazy dog.", "Once upon a time there was",
@@ -23,19 +24,13 @@ class Check:
     passed: bool | None = None
 
 
-def torch_dtype(torch, package: Package):
-    """transformers runs the checkpoint at the package's activation dtype."""
-    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[package.dtype]
-
-
 def max_diff_check(name: str, diff: float, scale: float, package: Package,
                    inputs: int) -> Check:
-    """The max |difference| of one output, held to the dtype's tolerance (float packages);
+    """The max |difference| of one output from transformers' (run in float32: the reference
+    a low-precision package is held to), within the dtype's tolerance (float packages);
     a quantized package's is shown only: its quality check decides."""
-    from mobius.trial.tolerances import tolerance
-
     text = f"{name}: max |diff| {diff:.3g} over {inputs} inputs"
     if package.quant:
         return Check(text + f" ({package.quant} weights: see the quality change)")
-    limit = tolerance(scale, package.dtype)
+    limit = against_f32(scale, package.dtype)
     return Check(text + f" (tolerance {limit:.3g}, {package.dtype})", diff <= limit)

@@ -10,8 +10,8 @@ import numpy as np
 
 from mobius.errors import MobiusError
 from mobius.tasks.registry import get_task
+from mobius.trial.comparison import PROMPTS, Check, max_diff_check
 from mobius.trial.package import Package
-from mobius.trial.comparison import PROMPTS, Check, max_diff_check, torch_dtype
 
 #: a quantized encoder fails below this cosine of any output row to the float model's:
 #: int4 all-MiniLM-L6-v2 sentence embeddings measure a minimum of 0.945-0.963
@@ -31,7 +31,7 @@ def check_encoder(package: Package, checkpoint: str, torch, transformers) -> lis
     tokenizer = Tokenizer.from_file(path)
     session = ort.InferenceSession(package.model_file(), providers=["CPUExecutionProvider"])
     auto = getattr(transformers, get_task(package.task).reference.auto_class)
-    hf = auto.from_pretrained(checkpoint, dtype=torch_dtype(torch, package)).eval()
+    hf = auto.from_pretrained(checkpoint, dtype=torch.float32).eval()
     names = [o.name for o in session.get_outputs()]
     pairs: dict[str, list] = {}
     for prompt in PROMPTS:

@@ -45,6 +45,12 @@ def test_a_correct_package_passes(llama, capsys):
     assert out.rstrip().endswith("verify: passed")
 
 
+def test_an_f16_package_passes(tmp_path, capsys):
+    path = mobius.build(_ckpt("llama"), dtype="f16").save(str(tmp_path / "f16"))
+    code, out, _ = _verify(capsys, path)
+    assert code == 0 and "ok   logits: max |diff|" in out and ", f16)" in out, out
+
+
 def test_an_encoder_package_passes(tmp_path, capsys):
     path = mobius.build(_ckpt("bert-seq-cls")).save(str(tmp_path / "cls"))
     code, out, _ = _verify(capsys, path)
@@ -68,6 +74,10 @@ def test_a_perturbed_weight_fails_naming_the_output(llama, tmp_path, capsys):
     code, out, _ = _verify(capsys, broken, "--against", _ckpt("llama"))
     assert code == 1, out
     assert "FAIL logits: max |diff|" in out
+    line = next(s for s in out.splitlines() if "FAIL logits" in s)
+    diff, limit = float(line.split("|diff| ")[1].split()[0]), float(line.split("tolerance ")[1]
+                                                                   .split(",")[0])
+    assert diff > 10 * limit, line  # far out, not a near miss
     assert "verify: failed: logits: max |diff|" in out
 
 
