@@ -68,14 +68,12 @@ def _parser() -> argparse.ArgumentParser:
                        help="show tracebacks on errors")
 
     _trial_commands(commands)
-    listing = commands.add_parser("list",
-                                  help="list supported models, tasks, EPs or tiny checkpoints")
-    listing.add_argument("what", choices=["models", "tasks", "eps", "tiny"])
     return parser
 
 
 def _trial_commands(commands) -> None:
-    """``run`` and ``verify``: try a built package, and check it against its checkpoint."""
+    """``run`` and ``verify`` (try a built package, check it against its checkpoint) and
+    ``list``."""
     run = commands.add_parser(
         "run", help="run a package on a prompt",
         description="Run a package: a decoder streams greedy tokens through onnxruntime-genai "
@@ -98,6 +96,9 @@ def _trial_commands(commands) -> None:
     for sub in (run, verify):
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                          help="show tracebacks on errors")
+    listing = commands.add_parser("list",
+                                  help="list supported models, tasks, EPs or tiny checkpoints")
+    listing.add_argument("what", choices=["models", "tasks", "eps", "tiny"])
 
 
 def _quant_arguments(build: argparse.ArgumentParser) -> None:

@@ -24,6 +24,13 @@ class Package:
     quant: str | None  #: int4 / int8 weights, or None
     layout: str
 
+    def check_genai(self, command: str) -> None:
+        """A decoder runs through onnxruntime-genai, which loads the genai layout only."""
+        if not os.path.isfile(os.path.join(self.folder, "genai_config.json")):
+            raise MobiusError(f"mobius {command} runs a {self.task} package through "
+                              f"onnxruntime-genai, but {self.folder} (layout {self.layout}) has "
+                              f"no genai_config.json; build it with --layout genai")
+
     def model_file(self) -> str:
         """The package's single ONNX model (model.onnx, or the transformers.js layout's one
         file under onnx/)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from mobius.errors import MobiusError
@@ -22,6 +23,7 @@ def run(folder: str, prompt: str, *, use_template: bool = True, max_new_tokens: 
     if package.task == GENERATIVE:
         from mobius.trial.generate import generate
 
+        package.check_genai("run")
         result = generate(package.folder, prompt, use_template=use_template,
                           max_new_tokens=max_new_tokens, out=None if as_json else sys.stdout)
         if as_json:
@@ -44,6 +46,9 @@ def try_line(folder: str) -> str:
 
     package = open_package(folder)
     quoted, lines = shlex.quote(package.folder), []
+    if package.task == GENERATIVE and not os.path.isfile(
+            os.path.join(package.folder, "genai_config.json")):
+        return ""  # a decoder outside the genai layout: its client runs it (docs/clients/)
     if package.task == GENERATIVE or package.task in outputs.TASKS:
         prompt = "Hello"
         if package.task == "fill-mask":

@@ -89,16 +89,29 @@ def test_missing_file(packages, tmp_path, capsys):
 def test_a_task_run_cannot_run(packages, tmp_path, capsys):
     other = str(tmp_path / "pkg")
     shutil.copytree(packages["bert-seq-cls"], other)
-    path = os.path.join(other, MANIFEST)
-    with open(path) as f:
-        manifest = json.load(f)
-    manifest["build"]["task"] = "automatic-speech-recognition"
-    with open(path, "w") as f:
-        json.dump(manifest, f)
+    _edit_manifest(other, lambda m: m["build"].update(task="automatic-speech-recognition"))
     code, _, err = _run(capsys, other, "--prompt", "x")
     assert code == 1
     assert "cannot run a automatic-speech-recognition package" in err
     assert "onnxruntime-genai" in err
+
+
+def test_a_decoder_without_genai_config(packages, tmp_path, capsys):
+    other = str(tmp_path / "pkg")
+    shutil.copytree(packages["llama"], other)
+    os.remove(os.path.join(other, "genai_config.json"))
+    _edit_manifest(other, lambda m: m["files"].remove("genai_config.json"))
+    code, _, err = _run(capsys, other, "--prompt", "x")
+    assert code == 1 and "has no genai_config.json; build it with --layout genai" in err
+
+
+def _edit_manifest(folder, change):
+    path = os.path.join(folder, MANIFEST)
+    with open(path) as f:
+        manifest = json.load(f)
+    change(manifest)
+    with open(path, "w") as f:
+        json.dump(manifest, f)
 
 
 def test_build_ends_with_the_line_that_tries_it(packages, tmp_path, capsys):

@@ -32,6 +32,8 @@ def verify(folder: str, against: str | None) -> int:
     if package.task not in VERIFIES:
         raise MobiusError(f"mobius verify cannot compare a {package.task} package (it compares "
                           f"{', '.join(VERIFIES)})")
+    if package.task == "text-generation":
+        package.check_genai("verify")
     checkpoint = _checkpoint(package, against)
     torch, transformers = _reference_modules()
     check = check_decoder if package.task == "text-generation" else check_encoder
