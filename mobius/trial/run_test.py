@@ -71,6 +71,19 @@ def test_classifier_prints_transformers_labels(packages, capsys):
     assert out.split("\n")[0].split() == [f"{got[0]['score']:.4f}", got[0]["label"]]
 
 
+def test_embedder_prints_transformers_hidden_states(packages, capsys):
+    code, out, _ = _run(capsys, packages["bert"], "--prompt", trial_cases.PROMPT, "--json")
+    assert code == 0
+    got, want = json.loads(out), _expected("bert")
+    assert list(got) == ["last_hidden_state"]
+    got, want = got["last_hidden_state"], want["last_hidden_state"]
+    assert got["shape"] == want["shape"]
+    assert got["values"] == pytest.approx(want["values"], abs=1e-4)
+    code, out, _ = _run(capsys, packages["bert"], "--prompt", trial_cases.PROMPT)
+    first = " ".join(f"{x:.4f}" for x in got["values"][:8])
+    assert out == f"last_hidden_state {got['shape']}: {first} ...\n"
+
+
 def test_not_a_package(tmp_path, capsys):
     code, _, err = _run(capsys, str(tmp_path), "--prompt", "x")
     assert code == 1 and "is not a mobius package" in err

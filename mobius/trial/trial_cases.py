@@ -1,15 +1,16 @@
 """transformers' side of run_test / verify_test (the reference_cases rule runs it at build
 time, //rules:references.bzl): per case the checkpoint (ckpt/) and what transformers makes
 of PROMPT on it (expected.json): a decoder's greedy tokens with the prompt fed as is and
-through the chat template added to the checkpoint; a classifier's pipeline labels."""
+through the chat template added to the checkpoint; a classifier's pipeline labels; an
+embedder's last_hidden_state."""
 
 from __future__ import annotations
 
 import json
 import os
 
-CASES = ["llama", "bert-seq-cls"]
-PRESETS = {"llama": "tiny-llama", "bert-seq-cls": "tiny-bert-seq-cls"}
+CASES = ["llama", "bert-seq-cls", "bert"]
+PRESETS = {"llama": "tiny-llama", "bert-seq-cls": "tiny-bert-seq-cls", "bert": "tiny-bert"}
 PROMPT = "Once upon a time there was"
 NEW_TOKENS = 8
 #: a template unlike the raw prompt, in the jinja subset every runtime reads
@@ -25,7 +26,8 @@ def write_case(case: str, folder: str) -> None:
     # (package/genai_e2e_cases.py)
     checkpoint = make_hf_checkpoint(os.path.join(folder, "ckpt"), PRESETS[case],
                                     initializer_range=0.2)
-    expected = _decoder(checkpoint) if case == "llama" else _classifier(checkpoint)
+    expected = {"llama": _decoder, "bert-seq-cls": _classifier, "bert": _embedder}[case](
+        checkpoint)
     with open(os.path.join(folder, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
 
@@ -58,3 +60,15 @@ def _classifier(checkpoint: str) -> dict:
 
     classify = transformers.pipeline("text-classification", model=checkpoint, top_k=None)
     return {"labels": classify(PROMPT)}
+
+
+def _embedder(checkpoint: str) -> dict:
+    import torch
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
+    model = transformers.AutoModel.from_pretrained(checkpoint).eval()
+    with torch.no_grad():
+        hidden = model(**tokenizer(PROMPT, return_tensors="pt")).last_hidden_state
+    return {"last_hidden_state": {"shape": list(hidden.shape),
+                                  "values": hidden.double().flatten().tolist()}}
