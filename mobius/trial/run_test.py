@@ -84,6 +84,16 @@ def test_embedder_prints_transformers_hidden_states(packages, capsys):
     assert out == f"last_hidden_state {got['shape']}: {first} ...\n"
 
 
+def test_fill_mask_prints_transformers_candidates(packages, capsys):
+    code, out, _ = _run(capsys, packages["bert-mlm"], "--prompt", trial_cases.MASKED, "--json")
+    assert code == 0
+    got, want = json.loads(out)["candidates"], _expected("bert-mlm")["candidates"]
+    assert [c["id"] for c in got] == [c["id"] for c in want]
+    assert [c["score"] for c in got] == pytest.approx([c["score"] for c in want], abs=1e-5)
+    code, _, err = _run(capsys, packages["bert-mlm"], "--prompt", trial_cases.PROMPT)
+    assert code == 1 and "must hold the mask token [MASK]" in err
+
+
 def test_not_a_package(tmp_path, capsys):
     code, _, err = _run(capsys, str(tmp_path), "--prompt", "x")
     assert code == 1 and "is not a mobius package" in err

@@ -2,15 +2,18 @@
 time, //rules:references.bzl): per case the checkpoint (ckpt/) and what transformers makes
 of PROMPT on it (expected.json): a decoder's greedy tokens with the prompt fed as is and
 through the chat template added to the checkpoint; a classifier's pipeline labels; an
-embedder's last_hidden_state."""
+embedder's last_hidden_state; fill-mask's pipeline candidates."""
 
 from __future__ import annotations
 
 import json
 import os
 
-CASES = ["llama", "bert-seq-cls", "bert"]
-PRESETS = {"llama": "tiny-llama", "bert-seq-cls": "tiny-bert-seq-cls", "bert": "tiny-bert"}
+CASES = ["llama", "bert-seq-cls", "bert", "bert-mlm"]
+PRESETS = {"llama": "tiny-llama", "bert-seq-cls": "tiny-bert-seq-cls", "bert": "tiny-bert",
+           "bert-mlm": "tiny-bert-mlm"}
+#: the fill-mask prompt (the tiny tokenizer gets this mask token added)
+MASKED = "Once upon a [MASK] there was"
 PROMPT = "Once upon a time there was"
 NEW_TOKENS = 8
 #: a template unlike the raw prompt, in the jinja subset every runtime reads
@@ -26,8 +29,8 @@ def write_case(case: str, folder: str) -> None:
     # (package/genai_e2e_cases.py)
     checkpoint = make_hf_checkpoint(os.path.join(folder, "ckpt"), PRESETS[case],
                                     initializer_range=0.2)
-    expected = {"llama": _decoder, "bert-seq-cls": _classifier, "bert": _embedder}[case](
-        checkpoint)
+    expected = {"llama": _decoder, "bert-seq-cls": _classifier, "bert": _embedder,
+                "bert-mlm": _fill_mask}[case](checkpoint)
     with open(os.path.join(folder, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
 
@@ -72,3 +75,13 @@ def _embedder(checkpoint: str) -> dict:
         hidden = model(**tokenizer(PROMPT, return_tensors="pt")).last_hidden_state
     return {"last_hidden_state": {"shape": list(hidden.shape),
                                   "values": hidden.double().flatten().tolist()}}
+
+
+def _fill_mask(checkpoint: str) -> dict:
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
+    tokenizer.add_special_tokens({"mask_token": "[MASK]"})  # id < vocab_size: a real row
+    tokenizer.save_pretrained(checkpoint)
+    fill = transformers.pipeline("fill-mask", model=checkpoint, top_k=5)
+    return {"candidates": [{"id": c["token"], "score": c["score"]} for c in fill(MASKED)]}
