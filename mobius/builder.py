@@ -346,11 +346,12 @@ def _optimized_package(models: dict[str, ir.Model], module: nn.Module,
             add_lora_defaults(models[decoder])
     processor = dict(task.processor_files(module, config)) if task.processor_files else {}
     if task.package_configs is None:  # a package for plain onnxruntime
-        return ModelPackage(models=models, config=config, extra_json=processor)
+        return ModelPackage(models=models, config=config, extra_json=processor, task=task.name)
     uses_gqa = reports[decoder].histogram.get("com.microsoft::GroupQueryAttention", 0) > 0
     genai = GenaiContext(genai_provider_options(caps, past_present_share_buffer=uses_gqa,
                                                   dtype=build_dtype, quantized=quant is not None),
                          past_present_share_buffer=uses_gqa)
     configs = task.package_configs(module, config, genai)
     return ModelPackage(models=models, genai_config=configs.genai_config, config=config,
+                        task=task.name,
                         extra_json=dict(configs.extra_json))

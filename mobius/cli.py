@@ -1,4 +1,4 @@
-"""The ``mobius`` command line: ``mobius build``, ``mobius list``."""
+"""The ``mobius`` command line: ``mobius build``, ``run``, ``verify``, ``list``."""
 
 from __future__ import annotations
 
@@ -67,10 +67,38 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="show tracebacks on errors")
 
+    _trial_commands(commands)
+    return parser
+
+
+def _trial_commands(commands) -> None:
+    """``run`` and ``verify`` (try a built package, check it against its checkpoint) and
+    ``list``."""
+    run = commands.add_parser(
+        "run", help="run a package on a prompt",
+        description="Run a package: a decoder streams greedy tokens through onnxruntime-genai "
+        "(the package's chat template applied); an encoder prints its task's output.")
+    run.add_argument("package", help="a folder `mobius build` wrote")
+    run.add_argument("--prompt", "-p", required=True, help="the input text")
+    run.add_argument("--no-chat-template", dest="chat_template", action="store_false",
+                     help="feed the prompt as is, not as a user turn of the chat template")
+    run.add_argument("--max-new-tokens", type=int, default=64, metavar="N",
+                     help="most tokens a decoder generates (default 64; an EOS ends it sooner)")
+    run.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    verify = commands.add_parser(
+        "verify", help="compare a package with its checkpoint in transformers",
+        description="Run the package and its checkpoint in transformers (pip install "
+        "mobius[verify]) on a few fixed inputs; exit 1 when they differ beyond the "
+        "package dtype's tolerance (docs/cli.md).")
+    verify.add_argument("package", help="a folder `mobius build` wrote")
+    verify.add_argument("--against", metavar="CHECKPOINT",
+                        help="checkpoint folder (default: the one the package was built from)")
+    for sub in (run, verify):
+        sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                         help="show tracebacks on errors")
     listing = commands.add_parser("list",
                                   help="list supported models, tasks, EPs or tiny checkpoints")
     listing.add_argument("what", choices=["models", "tasks", "eps", "tiny"])
-    return parser
 
 
 def _quant_arguments(build: argparse.ArgumentParser) -> None:
@@ -174,6 +202,15 @@ def _one_line(e: Exception) -> str:
 def _run(args: argparse.Namespace) -> int:
     if args.command == "list":
         return _list(args.what)
+    if args.command == "run":
+        from mobius.trial.run import run
+
+        return run(args.package, args.prompt, use_template=args.chat_template,
+                   max_new_tokens=args.max_new_tokens, as_json=args.json)
+    if args.command == "verify":
+        from mobius.trial.verify import verify
+
+        return verify(args.package, args.against)
     output = args.output_flag or args.output
     if not output:
         raise MobiusError("no output folder given (positional OUTPUT or --output)")
@@ -202,7 +239,9 @@ def _run(args: argparse.Namespace) -> int:
     package = build_request(dataclasses.replace(request, model=folder))
     path = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
-        print(f"wrote {path}")
+        from mobius.trial.run import try_line
+
+        print(f"wrote {path}\n{try_line(path)}".rstrip())
     return 0
 
 

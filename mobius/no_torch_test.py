@@ -1,5 +1,6 @@
 """Building a package never imports torch or transformers (they are test-only references),
-from a checkpoint folder or from a GGUF file."""
+from a checkpoint folder or from a GGUF file; nor does `mobius run` (only `mobius verify`
+needs them: the mobius[verify] extra)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from mobius.cli import main
 
 package = mobius.build("tiny-llama", dtype="f16")
 package.save(sys.argv[1] + "/api")
-code = main(["build", "--quiet", "--model", "tiny-qwen3", "--dtype", "bf16", sys.argv[1] + "/cli"])
+code = main(["build", "--model", "tiny-qwen3", "--dtype", "bf16", sys.argv[1] + "/cli"])
+code += main(["run", sys.argv[1] + "/cli", "--prompt", "Hi", "--max-new-tokens", "2"])
 mobius.build(sys.argv[2], quant="int8").save(sys.argv[1] + "/gguf")
 heavy = sorted(m for m in ("torch", "transformers", "tensorflow", "jax") if m in sys.modules)
 print(json.dumps({"code": code, "heavy": heavy}))

@@ -22,6 +22,7 @@ import numpy as np
 import onnx_ir as ir
 
 from mobius.ep.registry import get_ep
+from mobius.trial.tolerances import F32_ATOL, HALF_ULPS, spacing
 from testing import ep_suite, parity
 
 NP_DTYPES = {"f32": np.float32, "f16": np.float16}
@@ -144,18 +145,6 @@ def compare(reference: Run, candidate: Run, attention_mask: np.ndarray,
             present = max(present, float(np.abs(a - b).max()))
             present_scale = max(present_scale, float(np.abs(a).max()))
     return Diff(max(per_step), present, scale, present_scale, per_step)
-
-
-#: f32: absolute tolerance on logits and present KV (values are O(1)).
-F32_ATOL = 1e-4
-#: f16 / bf16: tolerance in units of the dtype's spacing at the tensor's largest magnitude.
-HALF_ULPS = 8
-FRACTION_BITS = {"f16": 10, "bf16": 7}
-
-
-def spacing(scale: float, dtype: str) -> float:
-    """The gap between adjacent ``dtype`` values near ``scale``."""
-    return float(2.0 ** (np.floor(np.log2(max(scale, 2.0**-14))) - FRACTION_BITS[dtype]))
 
 
 def tolerances(diff: Diff, dtype: str) -> tuple[float, float]:

@@ -34,14 +34,30 @@ _LEGACY = {
 _SHOWN = 5
 
 
-def write_manifest(folder: str) -> None:
-    """Lists every file under ``folder`` (a finished staging folder) in its manifest."""
+def write_manifest(folder: str, build: dict | None = None) -> None:
+    """Lists every file under ``folder`` (a finished staging folder) in its manifest, with
+    what ``build`` records of how it was made (source folder, task, dtype, quantization:
+    ``mobius run`` / ``mobius verify`` read it back with :func:`read_build`)."""
     files = []
     for root, _, names in os.walk(folder):
         files += [os.path.relpath(os.path.join(root, n), folder).replace(os.sep, "/")
                   for n in names]
     with open(os.path.join(folder, MANIFEST), "w") as f:
-        json.dump({"format": 1, "files": sorted(files)}, f, indent=2)
+        json.dump({"format": 1, "files": sorted(files), "build": build or {}}, f, indent=2)
+
+
+def read_build(folder: str) -> dict | None:
+    """The build record of the package in ``folder``; None where it is not a mobius package
+    (no readable manifest) or was saved before the record existed."""
+    path = os.path.join(folder, MANIFEST)
+    if os.path.islink(path) or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            build = json.load(f).get("build")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return build if isinstance(build, dict) and build.get("task") else None
 
 
 def check_replaceable(output_dir: str) -> None:

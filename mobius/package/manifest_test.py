@@ -11,7 +11,7 @@ import onnx_ir as ir
 import pytest
 
 from mobius.errors import OutputError
-from mobius.package.manifest import MANIFEST
+from mobius.package.manifest import MANIFEST, read_build, write_manifest
 from mobius.package.model_package import ModelPackage
 from testing.file_tree import file_contents
 
@@ -151,3 +151,16 @@ def test_a_user_file_added_during_the_build_is_still_refused(tmp_path, monkeypat
     with pytest.raises(OutputError, match=r"\(notes.txt\)"):
         package.save(str(out), overwrite=True)
     assert _version(out) == 1 and sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_the_build_record_reads_back(tmp_path):
+    """What `mobius run` / `verify` read: the record as written; None without a task (a
+    package saved before the record, or a foreign manifest)."""
+    build = {"source": "/ckpt", "task": "fill-mask", "dtype": "f16", "quant": "int4",
+             "layout": "genai"}
+    write_manifest(str(tmp_path), build)
+    assert read_build(str(tmp_path)) == build
+    write_manifest(str(tmp_path))
+    assert read_build(str(tmp_path)) is None
+    (tmp_path / MANIFEST).write_text("[1, 2]")
+    assert read_build(str(tmp_path)) is None

@@ -47,6 +47,8 @@ class ModelPackage:
     config: Any = None
     #: the checkpoint folder it was built from: save() refuses to write into or over it
     source: str | None = None
+    #: the task it was built for (a registered task name), recorded for ``mobius run``
+    task: str | None = None
     #: folder layout: "genai" (onnxruntime-genai) or "transformers.js"
     #: (mobius/package/transformers_js.py), with the build dtype it names files by
     layout: str = "genai"
@@ -141,7 +143,9 @@ class ModelPackage:
     def _write(self, folder: str, progress: bool) -> None:
         """Writes every file of the package into ``folder``, its manifest last."""
         self._write_files(folder, progress)
-        write_manifest(folder)
+        write_manifest(folder, {"source": self.source, "task": self.task,
+                                "dtype": self.build_dtype, "quant": self.quant,
+                                "layout": self.layout})
 
     def _write_files(self, folder: str, progress: bool) -> None:
         if self.layout == "transformers.js":
