@@ -60,6 +60,8 @@ _SINKS = "attention sinks: the EP's GQA kernel takes no head_sink"
 KNOWN_GAPS: dict[tuple[str, str, str], str] = {
     ("hunyuan_v1_dense", "f16", "rope-in-gqa"): _NORM_AFTER_ROPE,
     ("hunyuan_v1_dense", "bf16", "rope-in-gqa"): _NORM_AFTER_ROPE,
+    ("hunyuan_v1_moe", "f16", "rope-in-gqa"): _NORM_AFTER_ROPE,
+    ("hunyuan_v1_moe", "bf16", "rope-in-gqa"): _NORM_AFTER_ROPE,
     ("gpt_oss", "f16", "1xGroupQueryAttention/layer"): _SINKS,
     ("gpt_oss", "f16", "no-Attention"): _SINKS,
     ("gpt_oss", "f16", "rope-in-gqa"): _SINKS,

@@ -71,6 +71,11 @@ PARITY: dict[str, tuple[str, dict, dict | None]] = {
         "tiny-hunyuan_v1_dense", {"rope_parameters": {"rope_type": "dynamic", "alpha": 50.0,
                                                       "factor": 1.0, "rope_theta": 10000.0}},
         {"rope_parameters.alpha": None}),
+    # top-2 of 5 + the shared MLP on every layer; per-layer top-k (1, then 3), no biases
+    "hunyuan_v1_moe": ("tiny-hunyuan_v1_moe", {}, {"attention_bias": False}),
+    "hunyuan_v1_moe_topk_per_layer": ("tiny-hunyuan_v1_moe",
+                                      {"moe_topk": [1, 3], "attention_bias": False},
+                                      {"moe_topk": 2}),
     # gpt-oss (sinks random: every parameter is; sliding window 4 < the 10-token prompt)
     "gpt_oss": ("tiny-gpt_oss", {}, {"layer_types": ["full_attention"] * 2}),
     "gpt_oss_yarn": ("tiny-gpt_oss", {}, {"rope_parameters.rope_type": "default"}),
