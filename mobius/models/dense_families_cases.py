@@ -76,6 +76,16 @@ PARITY: dict[str, tuple[str, dict, dict | None]] = {
     "hunyuan_v1_moe_topk_per_layer": ("tiny-hunyuan_v1_moe",
                                       {"moe_topk": [1, 3], "attention_bias": False},
                                       {"moe_topk": 2}),
+    # GLM-4.7-Flash-like: q LoRA, interleaved RoPE, layers sparse / dense / sparse, 2 of 4
+    # groups, renormalized, scaled 1.8, q/kv/o biases
+    "glm4_moe_lite": ("tiny-glm4_moe_lite", {}, {"attention_bias": False}),
+    "glm4_moe_lite_norm_topk_prob": ("tiny-glm4_moe_lite", {}, {"norm_topk_prob": False}),
+    "glm4_moe_lite_routed_scaling": ("tiny-glm4_moe_lite", {}, {"routed_scaling_factor": 1.0}),
+    "glm4_moe_lite_topk_group": ("tiny-glm4_moe_lite", {}, {"topk_group": 4}),
+    # Glm4MoeLiteConfig's layout: no mlp_layer_types (layer 0 dense), plain q_proj, rotate-half
+    "glm4_moe_lite_default_layers_no_q_lora": (
+        "tiny-glm4_moe_lite", {"mlp_layer_types": None, "q_lora_rank": None,
+                               "rope_interleave": False}, {"rope_interleave": True}),
     # gpt-oss (sinks random: every parameter is; sliding window 4 < the 10-token prompt)
     "gpt_oss": ("tiny-gpt_oss", {}, {"layer_types": ["full_attention"] * 2}),
     "gpt_oss_yarn": ("tiny-gpt_oss", {}, {"rope_parameters.rope_type": "default"}),

@@ -14,6 +14,7 @@ part is mobius/components/moe.py's pattern, so it fuses into com.microsoft MoE.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Mapping
 
 from onnxscript import nn
 
@@ -24,6 +25,8 @@ from mobius.components.mlp import GatedMLP
 from mobius.components.moe import GatedExpert, combine_experts, routing_weights
 from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
+from mobius.config.fields import positive_int
+from mobius.config.options import read_options
 from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
@@ -40,17 +43,24 @@ class HunYuanMoeOptions:
     moe_topk: int | tuple[int, ...] = 1
 
 
-def _top_k(config: ArchitectureConfig, layer: int) -> int:
-    o = config.options
-    per_layer = o.moe_topk if isinstance(o.moe_topk, tuple) else None
-    if per_layer is not None and len(per_layer) < config.num_hidden_layers:
-        raise ConfigError(f"config.json: moe_topk lists {len(per_layer)} values for "
-                          f"{config.num_hidden_layers} layers")
-    k = per_layer[layer] if per_layer is not None else o.moe_topk
-    if not 0 < k <= o.num_experts:
-        raise ConfigError(f"config.json: moe_topk must be in 1..num_experts "
-                          f"({o.num_experts}), got {k}")
-    return k
+def top_k(o: HunYuanMoeOptions, layer: int) -> int:
+    """Layer ``layer``'s number of routed experts (moe_topk, or its entry for the layer)."""
+    return o.moe_topk[layer] if isinstance(o.moe_topk, tuple) else o.moe_topk
+
+
+def _checked(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """config_overrides: the expert counts checked before any weight is read."""
+    o = read_options(HunYuanMoeOptions, raw)
+    layers = positive_int("num_hidden_layers", raw.get("num_hidden_layers"))
+    positive_int("num_experts", o.num_experts)
+    if isinstance(o.moe_topk, tuple) and len(o.moe_topk) < layers:
+        raise ConfigError(f"config.json: moe_topk lists {len(o.moe_topk)} values for "
+                          f"{layers} layers")
+    for layer in range(layers):
+        if not 0 < top_k(o, layer) <= o.num_experts:
+            raise ConfigError(f"config.json: moe_topk must be in 1..num_experts "
+                              f"({o.num_experts}), got {top_k(o, layer)}")
+    return {}
 
 
 class HunYuanRouter(nn.Module):
@@ -82,16 +92,13 @@ class HunYuanMoE(nn.Module):
 class HunYuanMoEV1ForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
         d, eps, hidden = config.head_dim, config.rms_norm_eps, config.hidden_size
-        if config.options.num_experts <= 0:
-            raise ConfigError(f"config.json: num_experts must be > 0, got "
-                              f"{config.options.num_experts}")
         layers = [
             PreNormDecoderLayer(
                 llama_attention(config, q_norm=RMSNorm(d, eps), k_norm=RMSNorm(d, eps),
                                 qk_norm_names=("query_layernorm", "key_layernorm"),
                                 qk_norm_after_rope=True),
                 HunYuanMoE(hidden, config.intermediate_size, config.options.num_experts,
-                           _top_k(config, i), config.hidden_act),
+                           top_k(config.options, i), config.hidden_act),
                 RMSNorm(hidden, eps), RMSNorm(hidden, eps))
             for i in range(config.num_hidden_layers)
         ]
@@ -102,7 +109,7 @@ FAMILY = ModelFamily(
     name="hunyuan_v1_moe", model_types=("hunyuan_v1_moe",),
     architectures=("HunYuanMoEV1ForCausalLM",), module=HunYuanMoEV1ForCausalLM,
     tiny_preset="tiny-hunyuan_v1_moe", normalize_raw=normalize_hunyuan,
-    cohorts=("genai",), options=HunYuanMoeOptions,
+    cohorts=("genai",), options=HunYuanMoeOptions, config_overrides=_checked,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
