@@ -68,6 +68,18 @@ KNOWN_GAPS: dict[tuple[str, str, str], str] = {
     ("gpt_oss", "bf16", "1xGroupQueryAttention/layer"): _SINKS,
     ("gpt_oss", "bf16", "no-Attention"): _SINKS,
     ("gpt_oss", "bf16", "rope-in-gqa"): _SINKS,
+    ("granite_swa", "f16", "1xGroupQueryAttention/layer"): _SINKS,
+    ("granite_swa", "f16", "no-Attention"): _SINKS,
+    ("granite_swa", "f16", "rope-in-gqa"): _SINKS,
+    ("granite_swa", "bf16", "1xGroupQueryAttention/layer"): _SINKS,
+    ("granite_swa", "bf16", "no-Attention"): _SINKS,
+    ("granite_swa", "bf16", "rope-in-gqa"): _SINKS,
+    ("granitemoe_swa", "f16", "1xGroupQueryAttention/layer"): _SINKS,
+    ("granitemoe_swa", "f16", "no-Attention"): _SINKS,
+    ("granitemoe_swa", "f16", "rope-in-gqa"): _SINKS,
+    ("granitemoe_swa", "bf16", "1xGroupQueryAttention/layer"): _SINKS,
+    ("granitemoe_swa", "bf16", "no-Attention"): _SINKS,
+    ("granitemoe_swa", "bf16", "rope-in-gqa"): _SINKS,
 }
 
 

@@ -86,6 +86,14 @@ PARITY: dict[str, tuple[str, dict, dict | None]] = {
     "glm4_moe_lite_default_layers_no_q_lora": (
         "tiny-glm4_moe_lite", {"mlp_layer_types": None, "q_lora_rank": None,
                                "rope_interleave": False}, {"rope_interleave": True}),
+    # granite-swash: sinks, window 4 on layers 0 and 2, RoPE bases 40000 / NoPE / 10000
+    "granite_swa": ("tiny-granite_swa", {}, {"layer_types": ["full_attention"] * 3}),
+    "granite_swa_layer_rope_theta": ("tiny-granite_swa", {}, {"layer_rope_theta": None}),
+    "granite_swa_biases": ("tiny-granite_swa", {}, {"attention_bias": False, "mlp_bias": False}),
+    "granitemoe_swa": ("tiny-granitemoe_swa", {}, {"shared_intermediate_size": 0}),
+    "granitemoe_swa_no_shared_mlp": (
+        "tiny-granitemoe_swa", {"shared_intermediate_size": 0, "attention_bias": False},
+        {"num_experts_per_tok": 3}),
     # gpt-oss (sinks random: every parameter is; sliding window 4 < the 10-token prompt)
     "gpt_oss": ("tiny-gpt_oss", {}, {"layer_types": ["full_attention"] * 2}),
     "gpt_oss_yarn": ("tiny-gpt_oss", {}, {"rope_parameters.rope_type": "default"}),
