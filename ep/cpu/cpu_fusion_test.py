@@ -46,6 +46,7 @@ _NORM_AFTER_ROPE = "QK norm after RoPE: RoPE cannot move into GroupQueryAttentio
 
 KNOWN_GAPS: dict[tuple[str, str, str], str] = {
     ("hunyuan_v1_dense", "f32", "rope-in-gqa"): _NORM_AFTER_ROPE,
+    ("hunyuan_v1_moe", "f32", "rope-in-gqa"): _NORM_AFTER_ROPE,
 }
 KNOWN_GAPS.update({(family, dtype, "Attention->MultiHeadAttention"): _ROPE_IN_ENCODER
                    for family in _MODERNBERT for dtype in ("f32",)})

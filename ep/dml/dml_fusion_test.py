@@ -59,6 +59,12 @@ KNOWN_GAPS: dict[tuple[str, str, str], str] = {
     ("gpt_oss", "f16", "1xGroupQueryAttention/layer"): _SINKS,
     ("gpt_oss", "f16", "no-Attention"): _SINKS,
     ("gpt_oss", "f16", "gqa-do_rotary=0"): _SINKS,
+    ("granite_swa", "f16", "1xGroupQueryAttention/layer"): _SINKS,
+    ("granite_swa", "f16", "no-Attention"): _SINKS,
+    ("granite_swa", "f16", "gqa-do_rotary=0"): _SINKS,
+    ("granitemoe_swa", "f16", "1xGroupQueryAttention/layer"): _SINKS,
+    ("granitemoe_swa", "f16", "no-Attention"): _SINKS,
+    ("granitemoe_swa", "f16", "gqa-do_rotary=0"): _SINKS,
 }
 KNOWN_GAPS.update({(family, dtype, "Attention->MultiHeadAttention"): _ROPE_IN_ENCODER
                    for family in _MODERNBERT for dtype in ("f16", "f32")})

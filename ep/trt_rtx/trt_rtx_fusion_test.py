@@ -60,12 +60,26 @@ _SINKS = "attention sinks: the EP's GQA kernel takes no head_sink"
 KNOWN_GAPS: dict[tuple[str, str, str], str] = {
     ("hunyuan_v1_dense", "f16", "rope-in-gqa"): _NORM_AFTER_ROPE,
     ("hunyuan_v1_dense", "bf16", "rope-in-gqa"): _NORM_AFTER_ROPE,
+    ("hunyuan_v1_moe", "f16", "rope-in-gqa"): _NORM_AFTER_ROPE,
+    ("hunyuan_v1_moe", "bf16", "rope-in-gqa"): _NORM_AFTER_ROPE,
     ("gpt_oss", "f16", "1xGroupQueryAttention/layer"): _SINKS,
     ("gpt_oss", "f16", "no-Attention"): _SINKS,
     ("gpt_oss", "f16", "rope-in-gqa"): _SINKS,
     ("gpt_oss", "bf16", "1xGroupQueryAttention/layer"): _SINKS,
     ("gpt_oss", "bf16", "no-Attention"): _SINKS,
     ("gpt_oss", "bf16", "rope-in-gqa"): _SINKS,
+    ("granite_swa", "f16", "1xGroupQueryAttention/layer"): _SINKS,
+    ("granite_swa", "f16", "no-Attention"): _SINKS,
+    ("granite_swa", "f16", "rope-in-gqa"): _SINKS,
+    ("granite_swa", "bf16", "1xGroupQueryAttention/layer"): _SINKS,
+    ("granite_swa", "bf16", "no-Attention"): _SINKS,
+    ("granite_swa", "bf16", "rope-in-gqa"): _SINKS,
+    ("granitemoe_swa", "f16", "1xGroupQueryAttention/layer"): _SINKS,
+    ("granitemoe_swa", "f16", "no-Attention"): _SINKS,
+    ("granitemoe_swa", "f16", "rope-in-gqa"): _SINKS,
+    ("granitemoe_swa", "bf16", "1xGroupQueryAttention/layer"): _SINKS,
+    ("granitemoe_swa", "bf16", "no-Attention"): _SINKS,
+    ("granitemoe_swa", "bf16", "rope-in-gqa"): _SINKS,
 }
 
 

@@ -59,6 +59,10 @@ class DeepseekV2Options:
     moe_layer_freq: int = 1
     num_nextn_predict_layers: int = 0
 
+    def dense_layer(self, layer: int) -> bool:
+        """Whether ``layer`` has the gated MLP instead of the experts."""
+        return layer < self.first_k_dense_replace
+
 
 @dataclasses.dataclass(frozen=True)
 class DeepseekV3Options(DeepseekV2Options):
@@ -125,12 +129,12 @@ def softmax_scale(options: DeepseekV2Options, rope: RopeConfig) -> float:
     return scale
 
 
-def _overrides(cls: type[DeepseekV2Options]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+def deepseek_overrides(cls: type[DeepseekV2Options]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
     """The config_overrides of the family whose switches are ``cls`` (checked here). The
     cache is the latent: one KV head of qk_rope_head_dim + kv_lora_rank features."""
     def overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
         options = read_options(cls, raw)
-        _check(options, cls is DeepseekV3Options)
+        _check(options, issubclass(cls, DeepseekV3Options))
         if options.q_lora_rank is not None:
             positive_int("q_lora_rank", options.q_lora_rank)
         return {"head_dim": options.qk_rope_head_dim + options.kv_lora_rank,
@@ -142,7 +146,7 @@ def _overrides(cls: type[DeepseekV2Options]) -> Callable[[Mapping[str, Any]], di
 
 def _mlp(config: ArchitectureConfig, o: DeepseekV2Options, layer: int):
     act, hidden = config.hidden_act, config.hidden_size
-    if layer < o.first_k_dense_replace:
+    if o.dense_layer(layer):
         return GatedMLP(hidden, config.intermediate_size, act, o.mlp_bias)
     return DeepseekMoE(hidden, o.moe_intermediate_size, o.n_routed_experts, o.num_experts_per_tok,
                        method=o.topk_method, groups=o.n_group, topk_group=o.topk_group,
@@ -170,7 +174,7 @@ class DeepseekForCausalLM(CausalLM):
         super().__init__(config, CausalTransformer(config, layers, RMSNorm(hidden, eps)))
 
 
-def _mtp_layers(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
+def mtp_layers(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
     first = config.num_hidden_layers
     return tuple(IgnoredTensors(rf"model\.layers\.{first + k}\..*",
                                 "multi-token-prediction layer (not used by the causal LM)")
@@ -179,18 +183,18 @@ def _mtp_layers(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
 
 DEEPSEEK_V2 = ModelFamily(
     name="deepseek_v2", model_types=("deepseek_v2",), architectures=("DeepseekV2ForCausalLM",),
-    module=DeepseekForCausalLM, config_overrides=_overrides(DeepseekV2Options),
+    module=DeepseekForCausalLM, config_overrides=deepseek_overrides(DeepseekV2Options),
     options=DeepseekV2Options, normalize_raw=normalize_deepseek, tiny_preset="tiny-deepseek-v2",
     cohorts=("genai",),
-    ignored_tensors=_mtp_layers,
+    ignored_tensors=mtp_layers,
 )
 
 DEEPSEEK_V3 = ModelFamily(
     name="deepseek_v3", model_types=("deepseek_v3",), architectures=("DeepseekV3ForCausalLM",),
-    module=DeepseekForCausalLM, config_overrides=_overrides(DeepseekV3Options),
+    module=DeepseekForCausalLM, config_overrides=deepseek_overrides(DeepseekV3Options),
     options=DeepseekV3Options, normalize_raw=normalize_deepseek, tiny_preset="tiny-deepseek-v3",
     cohorts=("genai",),
-    ignored_tensors=_mtp_layers,
+    ignored_tensors=mtp_layers,
 )
 
 FAMILIES = (DEEPSEEK_V2, DEEPSEEK_V3)

@@ -71,6 +71,29 @@ PARITY: dict[str, tuple[str, dict, dict | None]] = {
         "tiny-hunyuan_v1_dense", {"rope_parameters": {"rope_type": "dynamic", "alpha": 50.0,
                                                       "factor": 1.0, "rope_theta": 10000.0}},
         {"rope_parameters.alpha": None}),
+    # top-2 of 5 + the shared MLP on every layer; per-layer top-k (1, then 3), no biases
+    "hunyuan_v1_moe": ("tiny-hunyuan_v1_moe", {}, {"attention_bias": False}),
+    "hunyuan_v1_moe_topk_per_layer": ("tiny-hunyuan_v1_moe",
+                                      {"moe_topk": [1, 3], "attention_bias": False},
+                                      {"moe_topk": 2}),
+    # GLM-4.7-Flash-like: q LoRA, interleaved RoPE, layers sparse / dense / sparse, 2 of 4
+    # groups, renormalized, scaled 1.8, q/kv/o biases
+    "glm4_moe_lite": ("tiny-glm4_moe_lite", {}, {"attention_bias": False}),
+    "glm4_moe_lite_norm_topk_prob": ("tiny-glm4_moe_lite", {}, {"norm_topk_prob": False}),
+    "glm4_moe_lite_routed_scaling": ("tiny-glm4_moe_lite", {}, {"routed_scaling_factor": 1.0}),
+    "glm4_moe_lite_topk_group": ("tiny-glm4_moe_lite", {}, {"topk_group": 4}),
+    # Glm4MoeLiteConfig's layout: no mlp_layer_types (layer 0 dense), plain q_proj, rotate-half
+    "glm4_moe_lite_default_layers_no_q_lora": (
+        "tiny-glm4_moe_lite", {"mlp_layer_types": None, "q_lora_rank": None,
+                               "rope_interleave": False}, {"rope_interleave": True}),
+    # granite-swash: sinks, window 4 on layers 0 and 2, RoPE bases 40000 / NoPE / 10000
+    "granite_swa": ("tiny-granite_swa", {}, {"layer_types": ["full_attention"] * 3}),
+    "granite_swa_layer_rope_theta": ("tiny-granite_swa", {}, {"layer_rope_theta": None}),
+    "granite_swa_biases": ("tiny-granite_swa", {}, {"attention_bias": False, "mlp_bias": False}),
+    "granitemoe_swa": ("tiny-granitemoe_swa", {}, {"shared_intermediate_size": 0}),
+    "granitemoe_swa_no_shared_mlp": (
+        "tiny-granitemoe_swa", {"shared_intermediate_size": 0, "attention_bias": False},
+        {"num_experts_per_tok": 3}),
     # gpt-oss (sinks random: every parameter is; sliding window 4 < the 10-token prompt)
     "gpt_oss": ("tiny-gpt_oss", {}, {"layer_types": ["full_attention"] * 2}),
     "gpt_oss_yarn": ("tiny-gpt_oss", {}, {"rope_parameters.rope_type": "default"}),

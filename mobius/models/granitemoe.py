@@ -43,9 +43,15 @@ def _stacked(shape: list[int], stacked_shape: list[int], name: str, expert: int,
                   transform=lambda a: transpose(a[expert, rows]))
 
 
-def granitemoe_block(config: ArchitectureConfig, layer: int) -> SparseMoE:
+#: checkpoint names (under ``block_sparse_moe``) of the router and the stacked experts
+GRANITEMOE_NAMES = ("router.layer.weight", "input_linear.weight", "output_linear.weight")
+
+
+def granitemoe_block(config: ArchitectureConfig, layer: int,
+                     names: tuple[str, str, str] = GRANITEMOE_NAMES) -> SparseMoE:
     """SparseMoE whose router and experts read GraniteMoE's stacked checkpoint tensors
-    (``config.options``: a GraniteMoeOptions)."""
+    (``config.options``: a GraniteMoeOptions); ``names``: their spellings (router,
+    [E, 2I, H] gate-then-up rows, [E, H, I])."""
     experts = moe_int("num_local_experts", config.options.num_local_experts)
     top_k = moe_int("num_experts_per_tok", config.options.num_experts_per_tok)
     if top_k > experts:
@@ -55,16 +61,15 @@ def granitemoe_block(config: ArchitectureConfig, layer: int) -> SparseMoE:
     moe = SparseMoE(hidden, inter, experts, top_k, normalize_top_k=True,
                     activation=config.hidden_act)
     prefix = f"model.layers.{layer}.block_sparse_moe"
+    router, fc1_name, fc2_name = (f"{prefix}.{name}" for name in names)
     moe.gate.weight = Weight([hidden, experts], checkpoint_shape=[experts, hidden],
-                             checkpoint_name=f"{prefix}.router.layer.weight", transform=transpose)
+                             checkpoint_name=router, transform=transpose)
     fc1, fc2 = [experts, 2 * inter, hidden], [experts, hidden, inter]
     for e, expert in enumerate(moe.experts):
-        expert.gate_proj.weight = _stacked([hidden, inter], fc1, f"{prefix}.input_linear.weight",
-                                           e, slice(0, inter))
-        expert.up_proj.weight = _stacked([hidden, inter], fc1, f"{prefix}.input_linear.weight",
-                                         e, slice(inter, 2 * inter))
-        expert.down_proj.weight = _stacked([inter, hidden], fc2, f"{prefix}.output_linear.weight",
-                                           e, slice(None))
+        expert.gate_proj.weight = _stacked([hidden, inter], fc1, fc1_name, e, slice(0, inter))
+        expert.up_proj.weight = _stacked([hidden, inter], fc1, fc1_name, e,
+                                         slice(inter, 2 * inter))
+        expert.down_proj.weight = _stacked([inter, hidden], fc2, fc2_name, e, slice(None))
     return moe
 
 
