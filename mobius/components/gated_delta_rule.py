@@ -77,9 +77,12 @@ def _scan_states(op, a, b, state):
     graph.inputs[0].shape = ir.Shape([None] * 4)
     for value in graph.inputs[1:]:
         value.shape = ir.Shape([None] * 4)
-    final, entering = op.Scan(state, a, b, body=graph, num_scan_inputs=2,
-                              scan_input_axes=[2, 2], scan_output_axes=[2], _outputs=2)
-    return entering, final
+    # chunks first: Scan's default axis 0, the one every runtime implements
+    chunks_first = [2, 0, 1, 3, 4]
+    final, entering = op.Scan(state, op.Transpose(a, perm=chunks_first),
+                              op.Transpose(b, perm=chunks_first), body=graph,
+                              num_scan_inputs=2, _outputs=2)
+    return op.Transpose(entering, perm=[1, 2, 0, 3, 4]), final
 
 
 def gated_delta_rule(op, q, k, v, g, beta, state, chunk_size: int):
