@@ -40,6 +40,7 @@ class Attention(nn.Module):
         rotary_interleaved: bool = False,
         qk_norm_after_rope: bool = False,
         sinks: bool = False,
+        output_gate: bool = False,
     ):
         """q_norm/k_norm: optional norms of the projected queries/keys, applied
         per head ([.., head_dim], Qwen3/Gemma3) or over the whole projection
@@ -48,7 +49,9 @@ class Attention(nn.Module):
         qk_norm_names: the norms' checkpoint attribute names (StableLM: q_layernorm).
         rotary_interleaved: RoPE rotates adjacent pairs (Cohere, GLM).
         qk_norm_after_rope: the per-head QK norms apply to the rotated Q/K (HunYuan).
-        sinks: a learned per-head sink logit joins the softmax (gpt-oss; ``sinks`` [heads])."""
+        sinks: a learned per-head sink logit joins the softmax (gpt-oss; ``sinks`` [heads]).
+        output_gate: q_proj also makes, per head after its queries, a gate; the output is
+        attn * sigmoid(gate) before o_proj (Qwen3-Next's gated attention)."""
         super().__init__()
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
@@ -60,7 +63,9 @@ class Attention(nn.Module):
         self.clip_qkv = clip_qkv
         self.rotary_interleaved = rotary_interleaved
         self.qk_norm_after_rope = qk_norm_after_rope
-        self.q_proj = Linear(hidden_size, num_heads * head_dim, qkv_bias)
+        self.output_gate = output_gate
+        self.q_proj = Linear(hidden_size, num_heads * head_dim * (2 if output_gate else 1),
+                             qkv_bias)
         self.k_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias)
         self.v_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias)
         self.o_proj = Linear(num_heads * head_dim, hidden_size, o_bias)
@@ -90,8 +95,7 @@ class Attention(nn.Module):
     def forward(self, op, hidden, cos, sin, mask, past_key, past_value):
         q_norm, k_norm = (getattr(self, name) for name in self.qk_norm_names)
         late = self.qk_norm_after_rope
-        q = self._heads(op, self._project(op, self.q_proj, hidden), self.num_heads,
-                        None if late else q_norm)
+        q, gate = self._queries(op, hidden, None if late else q_norm)
         k = self._heads(op, self._project(op, self.k_proj, hidden), self.num_kv_heads,
                         None if late else k_norm)
         v = self._heads(op, self._project(op, self.v_proj, hidden), self.num_kv_heads, None)
@@ -111,7 +115,21 @@ class Attention(nn.Module):
                 op, q, k, v, mask, past_key, past_value, self.scale, self.softcap)
         attn = op.Transpose(attn, perm=[0, 2, 1, 3])
         attn = op.Reshape(attn, op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))
+        if gate is not None:
+            attn = op.Mul(attn, op.Sigmoid(gate))
         return self.o_proj(op, attn), present_key, present_value
+
+    def _queries(self, op, hidden, norm):
+        """-> (q [batch, heads, seq, dim], the output gate [batch, seq, heads*dim] or None)."""
+        x = self._project(op, self.q_proj, hidden)
+        if not self.output_gate:
+            return self._heads(op, x, self.num_heads, norm), None
+        x = op.Reshape(x, op.Constant(value_ints=[0, 0, self.num_heads, 2 * self.head_dim]))
+        q, gate = op.Split(x, op.Constant(value_ints=[self.head_dim, self.head_dim]), axis=-1,
+                           _outputs=2)
+        gate = op.Reshape(gate, op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))
+        q = op.Reshape(q, op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))
+        return self._heads(op, q, self.num_heads, norm), gate
 
 
 def scaled_dot_product_attention(op, q, k, v, mask, past_key=None, past_value=None,

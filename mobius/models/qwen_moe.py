@@ -47,7 +47,8 @@ def is_sparse_layer(config: ArchitectureConfig, layer: int) -> bool:
     return layer not in o.mlp_only_layers and (layer + 1) % step == 0
 
 
-def _mlp(config: ArchitectureConfig, layer: int, shared_expert: bool):
+def moe_mlp(config: ArchitectureConfig, layer: int, shared_expert: bool):
+    """Layer i's feed-forward: sparse experts (+ the shared expert) or the dense MLP."""
     if not is_sparse_layer(config, layer):
         return GatedMLP(config.hidden_size, config.intermediate_size, config.hidden_act)
     o = config.options
@@ -67,7 +68,7 @@ class QwenMoeForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig, *, shared_expert: bool = False):
         eps = config.rms_norm_eps
         layers = [
-            PreNormDecoderLayer(llama_attention(config), _mlp(config, i, shared_expert),
+            PreNormDecoderLayer(llama_attention(config), moe_mlp(config, i, shared_expert),
                                 RMSNorm(config.hidden_size, eps), RMSNorm(config.hidden_size, eps))
             for i in range(config.num_hidden_layers)
         ]
