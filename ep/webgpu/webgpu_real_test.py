@@ -25,12 +25,13 @@ from testing.real_backend import Job
 from testing.webgpu_backend import BACKEND
 
 DTYPES = {"f32": ir.DataType.FLOAT, "f16": ir.DataType.FLOAT16}
-#: (family, dtype, quant): dense decoder, MoE, hybrid (short conv + attention), encoder, VLM.
+#: (family, dtype, quant): dense decoder, sliding-window decoder, MoE, hybrid (short conv +
+#: attention), encoder, VLM.
 #: Each costs lavapipe 5-20 s of cold shader compiling (Qwen2.5-VL, 13 s, is left to
 #: docs/eps.md's measurement: its vision tower's Attention runs on the CPU EP).
 COHORT = [("llama", "f32", None), ("llama", "f16", None), ("llama", "f16", "int4"),
-          ("qwen3_moe", "f16", None), ("lfm2", "f16", None), ("bert", "f16", None),
-          ("llava", "f16", None)]
+          ("mistral", "f16", None), ("qwen3_moe", "f16", None), ("lfm2", "f16", None),
+          ("bert", "f16", None), ("llava", "f16", None)]
 #: genai drives these (decoder packages); tokens compared with genai on the CPU EP.
 GENAI = [("llama", "f32", None), ("llama", "f16", None), ("llama", "f16", "int4")]
 
@@ -45,7 +46,7 @@ WHY = {
     "ConstantOfShape": "feeds NonZero's routing on the CPU" + _CPU_PREFERRED,
     "Transpose": "transposes NonZero's int64 indices" + _CPU_PREFERRED,
     **{op: _MASK + _CPU_PREFERRED for op in (
-        "Add", "Cast", "Concat", "CumSum", "Equal", "Expand", "GreaterOrEqual",
+        "Add", "Cast", "Concat", "CumSum", "Equal", "Expand", "GreaterOrEqual", "Less",
         "LessOrEqual", "Min", "Mul", "Neg", "Or", "ReduceMax", "Reshape", "Slice", "Split",
         "Sub", "Where")},
 }
@@ -59,6 +60,10 @@ ELSEWHERE: dict[tuple, dict[str, int]] = {
     ("llama", "f32", None, "model"): _DECODER,
     ("llama", "f16", None, "model"): _DECODER,
     ("llama", "f16", "int4", "model"): {**_DECODER, "Cast": 8, "Concat": 1},
+    # the window's token distances (mobius/components/attention_mask.py); the Unsqueeze
+    # EqualRankBroadcast gives the bool grid runs on WebGPU
+    ("mistral", "f16", None, "model"): {**_DECODER, "CumSum": 1, "Less": 1, "Sub": 3,
+                                        "Unsqueeze": 4},
     ("qwen3_moe", "f16", None, "model"): {**_DECODER, "Concat": 4, "ConstantOfShape": 1,
                                           "NonZero": 6, "Transpose": 6},
     ("lfm2", "f16", None, "model"): {

@@ -53,6 +53,9 @@ class EpCapabilities:
             spelled out for every axis).
         supports_scatter_reduction: ScatterND's ``reduction`` attribute is taken (else
             the MoE combine's unique-index scatter-add becomes a plain ScatterND).
+        supports_rank_broadcast: And takes inputs of different ranks (else the
+            lower-rank one is given leading 1s by Unsqueeze,
+            mobius/rewrite/equal_rank_broadcast.py).
         prepacks_2d_weights: the EP copies a constant 2-D MatMul/Gemm weight into
             its own packed layout at session load (a weight another node also
             reads is then held twice; any is held twice while it is packed).
@@ -119,6 +122,7 @@ class EpCapabilities:
     supports_int64: bool = True
     supports_pad_axes: bool = True
     supports_scatter_reduction: bool = True
+    supports_rank_broadcast: bool = True
     prepacks_2d_weights: bool = False
     default_int4_accuracy_level: int = 0
     quant_form: str = "matmul_nbits"

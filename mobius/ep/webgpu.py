@@ -19,6 +19,8 @@ CAPABILITIES = EpCapabilities(
     supports_if=False,
     supports_shape=False,
     supports_int64=False,
+    # And [4, 7] with [1, 1, 4, 7] fails in onnxruntime-webgpu 1.27 (the window mask)
+    supports_rank_broadcast=False,
     use_concrete_dims=True,
     default_int4_accuracy_level=4,
     quant_tied_embedding=True,  # as onnxruntime-genai's builder does for int4

@@ -47,6 +47,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.separate_rope import SeparateRoPE
     from mobius.rewrite.skip_layer_norm import SkipLayerNormFusion
     from mobius.rewrite.skip_simplified_layer_norm import SkipSimplifiedLayerNormFusion
+    from mobius.rewrite.equal_rank_broadcast import EqualRankBroadcast
     from mobius.rewrite.head_fused_matmul import HeadFusedMatMul
     from mobius.rewrite.unflatten_quantized_head import UnflattenQuantizedHead
     from mobius.rewrite.unique_scatter_add import UniqueScatterAdd
@@ -62,6 +63,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
                   HeadFusedMatMul(), CheckpointLayoutMatMul()]),
         ("inline", [InlineUnsupportedFunctions()]),
         ("lower", [UnpackQKV(), SeparateRoPE(), ExpandStandardOps(), UniqueScatterAdd(), PadAllAxes(),
+                   EqualRankBroadcast(),
                    IfToWhere(), Int32GraphIO(), ShapeElimination(), Float32Compute()]),
         ("fold", [lib.RemoveUnused(), lib.ConstantFolding()]),
     ]
