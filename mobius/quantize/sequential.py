@@ -29,7 +29,7 @@ import onnx_ir as ir
 
 from mobius.quantize.activation_stats import gram_matrices
 from mobius.quantize.calibration import CalibrationText
-from mobius.quantize.gptq import DAMPING, inverse_cholesky
+from mobius.quantize.gptq import DAMPING, Factor, gptq_factor
 from mobius.quantize.quantized_weight import QuantizedWeight
 
 #: (weight as stored, factor or None) -> its quantized value
@@ -53,7 +53,7 @@ class Target:
 
 def calibrated_factors(model: ir.Model, targets: Sequence[Target],
                        calibration: CalibrationText, quantize: Quantizer,
-                       passes: int = 1, damping: float = DAMPING) -> dict[str, np.ndarray]:
+                       passes: int = 1, damping: float = DAMPING) -> dict[str, Factor]:
     """Activation name -> GPTQ factor, from the float graph (pass 1) and then from the
     graph with ``targets`` quantized by the previous pass's factors."""
     if passes < 1:
@@ -89,5 +89,5 @@ def quantized_weights(targets: Sequence[Target], factors: dict, quantize: Quanti
             weight.const_value = source
 
 
-def _factors(grams: dict[str, np.ndarray], damping: float) -> dict[str, np.ndarray]:
-    return {name: inverse_cholesky(grams.pop(name), damping) for name in list(grams)}
+def _factors(grams: dict[str, np.ndarray], damping: float) -> dict[str, Factor]:
+    return {name: gptq_factor(grams.pop(name), damping) for name in list(grams)}
