@@ -22,7 +22,7 @@ import functools
 import os
 import warnings
 from collections import Counter
-from typing import Iterable
+from typing import Callable, Iterable
 
 import onnx
 import onnx_ir as ir
@@ -309,6 +309,41 @@ def has_token_mask_decoder(family_name: str) -> bool:
     return bool(getattr(family(family_name).module, "decoder_token_ids", False))
 
 
+@dataclasses.dataclass(frozen=True)
+class TraitGap:
+    """Checks that cannot hold for a family with ``trait`` (family.ATTENTION_TRAITS) on an
+    EP whose capabilities say ``cannot(caps)``: no fused form exists, not a missing rule."""
+
+    trait: str
+    checks: tuple[str, ...]
+    reason: str
+    cannot: Callable = lambda caps: True
+
+
+#: what each attention trait keeps out of the fused attention, derived per EP (a family
+#: declares its traits; no EP table names families for them)
+TRAIT_GAPS = (
+    # GroupQueryAttention's do_rotary would rotate the normed Q/K: RoPE stays a
+    # RotaryEmbedding ahead of the norm
+    TraitGap("qk_norm_after_rope", ("rope-in-gqa",),
+             "QK norm after RoPE: RoPE cannot move into GroupQueryAttention"),
+    # without head_sink the attention stays standard Attention
+    TraitGap("attention_sinks", ("1xGroupQueryAttention/layer", "no-Attention", "rope-in-gqa",
+                                 "gqa-do_rotary=0"),
+             "attention sinks: the EP's GQA kernel takes no head_sink",
+             lambda caps: not caps.gqa_head_sink),
+)
+
+
+def trait_gap(ep: str, family_name: str, check: str) -> str | None:
+    """Why ``check`` cannot hold for the family on ``ep`` (TRAIT_GAPS), or None."""
+    traits = family(family_name).attention_traits
+    for gap in TRAIT_GAPS:
+        if gap.trait in traits and check in gap.checks and gap.cannot(get_ep(ep)):
+            return gap.reason
+    return None
+
+
 def fusion_params(ep: str, expectations: dict[str, tuple[Check, ...]],
                   known_gaps: dict[tuple[str, str, str], str] | None = None,
                   encoder_expectations: dict[str, tuple[Check, ...]] | None = None):
@@ -317,8 +352,9 @@ def fusion_params(ep: str, expectations: dict[str, tuple[Check, ...]],
     ``expectations`` apply to the causal-LM decoder of every family that has one,
     ``encoder_expectations`` to the encoder families' only model; every family
     gets ROLE_CHECKS. ``known_gaps`` maps (family, dtype, str(check)) to the
-    reason a check cannot hold yet (a named missing rule); those params are
-    strict xfails, so they turn into failures the moment the rule lands.
+    reason a check cannot hold yet (a named missing rule), TRAIT_GAPS adds those
+    the families' attention traits imply; those params are strict xfails, so
+    they turn into failures the moment the rule lands.
     """
     known_gaps = dict(known_gaps or {})
     params = []
@@ -331,7 +367,8 @@ def fusion_params(ep: str, expectations: dict[str, tuple[Check, ...]],
         for dtype in EP_DTYPES[ep]:
             for check in table.get(dtype, ()) + ROLE_CHECKS:
                 marks = [pytest.mark.shard_group(fam)]
-                reason = known_gaps.pop((fam, dtype, str(check)), None)
+                reason = (known_gaps.pop((fam, dtype, str(check)), None)
+                          or trait_gap(ep, fam, str(check)))
                 if reason is not None:
                     marks.append(pytest.mark.xfail(strict=True, reason=reason))
                 params.append(pytest.param(fam, dtype, check, marks=marks,

@@ -53,18 +53,9 @@ ENCODER_EXPECTATIONS = {dtype: _ENCODER_BF16 if dtype == "bf16" else _ENCODER
 _ROPE_IN_ENCODER = "RoPE inside encoder attention: MultiHeadAttention has no rotary"
 _MODERNBERT = ("modernbert", "modernbert-seq-cls", "modernbert-tok-cls", "modernbert-mlm")
 
-#: (family, dtype, check) -> why it cannot hold yet (strict xfail: names the missing rule).
-#: HunYuan normalizes Q/K per head *after* RoPE: GroupQueryAttention's do_rotary would
-#: rotate the normed Q/K, so RoPE stays a RotaryEmbedding ahead of the norm (not a
-#: missing rule: no fused form exists).
-_NORM_AFTER_ROPE = "QK norm after RoPE: RoPE cannot move into GroupQueryAttention"
-
-KNOWN_GAPS: dict[tuple[str, str, str], str] = {
-    ("hunyuan_v1_dense", "f16", "rope-in-gqa"): _NORM_AFTER_ROPE,
-    ("hunyuan_v1_dense", "bf16", "rope-in-gqa"): _NORM_AFTER_ROPE,
-    ("hunyuan_v1_moe", "f16", "rope-in-gqa"): _NORM_AFTER_ROPE,
-    ("hunyuan_v1_moe", "bf16", "rope-in-gqa"): _NORM_AFTER_ROPE,
-}
+#: (family, dtype, check) -> why it cannot hold yet (strict xfail: names the missing rule);
+#: the gaps a family's attention traits imply on this EP come from testing/ep_suite.TRAIT_GAPS.
+KNOWN_GAPS: dict[tuple[str, str, str], str] = {}
 KNOWN_GAPS.update({(family, dtype, "Attention->MultiHeadAttention"): _ROPE_IN_ENCODER
                    for family in _MODERNBERT for dtype in ("f16", "f32")})
 

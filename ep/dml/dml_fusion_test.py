@@ -51,21 +51,9 @@ ENCODER_EXPECTATIONS = {dtype: _ENCODER for dtype in EXPECTATIONS}
 _ROPE_IN_ENCODER = "RoPE inside encoder attention: MultiHeadAttention has no rotary"
 _MODERNBERT = ("modernbert", "modernbert-seq-cls", "modernbert-tok-cls", "modernbert-mlm")
 
-#: (family, dtype, check) -> why it cannot hold yet (strict xfail: names the missing rule).
-#: gpt-oss's attention has per-head sinks; this EP's GroupQueryAttention takes no head_sink
-#: (caps.gqa_head_sink false), so it stays standard Attention (not a missing rule).
-_SINKS = "attention sinks: the EP's GQA kernel takes no head_sink"
-KNOWN_GAPS: dict[tuple[str, str, str], str] = {
-    ("gpt_oss", "f16", "1xGroupQueryAttention/layer"): _SINKS,
-    ("gpt_oss", "f16", "no-Attention"): _SINKS,
-    ("gpt_oss", "f16", "gqa-do_rotary=0"): _SINKS,
-    ("granite_swa", "f16", "1xGroupQueryAttention/layer"): _SINKS,
-    ("granite_swa", "f16", "no-Attention"): _SINKS,
-    ("granite_swa", "f16", "gqa-do_rotary=0"): _SINKS,
-    ("granitemoe_swa", "f16", "1xGroupQueryAttention/layer"): _SINKS,
-    ("granitemoe_swa", "f16", "no-Attention"): _SINKS,
-    ("granitemoe_swa", "f16", "gqa-do_rotary=0"): _SINKS,
-}
+#: (family, dtype, check) -> why it cannot hold yet (strict xfail: names the missing rule);
+#: the gaps a family's attention traits imply on this EP come from testing/ep_suite.TRAIT_GAPS.
+KNOWN_GAPS: dict[tuple[str, str, str], str] = {}
 KNOWN_GAPS.update({(family, dtype, "Attention->MultiHeadAttention"): _ROPE_IN_ENCODER
                    for family in _MODERNBERT for dtype in ("f16", "f32")})
 

@@ -48,39 +48,9 @@ _ENCODER = (
 )
 ENCODER_EXPECTATIONS = {dtype: _ENCODER for dtype in EXPECTATIONS}
 
-#: (family, dtype, check) -> why it cannot hold yet (strict xfail: names the missing rule).
-#: HunYuan normalizes Q/K per head *after* RoPE: GroupQueryAttention's do_rotary would
-#: rotate the normed Q/K, so RoPE stays a RotaryEmbedding ahead of the norm (not a
-#: missing rule: no fused form exists).
-_NORM_AFTER_ROPE = "QK norm after RoPE: RoPE cannot move into GroupQueryAttention"
-
-#: gpt-oss's attention has per-head sinks; this EP's GroupQueryAttention takes no head_sink
-#: (caps.gqa_head_sink false), so it stays standard Attention (not a missing rule).
-_SINKS = "attention sinks: the EP's GQA kernel takes no head_sink"
-KNOWN_GAPS: dict[tuple[str, str, str], str] = {
-    ("hunyuan_v1_dense", "f16", "rope-in-gqa"): _NORM_AFTER_ROPE,
-    ("hunyuan_v1_dense", "bf16", "rope-in-gqa"): _NORM_AFTER_ROPE,
-    ("hunyuan_v1_moe", "f16", "rope-in-gqa"): _NORM_AFTER_ROPE,
-    ("hunyuan_v1_moe", "bf16", "rope-in-gqa"): _NORM_AFTER_ROPE,
-    ("gpt_oss", "f16", "1xGroupQueryAttention/layer"): _SINKS,
-    ("gpt_oss", "f16", "no-Attention"): _SINKS,
-    ("gpt_oss", "f16", "rope-in-gqa"): _SINKS,
-    ("gpt_oss", "bf16", "1xGroupQueryAttention/layer"): _SINKS,
-    ("gpt_oss", "bf16", "no-Attention"): _SINKS,
-    ("gpt_oss", "bf16", "rope-in-gqa"): _SINKS,
-    ("granite_swa", "f16", "1xGroupQueryAttention/layer"): _SINKS,
-    ("granite_swa", "f16", "no-Attention"): _SINKS,
-    ("granite_swa", "f16", "rope-in-gqa"): _SINKS,
-    ("granite_swa", "bf16", "1xGroupQueryAttention/layer"): _SINKS,
-    ("granite_swa", "bf16", "no-Attention"): _SINKS,
-    ("granite_swa", "bf16", "rope-in-gqa"): _SINKS,
-    ("granitemoe_swa", "f16", "1xGroupQueryAttention/layer"): _SINKS,
-    ("granitemoe_swa", "f16", "no-Attention"): _SINKS,
-    ("granitemoe_swa", "f16", "rope-in-gqa"): _SINKS,
-    ("granitemoe_swa", "bf16", "1xGroupQueryAttention/layer"): _SINKS,
-    ("granitemoe_swa", "bf16", "no-Attention"): _SINKS,
-    ("granitemoe_swa", "bf16", "rope-in-gqa"): _SINKS,
-}
+#: (family, dtype, check) -> why it cannot hold yet (strict xfail: names the missing rule);
+#: the gaps a family's attention traits imply on this EP come from testing/ep_suite.TRAIT_GAPS.
+KNOWN_GAPS: dict[tuple[str, str, str], str] = {}
 
 
 globals().update(fusion_suite.tests_for(EP, EXPECTATIONS, KNOWN_GAPS, ENCODER_EXPECTATIONS))

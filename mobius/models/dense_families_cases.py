@@ -1,6 +1,9 @@
-"""transformers' side of dense_families_test (the reference_cases rule runs it at build time,
-//rules:references.bzl): each parity case's random checkpoint and transformers' logits on
-it, and the facts the test takes from transformers' config and model classes.
+"""The dense families' test cases, all in one place: a new family adds its rows here and
+nowhere else in the tests. transformers' side of dense_families_test (the
+reference_cases rule runs it at build time, //rules:references.bzl): each parity
+case's random checkpoint and transformers' logits on it, and the facts the test takes
+from transformers' config and model classes; plus the cases that need no reference
+(REVERT_NEEDS, REJECTED).
 """
 
 from __future__ import annotations
@@ -106,6 +109,50 @@ PARITY: dict[str, tuple[str, dict, dict | None]] = {
 #: The pattern switches whose transformers layer types the test checks.
 COHERE2_PATTERNS = [2, 4]
 EXAONE4_PATTERNS = [2, 4]
+
+#: case -> the tensor its reverted config needs but the checkpoint lacks (a structural
+#: switch: reverting it makes the build refuse the checkpoint instead of changing logits).
+REVERT_NEEDS: dict[str, str] = {
+    "stablelm_parallel_residual": "post_attention_layernorm",
+    "falcon_one_norm": "ln_attn",
+    "falcon_7b_multi_query": "post_attention_layernorm",
+    "gpt_oss_no_bias_top3": "q_proj.bias",
+}
+
+#: (preset, overrides, expected message part): switch values a family rejects up front.
+REJECTED: dict[str, tuple[str, dict, str]] = {
+    "cohere2_zero_pattern": ("tiny-cohere2", {"layer_types": None, "sliding_window_pattern": 0},
+                             "sliding_window_pattern 0"),
+    "cohere2_null_window": ("tiny-cohere2", {"sliding_window": None},
+                            "sliding_attention layers with sliding_window null"),
+    "cohere_zero_logit_scale": ("tiny-cohere", {"logit_scale": 0.0}, "logit_scale 0"),
+    "exaone4_bad_pattern": ("tiny-exaone4", {"layer_types": None, "sliding_window_pattern": "LXG"},
+                            "sliding_window_pattern 'LXG'"),
+    "hunyuan_bad_alpha": ("tiny-hunyuan_v1_dense",
+                          {"rope_parameters": {"rope_type": "dynamic", "alpha": -1.0}},
+                          "alpha must be a positive number"),
+    "hunyuan_moe_short_topk_list": ("tiny-hunyuan_v1_moe", {"moe_topk": [2]},
+                                    "moe_topk lists 1 values for 2 layers"),
+    "hunyuan_moe_topk_above_experts": ("tiny-hunyuan_v1_moe", {"moe_topk": 6},
+                                       r"moe_topk must be in 1..num_experts \(5\), got 6"),
+    "glm4_moe_lite_bad_mlp_layer_types": ("tiny-glm4_moe_lite",
+                                          {"mlp_layer_types": ["sparse", "moe", "sparse"]},
+                                          "mlp_layer_types must name 'dense' or 'sparse'"),
+    "granite_swa_negative_rope_theta": ("tiny-granite_swa",
+                                        {"layer_rope_theta": [10000.0, -1.0, 0]},
+                                        "layer_rope_theta must give each of the 3 layers"),
+    "internlm3_unequal_biases": ("tiny-internlm3", {"bias": False},
+                                 "qkv_bias True with bias False"),
+    "olmo_clip_qkv_type": ("tiny-olmo", {"clip_qkv": "yes"}, "'clip_qkv' must be float"),
+    "falcon_alibi": ("tiny-falcon", {"alibi": True}, "falcon: alibi"),
+    "falcon_sequential_new_architecture": ("tiny-falcon", {"parallel_attn": False},
+                                           "new_decoder_architecture with parallel_attn false"),
+    "gpt_oss_bad_limit": ("tiny-gpt_oss", {"swiglu_limit": 0.0}, "swiglu_limit must be > 0"),
+    "falcon_two_norms_old_architecture": (
+        "tiny-falcon", {"new_decoder_architecture": False, "num_ln_in_parallel_attn": 2},
+        "num_ln_in_parallel_attn 2 without"),
+}
+
 
 #: OLMo 3 config.json spellings whose per-layer-type RoPE and layer types the test checks
 #: against Olmo3Config: transformers 4.x keys (rope_scaling + a rope_theta that is not

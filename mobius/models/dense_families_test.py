@@ -29,7 +29,8 @@ import pytest
 from mobius.builder import build
 from mobius.errors import ConfigError, WeightsError
 from mobius.models import dense_families_cases as cases
-from mobius.models.dense_families_cases import HEAD_DIM_CASES, PARITY, head_dim_config
+from mobius.models.dense_families_cases import (HEAD_DIM_CASES, PARITY, REJECTED,
+                                                REVERT_NEEDS, head_dim_config)
 from testing import checkpoint_runs, decoder_reference
 from testing.model_runs import BuiltPackage, f32_parity
 from testing.reference_cases import case_dir
@@ -37,50 +38,6 @@ from testing.reference_cases import case_dir
 TOLERANCE = 1e-4
 #: A reverted switch must move some logit by at least this much.
 CHANGED = 1e-3
-
-#: case -> the tensor its reverted config needs but the checkpoint lacks (a structural
-#: switch: reverting it makes the build refuse the checkpoint instead of changing logits).
-REVERT_NEEDS: dict[str, str] = {
-    "stablelm_parallel_residual": "post_attention_layernorm",
-    "falcon_one_norm": "ln_attn",
-    "falcon_7b_multi_query": "post_attention_layernorm",
-    "gpt_oss_no_bias_top3": "q_proj.bias",
-}
-
-#: (preset, overrides, expected message part): switch values a family rejects up front.
-REJECTED: dict[str, tuple[str, dict, str]] = {
-    "cohere2_zero_pattern": ("tiny-cohere2", {"layer_types": None, "sliding_window_pattern": 0},
-                             "sliding_window_pattern 0"),
-    "cohere2_null_window": ("tiny-cohere2", {"sliding_window": None},
-                            "sliding_attention layers with sliding_window null"),
-    "cohere_zero_logit_scale": ("tiny-cohere", {"logit_scale": 0.0}, "logit_scale 0"),
-    "exaone4_bad_pattern": ("tiny-exaone4", {"layer_types": None, "sliding_window_pattern": "LXG"},
-                            "sliding_window_pattern 'LXG'"),
-    "hunyuan_bad_alpha": ("tiny-hunyuan_v1_dense",
-                          {"rope_parameters": {"rope_type": "dynamic", "alpha": -1.0}},
-                          "alpha must be a positive number"),
-    "hunyuan_moe_short_topk_list": ("tiny-hunyuan_v1_moe", {"moe_topk": [2]},
-                                    "moe_topk lists 1 values for 2 layers"),
-    "hunyuan_moe_topk_above_experts": ("tiny-hunyuan_v1_moe", {"moe_topk": 6},
-                                       r"moe_topk must be in 1..num_experts \(5\), got 6"),
-    "glm4_moe_lite_bad_mlp_layer_types": ("tiny-glm4_moe_lite",
-                                          {"mlp_layer_types": ["sparse", "moe", "sparse"]},
-                                          "mlp_layer_types must name 'dense' or 'sparse'"),
-    "granite_swa_negative_rope_theta": ("tiny-granite_swa",
-                                        {"layer_rope_theta": [10000.0, -1.0, 0]},
-                                        "layer_rope_theta must give each of the 3 layers"),
-    "internlm3_unequal_biases": ("tiny-internlm3", {"bias": False},
-                                 "qkv_bias True with bias False"),
-    "olmo_clip_qkv_type": ("tiny-olmo", {"clip_qkv": "yes"}, "'clip_qkv' must be float"),
-    "falcon_alibi": ("tiny-falcon", {"alibi": True}, "falcon: alibi"),
-    "falcon_sequential_new_architecture": ("tiny-falcon", {"parallel_attn": False},
-                                           "new_decoder_architecture with parallel_attn false"),
-    "gpt_oss_bad_limit": ("tiny-gpt_oss", {"swiglu_limit": 0.0}, "swiglu_limit must be > 0"),
-    "falcon_two_norms_old_architecture": (
-        "tiny-falcon", {"new_decoder_architecture": False, "num_ln_in_parallel_attn": 2},
-        "num_ln_in_parallel_attn 2 without"),
-}
-
 
 def _checkpoint(case: str) -> str:
     return checkpoint_runs.checkpoint(cases, case)

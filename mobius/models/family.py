@@ -21,6 +21,15 @@ COHORTS = {
              "(mobius/models/dense_families_genai_test.py)",
 }
 
+#: attention forms that some EP kernels cannot take, declared by the families that have
+#: them: the EP suites derive which fused-attention checks cannot hold from these and
+#: the EP's capabilities (testing/ep_suite.py TRAIT_GAPS), so a new family with one
+#: edits no EP table
+ATTENTION_TRAITS = {
+    "qk_norm_after_rope": "Q and K are normalized after RoPE (HunYuan)",
+    "attention_sinks": "a learned sink logit per head joins the softmax (gpt-oss)",
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelFamily:
@@ -65,11 +74,14 @@ class ModelFamily:
     #: mobius/config/options.read_options fills from config.json into ``config.options``
     #: (a wrong type fails with the config, before any weight is read)
     options: type | None = None
+    #: keys of ATTENTION_TRAITS the family's attention has
+    attention_traits: tuple[str, ...] = ()
 
     def __post_init__(self):
-        unknown = sorted(set(self.cohorts) - set(COHORTS))
-        if unknown:
-            raise ValueError(f"{self.name}: unknown cohorts {unknown}; known: {sorted(COHORTS)}")
+        for field, known in (("cohorts", COHORTS), ("attention_traits", ATTENTION_TRAITS)):
+            unknown = sorted(set(getattr(self, field)) - set(known))
+            if unknown:
+                raise ValueError(f"{self.name}: unknown {field} {unknown}; known: {sorted(known)}")
 
     def make_config(self, raw: Mapping[str, Any],
                     generation: Mapping[str, Any] | None = None) -> ArchitectureConfig:

@@ -151,7 +151,7 @@ GRANITE_SWA = ModelFamily(
     name="granite_swa", model_types=("granite_swa",), architectures=("GraniteSWAForCausalLM",),
     module=GraniteSwaForCausalLM, tiny_preset="tiny-granite_swa", options=GraniteSwaOptions,
     normalize_raw=normalize_granite_swa, config_overrides=_checked(GraniteSwaOptions),
-    cohorts=("genai",),
+    cohorts=("genai",), attention_traits=("attention_sinks",),
 )
 
 GRANITEMOE_SWA = ModelFamily(
@@ -159,7 +159,7 @@ GRANITEMOE_SWA = ModelFamily(
     architectures=("GraniteMoeSWAForCausalLM",), module=GraniteMoeSwaForCausalLM,
     tiny_preset="tiny-granitemoe_swa", options=GraniteMoeSwaOptions,
     normalize_raw=normalize_granite_swa, config_overrides=_checked(GraniteMoeSwaOptions),
-    cohorts=("genai",),
+    cohorts=("genai",), attention_traits=("attention_sinks",),
 )
 
 #: what the registry reads from this module, in lookup order

@@ -110,6 +110,7 @@ FAMILY = ModelFamily(
     architectures=("HunYuanMoEV1ForCausalLM",), module=HunYuanMoEV1ForCausalLM,
     tiny_preset="tiny-hunyuan_v1_moe", normalize_raw=normalize_hunyuan,
     cohorts=("genai",), options=HunYuanMoeOptions, config_overrides=_checked,
+    attention_traits=("qk_norm_after_rope",),
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
