@@ -3,7 +3,8 @@
 computes on it, so the test process never imports torch.
 
 * decoders ("llama", "qwen3"; qwen3's head_dim is not hidden_size / heads):
-  greedy ``generate`` of a batch whose row 1 is left-padded, its prefill logits, and
+  greedy ``generate`` of a batch whose row 1 is left-padded (tokens and each
+  step's logits), its prefill logits, and
   the greedy tokens of PROMPT (docs/clients/optimum.md's example).
 * encoders: the task's output (``last_hidden_state`` or ``logits``) on a padded batch
   or on random pixels.
@@ -73,7 +74,11 @@ def write_case(case: str, folder: str) -> None:
     with torch.no_grad():
         arrays[output] = model(**torch_feeds)[output].numpy()
         if CASES_SPEC[case][1] == "CausalLM":
-            arrays["generated"] = _greedy(model, torch_feeds)
+            run = model.generate(**torch_feeds, max_new_tokens=NEW_TOKENS,
+                                 min_new_tokens=NEW_TOKENS, do_sample=False,
+                                 output_scores=True, return_dict_in_generate=True)
+            arrays["generated"] = run.sequences.numpy()
+            arrays["scores"] = torch.stack(run.scores).numpy()
             prompt = transformers.AutoTokenizer.from_pretrained(ckpt)([PROMPT], return_tensors="pt")
             arrays["prompt_generated"] = model.generate(**prompt, max_new_tokens=NEW_TOKENS,
                                                         do_sample=False).numpy()
@@ -93,11 +98,6 @@ def _feed_like_the_family(ckpt: str) -> None:
     config["model_input_names"] = ["input_ids", "attention_mask"]
     with open(path, "w") as f:
         json.dump(config, f, indent=2)
-
-
-def _greedy(model, feeds) -> np.ndarray:
-    return model.generate(**feeds, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
-                          do_sample=False).numpy()
 
 
 def checkpoint(case: str) -> str:

@@ -9,8 +9,8 @@ no ``is_remote_code`` and transformers now passes the cache as ``cache``.)
 
 Usage: ``python3 optimum_client.py JOBS.json``. Each job loads ``folder`` with
 ``ORTModelFor<class>`` exactly as a user would, runs it on the arrays of ``feeds``
-(an .npz) and writes ``result`` (.npz: the ``output`` array, ``generated`` tokens
-for a decoder) or, where Optimum raises, ``result``.error (its message). A job
+(an .npz) and writes ``result`` (.npz: the ``output`` array; for a decoder
+``generated`` tokens and ``scores``, each step's logits) or, where Optimum raises, ``result``.error (its message). A job
 with ``head_dim`` sets the model's cache head size, the one attribute Optimum
 derives wrongly for a model whose head_dim is not hidden_size / heads (qwen3).
 A job with ``page`` runs that code in ``folder`` and saves its ``outputs``.
@@ -43,9 +43,11 @@ def run(job: dict) -> dict:
     with torch.no_grad():
         arrays = {job["output"]: model(**feeds)[job["output"]].numpy()}
         if job.get("generate"):
-            arrays["generated"] = model.generate(
-                **feeds, max_new_tokens=job["generate"], min_new_tokens=job["generate"],
-                do_sample=False).numpy()
+            run = model.generate(**feeds, max_new_tokens=job["generate"],
+                                 min_new_tokens=job["generate"], do_sample=False,
+                                 output_scores=True, return_dict_in_generate=True)
+            arrays["generated"] = run.sequences.numpy()
+            arrays["scores"] = torch.stack(run.scores).numpy()
     return arrays
 
 
