@@ -84,9 +84,11 @@ def results(tmp_path_factory):
 
 
 def _head_dim() -> int:
-    """tiny-qwen3's head_dim (not its hidden_size / num_attention_heads)."""
+    """tiny-qwen3's head_dim, which must not be its hidden_size / num_attention_heads."""
     with open(os.path.join(optimum_cases.checkpoint("qwen3"), "config.json")) as f:
-        return json.load(f)["head_dim"]
+        config = json.load(f)
+    assert config["head_dim"] != config["hidden_size"] // config["num_attention_heads"]
+    return config["head_dim"]
 
 
 def _page_job(work) -> dict:
