@@ -33,8 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--dtype", default="f32", help="f32 (default), f16 or bf16")
     _quant_arguments(build)
     build.add_argument("--layout", default="genai", choices=_layouts(),
-                       help="package folder layout: genai (onnxruntime-genai, default) or "
-                       "transformers.js (onnx/ subfolder, config.json, for transformers.js)")
+                       help="package folder layout: genai (onnxruntime-genai, default), "
+                       "transformers.js (onnx/ subfolder, config.json, for transformers.js) or "
+                       "optimum (for optimum.onnxruntime's ORTModelFor* classes)")
     build.add_argument("--logits-to-keep", action=argparse.BooleanOptionalAction, default=None,
                        help="decoder input num_logits_to_keep: logits of the last k positions "
                        "only (default: on for the transformers.js layout, whose client feeds "

@@ -144,7 +144,8 @@ class BuildRequest:
         dtype = parse_dtype(self.dtype)
         check_supported(caps, dtype)
         quant = self.quant.resolve(caps)
-        check_layout(self.runtime.layout, SHORT_NAMES[dtype], quant=self.quant.quant)
+        check_layout(self.runtime.layout, SHORT_NAMES[dtype], quant=self.quant.quant,
+                     logits_to_keep=self.runtime.logits_to_keep)
         return Target(client_capabilities(caps, self.runtime.layout), dtype, quant)
 
 

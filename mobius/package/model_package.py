@@ -49,8 +49,8 @@ class ModelPackage:
     source: str | None = None
     #: the task it was built for (a registered task name), recorded for ``mobius run``
     task: str | None = None
-    #: folder layout: "genai" (onnxruntime-genai) or "transformers.js"
-    #: (mobius/package/transformers_js.py), with the build dtype it names files by
+    #: folder layout: "genai" (onnxruntime-genai), "transformers.js"
+    #: (mobius/package/transformers_js.py) or "optimum" (optimum_layout.py), with the build dtype it names files by
     layout: str = "genai"
     build_dtype: str = "f32"
     #: weight quantization asked for ("int4" / "int8"; None: float): the
@@ -156,7 +156,7 @@ class ModelPackage:
         for key, model in self.models.items():
             filename = self.filename(key)
             _save_model(model, os.path.join(folder, filename), progress)
-        if self.genai_config is not None:
+        if self.genai_config is not None and self.layout != "optimum":
             with open(os.path.join(folder, "genai_config.json"), "w") as f:
                 json.dump(self.genai_config, f, indent=4)
         for name, content in self.extra_json.items():

@@ -23,10 +23,11 @@ from typing import Any
 from mobius.ep.capabilities import EpCapabilities
 from mobius.errors import MobiusError
 from mobius.package.hf_folder import write_model_folder
+from mobius.package.optimum_layout import OPTIMUM, check_optimum, optimum_capabilities
 
 GENAI = "genai"
 TRANSFORMERS_JS = "transformers.js"
-LAYOUTS = (GENAI, TRANSFORMERS_JS)
+LAYOUTS = (GENAI, TRANSFORMERS_JS, OPTIMUM)
 #: tasks whose transformers.js model class loads a single onnx/model*.onnx
 TASKS = ("text-generation", "feature-extraction")
 #: build dtype -> transformers.js file-name suffix (its dtype names: fp32, fp16)
@@ -39,11 +40,13 @@ SUBFOLDER = "onnx"
 
 
 def check_layout(layout: str, dtype: str | None = None, task: str | None = None,
-                 quant: str | None = None) -> None:
-    """Rejects an unknown layout, or a dtype / task / quantization the layout cannot
-    hold, before any work."""
+                 quant: str | None = None, logits_to_keep: bool | None = None) -> None:
+    """Rejects an unknown layout, or a dtype / task / quantization / decoder input the
+    layout cannot hold, before any work."""
     if layout not in LAYOUTS:
         raise MobiusError(f"unknown layout {layout!r}; choose one of: {', '.join(LAYOUTS)}")
+    if layout == OPTIMUM:
+        check_optimum(task, logits_to_keep)
     if layout != TRANSFORMERS_JS:
         return
     if dtype is not None and dtype not in DTYPE_SUFFIX:
@@ -58,7 +61,10 @@ def check_layout(layout: str, dtype: str | None = None, task: str | None = None,
 
 
 def client_capabilities(caps: EpCapabilities, layout: str) -> EpCapabilities:
-    """The EP as the layout's client sees it: transformers.js feeds int64 I/O."""
+    """The EP as the layout's client sees it: transformers.js feeds int64 I/O; Optimum's
+    (mobius/package/optimum_layout.py)."""
+    if layout == OPTIMUM:
+        return optimum_capabilities(caps)
     if layout == TRANSFORMERS_JS and not caps.supports_int64:
         return dataclasses.replace(caps, supports_int64=True)
     return caps

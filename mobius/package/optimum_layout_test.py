@@ -1,0 +1,60 @@
+"""The Optimum layout: folder contents, the decoder it builds, and up-front rejections
+(what Optimum's classes make of it: //testing:optimum_test)."""
+
+import os
+
+import pytest
+
+from mobius.builder import build
+from mobius.errors import MobiusError
+from mobius.package.transformers_js import check_layout
+from mobius.tiny.checkpoint import make_tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    return make_tiny_checkpoint("tiny-llama", str(tmp_path_factory.mktemp("ckpt")))
+
+
+def test_folder_holds_what_optimum_reads(llama, tmp_path):
+    out = build(llama, execution_provider="cpu", layout="optimum").save(str(tmp_path / "pkg"))
+    assert sorted(os.listdir(out)) == ["config.json", "generation_config.json",
+                                       "mobius_package.json", "model.onnx", "model.onnx.data",
+                                       "tokenizer.json", "tokenizer_config.json"]
+
+
+def test_decoder_has_every_logits_row_and_no_group_query_attention(llama):
+    """Optimum reads every position's logits and describes left padding by the mask over
+    a cache holding the pads, which GroupQueryAttention reads otherwise; the genai layout
+    of the same EP keeps both of its choices."""
+    def graph(layout):
+        model = build(llama, execution_provider="cpu", layout=layout).model
+        logits = next(v for v in model.graph.outputs if v.name == "logits")
+        ops = {n.op_type for n in model.graph.all_nodes()}
+        return logits.shape[1], "GroupQueryAttention" in ops, {
+            v.name: v.dtype for v in model.graph.inputs if not v.name.startswith("past")}
+
+    rows, gqa, inputs = graph("optimum")
+    assert str(rows) == "sequence_length" and not gqa
+    assert set(inputs) == {"input_ids", "attention_mask", "position_ids"}
+    genai_rows, genai_gqa, _ = graph("genai")
+    assert genai_rows == 1 and genai_gqa
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"task": "text2text-generation"}, "'text2text-generation'"),
+    ({"task": "automatic-speech-recognition"}, "'automatic-speech-recognition'"),
+    ({"logits_to_keep": True}, "ORTModelForCausalLM does not feed it"),
+])
+def test_rejections(kwargs, message):
+    with pytest.raises(MobiusError, match=message):
+        check_layout("optimum", "f32", **kwargs)
+
+
+def test_cli_rejects_logits_to_keep_before_reading_the_model(tmp_path, capsys):
+    from mobius.cli import main
+
+    out = tmp_path / "out"
+    code = main(["build", "--model", str(tmp_path / "missing"), str(out), "--layout", "optimum",
+                 "--logits-to-keep"])
+    assert code == 1 and "num_logits_to_keep" in capsys.readouterr().err and not out.exists()
