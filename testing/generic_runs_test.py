@@ -1,0 +1,88 @@
+"""The generic runs the EP parity targets share (testing/generic_runs.py): a stored run is
+bit for bit the run ep_parity would make in the test, its prefix is the shorter run, a
+parity figure from it is the in-process one, and a run of other bytes, a missing case or a
+failed run is an error, never a silent in-process rerun."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from testing import ep_parity, ep_suite, generic_runs
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    return ep_suite.Builds(ep_suite.Checkpoints(tmp_path_factory.mktemp("checkpoints")))
+
+
+@pytest.fixture(scope="module")
+def generic(builds):
+    return builds.get("llama", "default", "f32")
+
+
+@pytest.fixture
+def stored(generic, tmp_path, monkeypatch):
+    """A store of llama/f32's left-padded CPU-EP run, as the action writes it."""
+    root = str(tmp_path / "0")
+    file = generic_runs.path(root, "llama", "f32", "ort", 3)
+    generic_runs.write(file, generic.onnx_bytes(), generic.config, "f32", "ort", 3)
+    monkeypatch.setattr(generic_runs, "roots", lambda: [root])
+    return file
+
+
+def _equal(a: ep_parity.Run, b: ep_parity.Run) -> bool:
+    pairs = [(a.logits, b.logits), *zip(a.presents, b.presents), *zip(a.states, b.states)]
+    return all(len(x) == len(y) and all(np.array_equal(u, v) for u, v in zip(x, y))
+               for x, y in pairs) and len(a.presents) == len(b.presents)
+
+
+@pytest.mark.parametrize("steps", [ep_parity.STEPS, 0])
+def test_a_stored_run_is_the_run_made_in_the_test(generic, stored, steps):
+    run, tokens = generic_runs.load("llama", "f32", "ort", 3, generic.onnx_bytes())
+    run, tokens = ep_parity.truncate(run, tokens, steps)
+    fresh, fresh_tokens = ep_parity.generic_run(generic.onnx_bytes(), generic.config, "f32",
+                                                pad=3, steps=steps)
+    assert len(fresh.logits) == steps + 1 and _equal(run, fresh)
+    assert len(tokens) == steps and all(np.array_equal(a, b)
+                                        for a, b in zip(tokens, fresh_tokens))
+
+
+def test_a_parity_figure_from_the_stored_run_is_the_in_process_one(builds, generic, stored):
+    built = builds.get("llama", "cpu", "f32")
+    args = (built.onnx_bytes(), generic.onnx_bytes(), built.config, "f32")
+    reference = generic_runs.load("llama", "f32", "ort", 3, generic.onnx_bytes())
+    assert (ep_parity.ep_vs_generic(*args, pad=3, reference=reference)
+            == ep_parity.ep_vs_generic(*args, pad=3))
+
+
+def test_a_run_of_other_bytes_is_refused(builds, stored):
+    other = builds.get("llama", "default", "f16").onnx_bytes()
+    with pytest.raises(RuntimeError, match="another graph"):
+        generic_runs.load("llama", "f32", "ort", 3, other)
+
+
+def test_a_case_the_action_did_not_run_is_an_error(generic, stored):
+    with pytest.raises(KeyError, match="generic_runs.cases"):
+        generic_runs.load("llama", "f32", "ort", 0, generic.onnx_bytes())
+
+
+def test_a_failed_run_raises_its_own_message(generic, stored, tmp_path):
+    with open(generic_runs.path(str(tmp_path / "0"), "llama", "f32", "ort", 0) + ".error",
+              "w") as f:
+        f.write("RuntimeError: no session today\n")
+    with pytest.raises(RuntimeError, match="no session today"):
+        generic_runs.load("llama", "f32", "ort", 0, generic.onnx_bytes())
+
+
+def test_every_parity_comparison_has_a_case():
+    """The runs ep/parity_suite.py asks for, per EP: CPU-runnable dtypes unpadded and
+    left-padded on onnxruntime, the others left-padded on onnx.reference."""
+    cases = generic_runs.cases()
+    for ep in ep_suite.EP_DTYPES:
+        if ep == "default":
+            continue
+        for family, dtype in ep_suite.matrix(ep):
+            wanted = ({("ort", 0), ("ort", 3)} if ep_parity.cpu_runnable(ep, dtype)
+                      else {("reference", 3)})
+            assert wanted <= cases[(family, dtype)], (ep, family, dtype)
