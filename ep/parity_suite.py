@@ -38,7 +38,7 @@ from testing import ep_parity, ep_suite as s, ep_vlm_parity, generic_runs
 def _diff(built, generic, family: str, dtype: str, pad: int, backend: str = "ort",
           **kwargs) -> ep_parity.Diff:
     """ep_parity.ep_vs_generic on the stored generic run where there is one."""
-    stored = generic_runs.load(family, dtype, backend, pad, generic.onnx_bytes())
+    stored = generic_runs.load(generic, family, generic_runs.case(backend, pad))
     return ep_parity.ep_vs_generic(built.onnx_bytes(), generic.onnx_bytes(), built.config,
                                    dtype, pad=pad, backend=backend, reference=stored, **kwargs)
 
@@ -73,8 +73,9 @@ def tests_for(ep: str) -> dict[str, Callable]:
         @pytest.mark.parametrize("family,dtype", s.params(vlm_matrix))
         def test_vision_language(builds, family, dtype):
             built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
-            ep_vlm_parity.assert_vlm_close(built, generic, family,
-                                           f"{ep}/{dtype} {family} vs default (vision-language)")
+            ep_vlm_parity.assert_vlm_close(
+                built, generic, family, f"{ep}/{dtype} {family} vs default (vision-language)",
+                generic=generic_runs.load(generic, family, generic_runs.VISION_LANGUAGE))
 
         tests["test_vision_language"] = test_vision_language
     if not other_dtypes:

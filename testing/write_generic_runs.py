@@ -5,7 +5,7 @@ graph's runs of the EP parity targets, once (testing/generic_runs.py).
 
 For every (family, dtype) of testing/generic_runs.cases that the default EP's builds in
 DEFAULT_BUILDS_DIR (one shard of //ep/default:builds) hold, runs the stored generic graph
-for each (backend, pad) and stores the run under OUT_DIR. A build that failed is skipped
+for each case and stores the run under OUT_DIR. A build that failed is skipped
 (its tests fail on the build); a run that raises is stored as its traceback.
 """
 
@@ -32,14 +32,14 @@ def main(argv: list[str]) -> int:
         if not os.path.isdir(folder) or os.path.exists(os.path.join(folder, ep_builds.ERROR)):
             continue  # another shard's family, or a failed build
         built = ep_builds.read(folder)
-        for backend, pad in sorted(runs):
-            _write_one(generic_runs.path(out, family, dtype, backend, pad), built, backend, pad)
+        for name in sorted(runs):
+            _write_one(generic_runs.path(out, family, dtype, name), built, family, name)
     return 0
 
 
-def _write_one(file: str, built, backend: str, pad: int) -> None:
+def _write_one(file: str, built, family: str, name: str) -> None:
     try:
-        generic_runs.write(file, built.onnx_bytes(), built.config, built.dtype, backend, pad)
+        generic_runs.write(file, built, family, name)
     except Exception:  # recorded for the tests that ask for this run
         os.makedirs(os.path.dirname(file), exist_ok=True)
         with open(file + ".error", "w") as f:
