@@ -21,6 +21,9 @@ decoder family must give the logits and present KV of the generic
   test_not_cpu_runnable proves it) run through onnx.reference instead, custom
   ops via their function bodies: that checks the rewritten graph's meaning,
   not the EP's kernels.
+
+The generic graph's side of each comparison is the same in every EP's target: under
+Bazel it was run once (testing/generic_runs.py) and is loaded here.
 """
 
 from __future__ import annotations
@@ -29,7 +32,15 @@ from typing import Callable
 
 import pytest
 
-from testing import ep_parity, ep_suite as s, ep_vlm_parity
+from testing import ep_parity, ep_suite as s, ep_vlm_parity, generic_runs
+
+
+def _diff(built, generic, family: str, dtype: str, pad: int, backend: str = "ort",
+          **kwargs) -> ep_parity.Diff:
+    """ep_parity.ep_vs_generic on the stored generic run where there is one."""
+    stored = generic_runs.load(generic, family, generic_runs.case(backend, pad))
+    return ep_parity.ep_vs_generic(built.onnx_bytes(), generic.onnx_bytes(), built.config,
+                                   dtype, pad=pad, backend=backend, reference=stored, **kwargs)
 
 
 def tests_for(ep: str) -> dict[str, Callable]:
@@ -42,17 +53,15 @@ def tests_for(ep: str) -> dict[str, Callable]:
     @pytest.mark.parametrize("family,dtype", s.params(cpu_matrix))
     def test_unpadded(builds, family, dtype):
         built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
-        diff = ep_parity.ep_vs_generic(built.onnx_bytes(), generic.onnx_bytes(), built.config,
-                                       dtype, pad=0)
+        diff = _diff(built, generic, family, dtype, pad=0)
         ep_parity.assert_close(diff, dtype, f"{ep}/{dtype} {family} vs default, unpadded")
 
     @pytest.mark.parametrize("family,dtype", s.params(cpu_matrix))
     def test_left_padded(builds, family, dtype):
         built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
         fused_rope = ep_parity.uses_fused_rotary(built.model)
-        diff = ep_parity.ep_vs_generic(built.onnx_bytes(), generic.onnx_bytes(), built.config,
-                                       dtype, pad=3, steps=0 if fused_rope else 3,
-                                       presents=not fused_rope)
+        diff = _diff(built, generic, family, dtype, pad=3, steps=0 if fused_rope else 3,
+                     presents=not fused_rope)
         what = "prefill logits only (fused RoPE)" if fused_rope else "3 decode steps"
         ep_parity.assert_close(diff, dtype,
                                f"{ep}/{dtype} {family} vs default, left-padded, {what}")
@@ -64,8 +73,9 @@ def tests_for(ep: str) -> dict[str, Callable]:
         @pytest.mark.parametrize("family,dtype", s.params(vlm_matrix))
         def test_vision_language(builds, family, dtype):
             built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
-            ep_vlm_parity.assert_vlm_close(built, generic, family,
-                                           f"{ep}/{dtype} {family} vs default (vision-language)")
+            ep_vlm_parity.assert_vlm_close(
+                built, generic, family, f"{ep}/{dtype} {family} vs default (vision-language)",
+                generic=generic_runs.load(generic, family, generic_runs.VISION_LANGUAGE))
 
         tests["test_vision_language"] = test_vision_language
     if not other_dtypes:
@@ -75,8 +85,7 @@ def tests_for(ep: str) -> dict[str, Callable]:
     def test_function_bodies_on_onnx_reference(builds, family, dtype):
         """Graphs the CPU EP cannot run: same meaning, via onnx.reference (contrib-op bodies)."""
         built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
-        diff = ep_parity.ep_vs_generic(built.onnx_bytes(), generic.onnx_bytes(), built.config,
-                                       dtype, pad=3, backend="reference")
+        diff = _diff(built, generic, family, dtype, pad=3, backend="reference")
         ep_parity.assert_close(diff, dtype, f"{ep}/{dtype} {family} vs default (onnx.reference)")
 
     @pytest.mark.parametrize("dtype", other_dtypes)

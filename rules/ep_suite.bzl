@@ -7,7 +7,8 @@ expands into
   :builds       every build the three below look at, made once: this EP's share of
                 //ep:suite_builds (ep_suite_builds(), testing/write_ep_builds.py)
   :fusion       L2 expectation table per build dtype (<dir>_fusion_test.py)
-  :parity       L3 EP graph vs generic graph on onnxruntime's CPU EP (<dir>_parity_test.py)
+  :parity       L3 EP graph vs generic graph on onnxruntime's CPU EP (<dir>_parity_test.py),
+                the generic graph's side read from //ep:generic_runs (ep_generic_runs())
   :golden       L5 op-histogram snapshots in golden/<family>.json, and the --quant int4
                 build's checks (ep/int4_checks.py) and snapshots in golden_int4/<family>.json
                 (a test_suite over :golden_test: a test named "golden" would shadow the
@@ -26,6 +27,9 @@ _DATA = ["//testing/tiny:hf"]
 
 # The generic graphs every EP's fusion and parity tables compare against.
 _GENERIC_BUILDS = "//ep/default:builds"
+
+# The generic graph's runs every other EP's parity target reads (ep_suite_generic_runs()).
+_GENERIC_RUNS = "//ep:generic_runs"
 
 # The EP suites' builds (//ep:suite_builds), split by family over this many actions so that
 # both cores of a 2-core machine build.
@@ -89,6 +93,49 @@ def ep_suite_builds(name):
         visibility = ["//ep:__subpackages__"],
     )
 
+def _ep_generic_runs_impl(ctx):
+    outs = []
+    for i, builds in enumerate(ctx.files.builds):  # one per ep_builds shard
+        out = ctx.actions.declare_directory("%s/%d" % (ctx.label.name, i))
+        ctx.actions.run(
+            outputs = [out],
+            inputs = [builds],
+            executable = ctx.executable._writer,
+            arguments = [builds.path, out.path],
+            mnemonic = "EpGenericRuns",
+            progress_message = "Running the generic graphs of the EP parity suites (%d of %d)" % (
+                i + 1,
+                len(ctx.files.builds),
+            ),
+            use_default_shell_env = True,
+        )
+        outs.append(out)
+    return [DefaultInfo(files = depset(outs))]
+
+ep_generic_runs = rule(
+    implementation = _ep_generic_runs_impl,
+    doc = """The generic graph's runs every EP's parity target compares with, made once per
+    shard of the default EP's builds (testing/write_generic_runs.py): directories
+    <package>/<name>/<shard>/, which testing/generic_runs.load reads instead of running
+    the same generic session in each EP's parity target.""",
+    attrs = {
+        "builds": attr.label(default = _GENERIC_BUILDS, allow_files = True),
+        "_writer": attr.label(
+            default = "//testing:write_generic_runs",
+            executable = True,
+            cfg = "exec",
+        ),
+    },
+)
+
+def ep_suite_generic_runs(name):
+    """The EP parity suites' generic runs (ep_generic_runs()), in //ep."""
+    ep_generic_runs(
+        name = name,
+        testonly = True,
+        visibility = ["//ep:__subpackages__"],
+    )
+
 _DEPS = [
     "//ep:init",
     "//testing:ep_suite",
@@ -123,7 +170,7 @@ def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
         srcs = ["__init__.py", ep_dir + "_parity_test.py"],
         shard_count = parity_shards,
         tags = tags,
-        data = _DATA + builds,
+        data = _DATA + builds + ([] if ep_dir == "default" else [_GENERIC_RUNS]),
         deps = _DEPS + ["//ep:parity_suite", "//testing:ep_parity"],
     )
     native.test_suite(
