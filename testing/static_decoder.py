@@ -20,9 +20,18 @@ _NUMPY = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)":
           "tensor(float16)": np.float16}
 
 
-#: the inputs the loop feeds; a recurrent state (a hybrid's conv / SSM cache) is not one
-#: of them: the pad tokens of a chunk would run through the recurrence
+#: the inputs the loop feeds besides the KV cache; a recurrent state (a hybrid's conv / SSM
+#: cache) is not one of them: the pad tokens of a chunk would run through the recurrence
 FED = ("input_ids", "attention_mask", "position_ids")
+
+
+def is_kv(name: str) -> bool:
+    return name.startswith("past_key_values.") and name.endswith((".key", ".value"))
+
+
+def undriven(names) -> list[str]:
+    """The inputs of ``names`` the loop does not feed (a hybrid's state, a VLM's embeddings)."""
+    return [n for n in names if n not in FED and not is_kv(n)]
 
 
 def greedy(run: Callable[[dict], dict], inputs, prompt: list[int], max_new_tokens: int,
@@ -32,14 +41,13 @@ def greedy(run: Callable[[dict], dict], inputs, prompt: list[int], max_new_token
     ``session.get_inputs()`` (static shapes). Appends each real token's logits to
     ``logits``."""
     spec = {i.name: (list(i.shape), _NUMPY[i.type]) for i in inputs}
-    other = [n for n in spec if n not in FED and not n.startswith("past_key_values.")]
+    other = undriven(spec)
     if other:  # a hybrid's recurrent state, a VLM decoder's embeddings
         raise ValueError(f"static decoder inputs {other} are not driven here (a recurrent "
                          f"state would take a chunk's pad tokens)")
     chunk = spec["input_ids"][0][1]
     past = spec["attention_mask"][0][1] - chunk
-    caches = {name: np.zeros(shape, kind) for name, (shape, kind) in spec.items()
-              if name.startswith("past_key_values.")}
+    caches = {name: np.zeros(shape, kind) for name, (shape, kind) in spec.items() if is_kv(name)}
     valid = np.zeros(past, bool)
     tokens = list(prompt)
     pending = [tokens[:len(prompt) % chunk or chunk]]
