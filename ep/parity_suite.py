@@ -32,7 +32,8 @@ from typing import Callable
 
 import pytest
 
-from testing import ep_parity, ep_suite as s, ep_vlm_parity, generic_runs
+from mobius.ep.registry import get_ep
+from testing import ep_parity, ep_suite as s, ep_vlm_parity, generic_runs, static_decoder
 
 
 def _diff(built, generic, family: str, dtype: str, pad: int, backend: str = "ort",
@@ -49,6 +50,8 @@ def tests_for(ep: str) -> dict[str, Callable]:
     other_dtypes = [d for d in s.EP_DTYPES[ep] if not ep_parity.cpu_runnable(ep, d)]
     cpu_matrix = [(f, d) for f, d in s.matrix(ep) if d in cpu_dtypes]
     other_matrix = [(f, d) for f, d in s.matrix(ep) if d in other_dtypes]
+    if get_ep(ep).static_context_length:
+        return _static_tests(ep, cpu_matrix)
 
     @pytest.mark.parametrize("family,dtype", s.params(cpu_matrix))
     def test_unpadded(builds, family, dtype):
@@ -97,3 +100,23 @@ def tests_for(ep: str) -> dict[str, Callable]:
     tests["test_function_bodies_on_onnx_reference"] = test_function_bodies_on_onnx_reference
     tests["test_not_cpu_runnable"] = test_not_cpu_runnable
     return tests
+
+
+def _static_tests(ep: str, matrix: list) -> dict[str, Callable]:
+    """A static-shape EP's decoders (batch 1, fixed chunk and cache) take none of the batches
+    above: each is driven by testing/static_decoder.py (chunked prefill, sliding cache) and
+    its logits compared with the generic graph's on the same tokens, prefill + 3 steps."""
+
+    @pytest.mark.parametrize("family,dtype", s.params(matrix))
+    def test_static_decoder(builds, family, dtype):
+        built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
+        if static_decoder.undriven(v.name for v in built.model.graph.inputs):  # a hybrid's recurrent state, a VLM decoder's embeddings: refused by name
+            with pytest.raises(ValueError, match="are not driven here"):
+                static_decoder.static_vs_generic(built.onnx_bytes(), generic.onnx_bytes(),
+                                                 built.config, dtype)
+            return
+        diff = static_decoder.static_vs_generic(built.onnx_bytes(), generic.onnx_bytes(),
+                                                built.config, dtype)
+        ep_parity.assert_close(diff, dtype, f"{ep}/{dtype} {family} vs default, static decoder")
+
+    return {"test_static_decoder": test_static_decoder}

@@ -125,7 +125,8 @@ def build_request(request: BuildRequest) -> ModelPackage:
                                  union_targets(adapters))
     _carry_adapters(package, adapters)
     context_length = resolve_context_length(runtime.context_length,
-                                            config.max_position_embeddings)
+                                            config.max_position_embeddings,
+                                            target.caps.static_context_length)
     _client_options(package, family.task, target.caps, runtime, context_length)
     _package_files(package, source, request, target, context_length)
     return package

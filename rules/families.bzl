@@ -1098,6 +1098,7 @@ EP_PRIMARY_DTYPES = {
     "trt-rtx": "f16",
     "onnx-standard": "f32",
     "openvino": "f32",
+    "qnn": "f32",
 }
 
 EP_TASKS = {
@@ -1110,4 +1111,5 @@ EP_TASKS = {
     "trt-rtx": None,
     "onnx-standard": None,
     "openvino": None,
+    "qnn": None,
 }

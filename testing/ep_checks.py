@@ -357,6 +357,19 @@ class NoInt64Inputs(Check):
         return "no-int64-inputs"
 
 
+class StaticIO(Check):
+    """Every graph input and output dim of the decoder is a number (NPUs compile one shape)."""
+
+    def failure(self, built, generic):
+        graph = built.model.graph
+        bad = [f"{v.name}{list(v.shape) if v.shape else ''}" for v in [*graph.inputs, *graph.outputs]
+               if v.shape is None or not all(isinstance(d, int) for d in v.shape)]
+        return f"symbolic graph I/O dims: {bad}" if bad else None
+
+    def __str__(self):
+        return "static-io"
+
+
 @dataclasses.dataclass(frozen=True)
 class StandardDomainOnly(Check):
     """Zero nodes outside the standard ONNX domain, and no local functions left."""

@@ -36,7 +36,8 @@ from mobius.weights.dtypes import SHORT_NAMES
 from testing.ep_checks import (  # noqa: F401
     GQA, MHA, ROTARY_OPS, SKIP_LAYER_NORM, SKIP_SIMPLIFIED, Absent, BiasedFused, Check,
     CustomOpsHaveFunctions, GqaAttribute, NoGqaWarning, NoInt64Inputs, PerLayer, QkvPacked,
-    Replaced, ResidualNormsFused, RopeAbsorbed, SameCountAsGeneric, StandardDomainOnly, all_nodes,
+    Replaced, ResidualNormsFused, RopeAbsorbed, SameCountAsGeneric, StandardDomainOnly, StaticIO,
+    all_nodes,
     attribute, is_constant, op_histogram, op_key,
 )
 
@@ -63,6 +64,11 @@ EP_DTYPES: dict[str, tuple[str, ...]] = {ep: _suite_dtypes(ep) for ep in ep_regi
 
 #: The quantized build each golden suite checks beside the float one (ep/int4_checks.py).
 GOLDEN_QUANT = "int4"
+
+
+def takes_golden_quant(ep: str) -> bool:
+    """Whether the EP takes GOLDEN_QUANT's weights (qnn takes no quantized form: refused)."""
+    return 4 in get_ep(ep).quant_bits
 
 
 def l1_dtypes(ep: str) -> tuple[str, ...]:

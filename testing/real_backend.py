@@ -71,13 +71,17 @@ class Backend:
     site_variable: str  # names the folder ./bazelw installed the EP's onnxruntime into
     python_dir: Callable[[str], str]  # site folder -> the folder to put on PYTHONPATH
     worker_env: Callable[[str], dict[str, str]] = lambda site: {}  # drivers, for the worker only
+    #: the package of an EP plugin library for the pinned onnxruntime (its
+    #: get_library_path()), which the worker registers; None for an onnxruntime build
+    plugin: str | None = None
 
     def site(self) -> str:
         folder = os.environ.get(self.site_variable)
-        if not folder or not os.path.isdir(os.path.join(self.python_dir(folder), "onnxruntime")):
+        package = self.plugin or "onnxruntime"
+        if not folder or not os.path.isdir(os.path.join(self.python_dir(folder), package)):
             raise RuntimeError(
                 f"the {self.ep} backend is not installed: ${self.site_variable} ({folder!r}) "
-                f"holds no onnxruntime build; run the tests through ./bazelw, which installs it")
+                f"holds no {package}; run the tests through ./bazelw, which installs it")
         return folder
 
     def provider_options(self, dtype: ir.DataType, quantized: bool) -> dict[str, str]:
@@ -95,7 +99,7 @@ class Backend:
             np.savez(feeds, **job.feeds)
             requests.append({"model": job.model_path, "feeds": feeds, "provider_options":
                              self.provider_options(job.dtype, job.quantized)})
-        result = self._call("sessions", {"jobs": requests, "provider": self.provider})
+        result = self._call("sessions", {"jobs": requests})
         runs = []
         for i, run in enumerate(result["runs"]):
             if "error" in run:
@@ -106,6 +110,15 @@ class Backend:
                 runs.append(Run(self.provider, dict(data), None, run["placement"]))
         return runs
 
+    def static_greedy(self, model_path: str, prompt: list, max_new_tokens: int, dtype: ir.DataType,
+                      quantized: bool = False) -> Run:
+        """Greedy tokens of a static-shape decoder on the EP, driven through onnxruntime
+        (testing/static_decoder.py: chunked prefill, sliding cache)."""
+        result = self._call("static_greedy", {
+            "model": model_path, "prompt": prompt, "max_new_tokens": max_new_tokens,
+            "provider_options": self.provider_options(dtype, quantized)})
+        return Run(self.provider, {}, result["tokens"], result["placement"])
+
     def generate(self, package_dir: str, prompts: list, max_new_tokens: int) -> Run:
         """Greedy tokens from onnxruntime-genai on the EP (the package's own provider options)."""
         result = self._call("genai", {"package": package_dir, "prompts": prompts,
@@ -115,7 +128,7 @@ class Backend:
     def _call(self, mode: str, request: dict) -> dict:
         site = self.site()
         out = tempfile.mkdtemp(prefix=f"{self.ep}-", dir=os.environ.get("TEST_TMPDIR"))
-        request = {**request, "out": out}
+        request = {**request, "out": out, "provider": self.provider, "plugin": self.plugin}
         path = os.path.join(out, "request.json")
         with open(path, "w") as f:
             json.dump(request, f)

@@ -18,22 +18,26 @@ _NUMPY = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)":
 
 
 def feeds(inputs) -> dict[str, np.ndarray]:
-    """A step with PAST cached slots and NEW tokens, random cache, every mask slot on, for
-    onnxruntime's ``session.get_inputs()``."""
+    """A step with PAST cached slots and NEW tokens (a static graph's own counts), random
+    cache, every mask slot on, for onnxruntime's ``session.get_inputs()``."""
     rng = np.random.default_rng(0)
     dims = {"batch_size": 1, "sequence_length": NEW, "past_sequence_length": PAST,
             "total_sequence_length": PAST + NEW, **_IMAGE}
+    shapes = {arg.name: [d if isinstance(d, int) else dims.get(d, 1 if "batch" in d else NEW)
+                         for d in arg.shape] for arg in inputs}
+    static = [a.shape[-1] for a in inputs if a.name == "attention_mask" and isinstance(a.shape[-1], int)]
+    total = static[0] if static else PAST + NEW  # a static decoder's own total
     out = {}
     for arg in inputs:
-        shape = [d if isinstance(d, int) else dims.get(d, 1 if "batch" in d else NEW)
-                 for d in arg.shape]
+        shape = shapes[arg.name]
         kind = _NUMPY[arg.type]
         if "mask" in arg.name:
             out[arg.name] = np.ones(shape, kind)
         elif "token_type" in arg.name:
             out[arg.name] = np.zeros(shape, kind)
         elif "position" in arg.name:
-            out[arg.name] = np.broadcast_to(np.arange(PAST, PAST + NEW, dtype=kind), shape).copy()
+            out[arg.name] = np.broadcast_to(np.arange(total - shape[-1], total, dtype=kind),
+                                            shape).copy()
         elif "grid_thw" in arg.name:
             out[arg.name] = np.array([[1, 2, 2]], kind)
         elif np.issubdtype(kind, np.integer):

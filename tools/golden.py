@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
             dtype = ep_suite.primary_dtype(ep)
             served = ep_suite.ep_family_names(ep)  # EpCapabilities.tasks (mlx: LLMs only)
             families = [f for f in args.family if f in served] if args.family else served
+            if args.quant and not ep_suite.takes_golden_quant(ep):
+                families = []  # refused by the EP (ep/golden_suite.py checks the refusal)
             for family in families:
                 snap = golden.snapshot(builds.get(family, ep, dtype, args.quant))
                 path = golden.golden_path(ep, family, args.root, args.quant)

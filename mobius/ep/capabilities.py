@@ -102,6 +102,12 @@ class EpCapabilities:
         keep_function_bodies: leave custom ops the EP lacks as local functions
             (portable "default" target) instead of inlining them.
         use_concrete_dims: build-time task flag (runtimes without dynamic shapes).
+        static_context_length: decoders get static graph I/O (NPUs compile one shape):
+            batch 1, ``static_chunk`` new tokens per call, a KV cache of this many slots
+            in all (past = context - chunk); 0 keeps dynamic shapes
+            (mobius/rewrite/static_shapes.py).
+        static_chunk: tokens per call of a static decoder (the prefill chunk; a decode
+            step fills one slot of it and masks the rest).
         description: one line for `mobius list eps`.
     """
 
@@ -146,6 +152,8 @@ class EpCapabilities:
     precision_options: Callable[[ir.DataType, bool], Mapping[str, str]] | None = None
     keep_function_bodies: bool = False
     use_concrete_dims: bool = False
+    static_context_length: int = 0
+    static_chunk: int = 0
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -196,6 +204,10 @@ class EpCapabilities:
         if not 0 <= self.default_int4_accuracy_level <= 4:
             raise ValueError(f"EP {self.name!r}: default_int4_accuracy_level must be in 0..4")
         self._check_quantization()
+        if (self.static_chunk or self.static_context_length) and not (
+                0 < self.static_chunk < self.static_context_length):
+            raise ValueError(f"EP {self.name!r}: static shapes need 0 < static_chunk < "
+                             f"static_context_length (or both 0)")
         if self.enable_graph_capture and not self.graph_capture_option:
             raise ValueError(f"EP {self.name!r}: graph capture needs the provider option that "
                              f"turns it on (graph_capture_option)")

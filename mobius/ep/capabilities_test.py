@@ -135,6 +135,7 @@ DESIGN_GQA = {
     "trt-rtx": {F16, BF16},
     "onnx-standard": set(),
     "openvino": set(),
+    "qnn": set(),
 }
 
 
@@ -204,6 +205,13 @@ def test_openvino_precision_follows_the_build():
     assert get_ep("cuda").provider_options_for(F16, quantized=True) == {"cuda": {}}
 
 
+def test_static_shapes_need_a_chunk_inside_the_context():
+    assert get_ep("qnn").static_context_length == 256 and get_ep("qnn").static_chunk == 8
+    for context, chunk in ((256, 0), (0, 8), (8, 8), (8, 16)):
+        with pytest.raises(ValueError, match="static shapes"):
+            EpCapabilities(name="x", static_context_length=context, static_chunk=chunk)
+
+
 def test_mlx_unpacked_qkv():
     mlx = get_ep("mlx")
     assert not mlx.qkv_pack_dtypes and mlx.supports_fused_rope
@@ -213,7 +221,7 @@ def test_mlx_unpacked_qkv():
 GENAI_TO_ORT = {"cuda": "CUDAExecutionProvider", "dml": "DmlExecutionProvider",
                 "webgpu": "WebGpuExecutionProvider",
                 "NvTensorRtRtx": "NvTensorRTRTXExecutionProvider",
-                "OpenVINO": "OpenVINOExecutionProvider"}
+                "OpenVINO": "OpenVINOExecutionProvider", "QNN": "QNNExecutionProvider"}
 
 
 @pytest.mark.parametrize("ep", sorted(ep_registry.names()))

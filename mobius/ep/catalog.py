@@ -68,6 +68,9 @@ def eps_table() -> list[list[str]]:
             notes.append("tasks: " + ", ".join(sorted(caps.tasks)))
         if caps.use_concrete_dims:
             notes.append("concrete dims")
+        if caps.static_context_length:
+            notes.append(f"static decoder shapes: {caps.static_context_length} KV slots, "
+                         f"{caps.static_chunk} tokens a call")
         if caps.enable_graph_capture:
             notes.append("graph capture")
         if caps.gqa_head_sink:
@@ -93,6 +96,9 @@ def quant_table() -> list[list[str]]:
     forms = {"matmul_nbits": "`com.microsoft::MatMulNBits`",
              "dequantize_linear": "blocked `DequantizeLinear` + `MatMul`"}
     for caps in ep_registry:
+        if not caps.quant_bits:  # --quant is refused, naming the EPs that take it
+            rows.append([f"`{caps.name}`", "none: `--quant` refused"] + ["-"] * 8)
+            continue
         form = forms[caps.quant_form]
         if caps.quant_form == "matmul_nbits" and not caps.has_kernel("MatMulNBits"):
             form += (" (kept as a function)" if caps.keep_function_bodies

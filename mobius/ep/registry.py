@@ -49,11 +49,12 @@ class EpRegistry:
 
 
 def _builtin_registry() -> EpRegistry:
-    from mobius.ep import (cpu, cuda, default, dml, mlx, onnx_standard, openvino, trt_rtx,
-                           webgpu)
+    from mobius.ep import (cpu, cuda, default, dml, mlx, onnx_standard, openvino, qnn,
+                           trt_rtx, webgpu)
 
     registry = EpRegistry()
-    for module in (default, cpu, cuda, dml, webgpu, mlx, trt_rtx, onnx_standard, openvino):
+    for module in (default, cpu, cuda, dml, webgpu, mlx, trt_rtx, onnx_standard, openvino,
+                   qnn):
         registry.register(module.CAPABILITIES)
     return registry
 

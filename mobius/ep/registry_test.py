@@ -14,7 +14,7 @@ from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import EpRegistry, ep_registry, get_ep, register_ep
 
 BUILTIN = ["default", "cpu", "cuda", "dml", "webgpu", "mlx", "trt-rtx", "onnx-standard",
-           "openvino"]
+           "openvino", "qnn"]
 
 
 @pytest.fixture

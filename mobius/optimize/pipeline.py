@@ -47,6 +47,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
     from mobius.rewrite.separate_rope import SeparateRoPE
     from mobius.rewrite.skip_layer_norm import SkipLayerNormFusion
     from mobius.rewrite.skip_simplified_layer_norm import SkipSimplifiedLayerNormFusion
+    from mobius.rewrite.static_shapes import StaticShapes
     from mobius.rewrite.equal_rank_broadcast import EqualRankBroadcast
     from mobius.rewrite.head_fused_matmul import HeadFusedMatMul
     from mobius.rewrite.unflatten_quantized_head import UnflattenQuantizedHead
@@ -62,7 +63,7 @@ def _stages() -> list[tuple[str, list[Rule]]]:
                   MoEFusion(), QuickGeluFusion(), QuantizeLinears(), UnflattenQuantizedHead(),
                   HeadFusedMatMul(), CheckpointLayoutMatMul()]),
         ("inline", [InlineUnsupportedFunctions()]),
-        ("lower", [UnpackQKV(), SeparateRoPE(), ExpandStandardOps(), UniqueScatterAdd(), PadAllAxes(),
+        ("lower", [StaticShapes(), UnpackQKV(), SeparateRoPE(), ExpandStandardOps(), UniqueScatterAdd(), PadAllAxes(),
                    EqualRankBroadcast(),
                    IfToWhere(), Int32GraphIO(), ShapeElimination(), Float32Compute()]),
         ("fold", [lib.RemoveUnused(), lib.ConstantFolding()]),

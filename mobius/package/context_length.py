@@ -19,12 +19,18 @@ from mobius.errors import ConfigError
 DEFAULT_CONTEXT_LENGTH = 4096
 
 
-def resolve_context_length(requested: int | None, max_position_embeddings: int) -> int:
-    """``requested`` (checked against the model), or the capped default."""
+def resolve_context_length(requested: int | None, max_position_embeddings: int,
+                           static: int = 0) -> int:
+    """``requested`` (checked against the model), or the capped default; a static-shape
+    EP's graphs hold ``static`` slots (EpCapabilities.static_context_length), no more."""
+    limit = static or DEFAULT_CONTEXT_LENGTH
     if requested is None:
-        return min(max_position_embeddings, DEFAULT_CONTEXT_LENGTH)
+        return min(max_position_embeddings, limit)
     if not isinstance(requested, int) or isinstance(requested, bool) or requested < 1:
         raise ConfigError(f"context length must be a positive integer, not {requested!r}")
+    if static and requested > static:
+        raise ConfigError(f"context length {requested} exceeds the {static} KV slots of this "
+                          f"EP's static-shape graphs")
     if requested > max_position_embeddings:
         raise ConfigError(f"context length {requested} exceeds the model's "
                           f"max_position_embeddings ({max_position_embeddings})")

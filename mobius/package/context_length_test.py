@@ -19,6 +19,15 @@ def test_default_caps_long_models_and_keeps_short_ones():
     assert resolve_context_length(100, 256) == 100
 
 
+def test_a_static_shape_ep_caps_it_at_its_kv_slots():
+    """The qnn EP's decoders hold 256 KV slots: the default is that, no more is taken."""
+    assert resolve_context_length(None, 131072, static=256) == 256
+    assert resolve_context_length(None, 128, static=256) == 128
+    assert resolve_context_length(200, 131072, static=256) == 200
+    with pytest.raises(ConfigError, match="256 KV slots"):
+        resolve_context_length(512, 131072, static=256)
+
+
 @pytest.mark.parametrize("bad", [0, -5, 257, 2.5, True])
 def test_bad_values_are_rejected(bad):
     with pytest.raises(ConfigError, match="context length"):

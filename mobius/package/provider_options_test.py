@@ -33,11 +33,13 @@ EXPECTED = {
     ("onnx-standard", False): [],
     ("openvino", False): [{"OpenVINO": {
         "device_type": "CPU", "load_config": '{"CPU": {"INFERENCE_PRECISION_HINT": "f32"}}'}}],
+    ("qnn", False): [{"QNN": {"backend_type": "htp", "enable_htp_fp16_precision": "1",
+                              "soc_model": "60", "htp_arch": "73"}}],
 }
 
 #: genai provider names (after its NormalizeProviderName) for the packages' error messages.
 GENAI_PROVIDER_ERRORS = {"cuda": "Cuda", "dml": "DML", "webgpu": "WebGPU",
-                         "NvTensorRtRtx": "Cuda", "OpenVINO": "OpenVINO"}
+                         "NvTensorRtRtx": "Cuda", "OpenVINO": "OpenVINO", "QNN": "QNN"}
 
 
 @pytest.mark.parametrize("ep,shared", sorted(EXPECTED))

@@ -162,7 +162,7 @@ def resolve_quant(caps: EpCapabilities, quant: str | None, *, block_size: int | 
     kinds = {QUANT_TYPES[quant]} | {QUANT_TYPES[k] for _, k in overrides if k != "float"}
     for bits in sorted(kinds):
         if bits not in caps.quant_bits:
-            takes = " or ".join(f"int{b}" for b in sorted(caps.quant_bits))
+            takes = " or ".join(f"int{b}" for b in sorted(caps.quant_bits)) or "float weights"
             flag = "--quant" if bits == QUANT_TYPES[quant] else "--quant-override"
             raise MobiusError(f"{flag}: EP {caps.name!r} does not take int{bits} weights; use "
                               f"{takes}, or --ep {_eps_taking(bits)}")

@@ -72,6 +72,13 @@ def test_alternative_eps_are_named():
     assert "cpu" in str(info.value) and "trt-rtx or" not in str(info.value)
 
 
+def test_an_ep_without_quantized_forms_names_the_alternatives():
+    """qnn: its HTP took neither form mobius emits (docs/eps.md, "QNN")."""
+    with pytest.raises(MobiusError, match=r"'qnn' does not take int4 weights; use float "
+                                          r"weights, or --ep .*openvino"):
+        resolve_quant(get_ep("qnn"), "int4")
+
+
 def test_overrides_first_match_wins_on_a_dotted_suffix():
     spec = resolve_quant(get_ep("cpu"), "int4",
                          overrides=parse_overrides("layers.0.*=float,lm_head=int8,*mlp*=int8"))
