@@ -726,6 +726,7 @@ FAMILY_DEPS = {
         ":qwen3_next",
         "//mobius/components:moe",
         "//mobius/config:architecture",
+        "//mobius/config:options",
         "//mobius:errors",
         "//third_party:onnxscript",
     ],

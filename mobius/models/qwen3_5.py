@@ -9,7 +9,9 @@ DeltaNet's projections are unfused in the checkpoint (``in_proj_qkv``, ``in_proj
 ``mrope_interleaved``), whose three position streams are all the text position for
 text: that is plain RoPE, so a text decoder reads [batch, seq] position_ids, as
 onnxruntime-genai's ``qwen3_5_text`` type feeds them. Checkpoints may ship a
-multi-token-prediction head (``mtp.*``), which the causal LM does not read.
+multi-token-prediction head (``mtp.*``), which the causal LM does not read, and may name
+the decoder as the multimodal model does (``model.language_model.*``, beside a vision
+tower ``model.visual.*`` that a text decoder leaves unread), as transformers loads them.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ from mobius.weights.attach import IgnoredTensors
 
 #: the multi-token-prediction head some checkpoints ship (a drafter, not the causal LM)
 MTP = IgnoredTensors(r"mtp\..*", "multi-token-prediction head (not used by the causal LM)")
+#: what a text decoder leaves unread: the MTP head and a multimodal checkpoint's vision tower
+UNREAD = (MTP, IgnoredTensors(r"model\.visual\..*", "vision tower (not used by the text decoder)"))
+#: the decoder under the multimodal model's name, as transformers' qwen3_5_text mapping reads it
+ALIASES = (("model.", ("model.", "model.language_model.")),)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +71,7 @@ FAMILY = ModelFamily(
     name="qwen3_5", model_types=("qwen3_5_text",), architectures=("Qwen3_5ForCausalLM",),
     module=Qwen3_5ForCausalLM, tiny_preset="tiny-qwen3_5", options=Qwen3_5Options,
     normalize_raw=normalize, config_overrides=checked_by(Qwen3_5Options), cohorts=("genai",),
-    ignored_tensors=lambda config: (MTP,),
+    ignored_tensors=lambda config: UNREAD, checkpoint_aliases=ALIASES,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

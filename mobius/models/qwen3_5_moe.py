@@ -6,7 +6,8 @@ MoE config has no dense layers, decoder_sparse_step or mlp_only_layers): softmax
 ``num_experts`` -> top ``num_experts_per_tok``, always renormalized, plus a shared
 expert of ``shared_expert_intermediate_size`` scaled by sigmoid(shared_expert_gate(x)).
 Checkpoints name each expert (``mlp.experts.{j}.{gate,up,down}_proj``) and may ship a
-multi-token-prediction head (``mtp.*``), which the causal LM does not read.
+multi-token-prediction head (``mtp.*``) or the multimodal model's names, read as
+Qwen 3.5 dense reads them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from mobius.config.options import read_options
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.mixtral import moe_int
-from mobius.models.qwen3_5 import MTP, TINY_PRESETS as DENSE_PRESETS, Qwen3_5Options, checked_by
+from mobius.models.qwen3_5 import (ALIASES, TINY_PRESETS as DENSE_PRESETS, UNREAD,
+                                   Qwen3_5Options, checked_by)
 from mobius.models.qwen3_next import Qwen3NextForCausalLM, normalize
 
 
@@ -78,7 +80,7 @@ FAMILY = ModelFamily(
     architectures=("Qwen3_5MoeForCausalLM",), module=Qwen3_5MoeForCausalLM,
     tiny_preset="tiny-qwen3_5_moe", options=Qwen3_5MoeOptions, normalize_raw=normalize_moe,
     config_overrides=checked, cohorts=("genai",),
-    ignored_tensors=lambda config: (MTP,),
+    ignored_tensors=lambda config: UNREAD, checkpoint_aliases=ALIASES,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

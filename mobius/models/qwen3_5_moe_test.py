@@ -104,19 +104,22 @@ def test_reverting_the_switch_changes_the_logits(tmp_path, switch):
     assert run.max_abs_diff > CHANGED, f"{switch}: changes nothing ({run.max_abs_diff:.3g})"
 
 
-def test_mtp_head_is_left_unread(tmp_path):
-    """A released checkpoint's mtp.* head (here: random tensors added to the base case)
-    builds the same causal LM; any other unread tensor is still an error."""
+def test_mtp_head_and_multimodal_names(tmp_path):
+    """A released checkpoint's mtp.* head (here: random tensors added to the base case),
+    with the decoder named model.language_model.* beside a vision tower, builds the same
+    causal LM; any other unread tensor is still an error."""
     folder = _copy("base", tmp_path / "mtp")
     path = os.path.join(folder, "model.safetensors")
-    tensors = load_file(path)
+    tensors = {name.replace("model.", "model.language_model.", 1): value
+               for name, value in load_file(path).items()}
+    tensors["model.visual.merger.norm.weight"] = tensors["model.language_model.norm.weight"]
     rng = np.random.default_rng(0)
     for name in ("mtp.fc.weight", "mtp.norm.weight", "mtp.layers.0.mlp.experts.0.up_proj.weight"):
         tensors[name] = rng.standard_normal((8, 4)).astype(np.float32)
     save_file(tensors, path, metadata={"format": "pt"})
     run, _ = _parity(folder, tmp_path / "pkg", "default", reference(cases, "base"))
     assert run.max_abs_diff <= TOLERANCE, run.max_abs_diff
-    tensors["model.extra.weight"] = tensors["model.norm.weight"]
+    tensors["model.extra.weight"] = tensors["model.language_model.norm.weight"]
     save_file(tensors, path, metadata={"format": "pt"})
     with pytest.raises(WeightsError, match="does not read 1 checkpoint tensor"):
         build(folder, dtype="f32").save(str(tmp_path / "out"))

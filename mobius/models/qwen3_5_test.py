@@ -138,6 +138,19 @@ def test_mtp_head_is_left_unread_but_nothing_else(tmp_path):
         build(folder, dtype="f32").save(str(tmp_path / "out"))
 
 
+def test_multimodal_names_are_read_and_the_vision_tower_left(tmp_path):
+    """A checkpoint naming the decoder model.language_model.* beside a vision tower
+    (model.visual.*), as the multimodal model saves it, builds the same text decoder."""
+    folder = _copy("base", tmp_path / "multimodal")
+    path = os.path.join(folder, "model.safetensors")
+    tensors = {name.replace("model.", "model.language_model.", 1): value
+               for name, value in load_file(path).items()}
+    tensors["model.visual.patch_embed.proj.weight"] = tensors["model.language_model.norm.weight"]
+    save_file(tensors, path, metadata={"format": "pt"})
+    run, _ = _parity(folder, tmp_path / "pkg", "default", reference(cases, "base"))
+    assert run.max_abs_diff <= TOLERANCE, run.max_abs_diff
+
+
 def test_states_are_genai_inputs_and_outputs():
     """DeltaNet layer i: past_key_values.{i}.conv_state [batch, 2 * keys + values,
     kernel - 1] and .recurrent_state [batch, value heads, k_dim, v_dim] in, present.{i}.*
