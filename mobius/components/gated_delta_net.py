@@ -1,10 +1,12 @@
-"""Gated DeltaNet: the linear-attention layer of Qwen3-Next (and Qwen 3.5).
+"""Gated DeltaNet: the linear-attention layer of Qwen3-Next and Qwen 3.5.
 
 in_proj_qkvz makes, per token, queries and keys (key heads x k_dim), values and
 the output gate z (value heads x v_dim); in_proj_ba the rate b and the decay
-input a (one per value head). The checkpoint interleaves them per key head
+input a (one per value head). Qwen3-Next's checkpoint interleaves them per key head
 ([q, k, v, z] of each key-head group, then [b, a]); the rows are reordered when
-the weights load, so the graph splits contiguous blocks. q, k, v run through a
+the weights load, so the graph splits contiguous blocks. Qwen 3.5 stores them
+unfused and in that order already (``fused_projections=False``: in_proj_qkv,
+in_proj_z, in_proj_b, in_proj_a). q, k, v run through a
 depthwise causal convolution (no bias, state carried:
 mobius/components/causal_conv_state.py) and the activation; q and k are
 L2-normalized, q scaled by k_dim^-0.5, and each key head serves
@@ -109,15 +111,25 @@ class HeadRMSNorm(nn.Module):
 
 
 class GatedDeltaNet(nn.Module):
-    def __init__(self, dims: DeltaNetDims, *, eps: float = 1e-6, activation: str = "silu"):
-        """activation: the conv's (transformers' hidden_act); the output gate is always SiLU."""
+    def __init__(self, dims: DeltaNetDims, *, eps: float = 1e-6, activation: str = "silu",
+                 fused_projections: bool = True):
+        """activation: the conv's (transformers' hidden_act); the output gate is always SiLU.
+        fused_projections: Qwen3-Next's interleaved in_proj_qkvz / in_proj_ba, else
+        Qwen 3.5's in_proj_qkv / in_proj_z / in_proj_b / in_proj_a."""
         super().__init__()
         if dims.value_heads % dims.key_heads:
             raise ValueError(f"{dims.value_heads} value heads do not group into "
                              f"{dims.key_heads} key heads")
         self.dims, self.eps, self.activation = dims, eps, activation
-        self.in_proj_qkvz = _reordered(dims.hidden, dims.qkvz_rows())
-        self.in_proj_ba = _reordered(dims.hidden, dims.ba_rows())
+        self.fused_projections = fused_projections
+        if fused_projections:
+            self.in_proj_qkvz = _reordered(dims.hidden, dims.qkvz_rows())
+            self.in_proj_ba = _reordered(dims.hidden, dims.ba_rows())
+        else:
+            self.in_proj_qkv = Linear(dims.hidden, dims.conv_dim)
+            self.in_proj_z = Linear(dims.hidden, dims.values)
+            self.in_proj_b = Linear(dims.hidden, dims.value_heads)
+            self.in_proj_a = Linear(dims.hidden, dims.value_heads)
         self.conv1d = depthwise_causal_conv(dims.conv_dim, dims.conv_kernel, bias=False)
         self.dt_bias = Weight([dims.value_heads])
         self.A_log = Weight([dims.value_heads])
@@ -129,11 +141,7 @@ class GatedDeltaNet(nn.Module):
         (output [batch, seq, hidden], present conv, present recurrent state)."""
         d = self.dims
         hidden_in = op.Mul(hidden, padding)
-        mixed, z = op.Split(self.in_proj_qkvz(op, hidden_in),
-                            op.Constant(value_ints=[d.conv_dim, d.values]), axis=-1, _outputs=2)
-        rate, decay_in = op.Split(op.Cast(self.in_proj_ba(op, hidden_in), to=FLOAT),
-                                  op.Constant(value_ints=[d.value_heads, d.value_heads]),
-                                  axis=-1, _outputs=2)
+        mixed, z, rate, decay_in = self._projections(op, hidden_in)
         mixed, present_conv = causal_conv_with_state(op, self.conv1d, mixed, past_conv, padding)
         mixed = op.Cast(apply_activation(op, mixed, self.activation), to=FLOAT)
         q, k, v = op.Split(mixed, op.Constant(value_ints=[d.keys, d.keys, d.values]),
@@ -158,6 +166,20 @@ class GatedDeltaNet(nn.Module):
             if like.shape is not None:
                 value.shape = ir.Shape(list(like.shape))
         return out, present_conv, present_state
+
+    def _projections(self, op, hidden_in):
+        """(q|k|v, z, b, a); b and a in float32."""
+        d = self.dims
+        if not self.fused_projections:
+            return (self.in_proj_qkv(op, hidden_in), self.in_proj_z(op, hidden_in),
+                    op.Cast(self.in_proj_b(op, hidden_in), to=FLOAT),
+                    op.Cast(self.in_proj_a(op, hidden_in), to=FLOAT))
+        mixed, z = op.Split(self.in_proj_qkvz(op, hidden_in),
+                            op.Constant(value_ints=[d.conv_dim, d.values]), axis=-1, _outputs=2)
+        rate, decay_in = op.Split(op.Cast(self.in_proj_ba(op, hidden_in), to=FLOAT),
+                                  op.Constant(value_ints=[d.value_heads, d.value_heads]),
+                                  axis=-1, _outputs=2)
+        return mixed, z, rate, decay_in
 
     def _key_heads(self, op, t):
         """[batch, seq, key heads * k_dim] -> L2-normalized [batch, seq, value heads, k_dim]."""

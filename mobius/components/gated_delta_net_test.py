@@ -6,7 +6,8 @@ in_proj_ba interleaved per key head), every parameter random. The ONNX layer
 runs the sequence in pieces (a chunked prefill, then one-token steps) carrying
 its conv and recurrent states, so this checks the chunked form (several chunks,
 a zero-padded last one), the state hand-over, the row reordering and the
-key-head grouping at once; then left and right padding.
+key-head grouping at once; then left and right padding. Qwen 3.5's unfused layout
+(in_proj_qkv / _z / _b / _a) is the same weights split, and must match the same reference.
 """
 
 from __future__ import annotations
@@ -74,12 +75,22 @@ DIMS = {"grouped_chunk3": DeltaNetDims(HIDDEN, 2, 4, 8, 6, 4, 3),
         "ungrouped_chunk64": DeltaNetDims(HIDDEN, 3, 3, 10, 8, 3, 64)}
 
 
-def _session(tmp_path, dims, weights):
+def unfused(weights: dict, dims: DeltaNetDims) -> dict[str, np.ndarray]:
+    """The same layer in Qwen 3.5's checkpoint layout: contiguous [q, k, v], z, b, a."""
+    qkvz = weights["in_proj_qkvz.weight"][dims.qkvz_rows()]
+    ba = weights["in_proj_ba.weight"][dims.ba_rows()]
+    rest = {k: v for k, v in weights.items() if not k.startswith(("in_proj_qkvz", "in_proj_ba"))}
+    return {**rest, "in_proj_qkv.weight": qkvz[:dims.conv_dim],
+            "in_proj_z.weight": qkvz[dims.conv_dim:], "in_proj_b.weight": ba[:dims.value_heads],
+            "in_proj_a.weight": ba[dims.value_heads:]}
+
+
+def _session(tmp_path, dims, weights, fused=True):
     import onnxruntime as ort
 
     with build_context(None, ir.DataType.FLOAT):
-        layer = GatedDeltaNet(dims, eps=EPS)
-    attach_arrays(layer, weights, tmp_path)
+        layer = GatedDeltaNet(dims, eps=EPS, fused_projections=fused)
+    attach_arrays(layer, weights if fused else unfused(weights, dims), tmp_path)
     (_, conv_dims), (_, state_dims) = dims.state_dims()
     model = component_model(
         [("h", ir.DataType.FLOAT, ["batch", "seq", HIDDEN]),
@@ -102,11 +113,12 @@ def _session(tmp_path, dims, weights):
     return run
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
 @pytest.mark.parametrize("case", sorted(DIMS))
-def test_pieces_match_the_token_by_token_recurrence(tmp_path, case):
+def test_pieces_match_the_token_by_token_recurrence(tmp_path, case, fused):
     dims = DIMS[case]
     weights = _weights(dims)
-    run = _session(tmp_path, dims, weights)
+    run = _session(tmp_path, dims, weights, fused)
     rng = np.random.default_rng(1)
     hidden = rng.standard_normal((2, SEQ, HIDDEN)).astype(np.float32)
     mask = np.ones((2, SEQ), np.float32)

@@ -15,7 +15,7 @@ plus a shared expert scaled by sigmoid(shared_expert_gate(x)) on the layers
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from onnxscript import nn
 
@@ -59,12 +59,13 @@ def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
         raw["layer_types"] = [FULL if (i + 1) % interval == 0 else LINEAR for i in range(layers)]
     bad = sorted({str(k) for k in raw["layer_types"]} - {LINEAR, FULL})
     if bad:
-        raise ConfigError(f"config.json: qwen3_next layer_types must be {LINEAR!r} or {FULL!r}, "
+        raise ConfigError(f"config.json: layer_types must be {LINEAR!r} or {FULL!r}, "
                           f"got {bad}")
     return raw
 
 
 def delta_net_dims(o: Qwen3NextOptions, hidden: int) -> DeltaNetDims:
+    """The DeltaNet sizes from the linear_* switches (Qwen 3.5 spells them the same)."""
     key_heads = positive_int("linear_num_key_heads", o.linear_num_key_heads)
     value_heads = positive_int("linear_num_value_heads", o.linear_num_value_heads)
     if value_heads % key_heads:
@@ -99,13 +100,15 @@ def feed_forward(config: ArchitectureConfig, layer: int) -> nn.Module:
 class Qwen3NextDecoderLayer(nn.Module):
     """x + mixer(norm(x)), then x + mlp(norm(x)); the mixer is linear_attn or self_attn."""
 
-    def __init__(self, config: ArchitectureConfig, layer: int):
+    def __init__(self, config: ArchitectureConfig, layer: int, mlp: nn.Module,
+                 fused_projections: bool = True):
         super().__init__()
         linear = config.layer_types[layer] == LINEAR
-        self.linear_attn = GatedDeltaNet(delta_net_dims(config.options, config.hidden_size), eps=config.rms_norm_eps,
-                                         activation=config.hidden_act) if linear else None
+        self.linear_attn = GatedDeltaNet(
+            delta_net_dims(config.options, config.hidden_size), eps=config.rms_norm_eps,
+            activation=config.hidden_act, fused_projections=fused_projections) if linear else None
         self.self_attn = None if linear else gated_attention(config)
-        self.mlp = feed_forward(config, layer)
+        self.mlp = mlp
         self.input_layernorm = _norm(config, config.hidden_size)
         self.post_attention_layernorm = _norm(config, config.hidden_size)
 
@@ -121,15 +124,21 @@ class Qwen3NextDecoderLayer(nn.Module):
 
 
 class Qwen3NextForCausalLM(CausalLM):
-    def __init__(self, config: ArchitectureConfig):
+    def __init__(self, config: ArchitectureConfig, *,
+                 mlp: Callable[[ArchitectureConfig, int], nn.Module] = feed_forward,
+                 fused_projections: bool = True):
+        """mlp: layer i's feed-forward; fused_projections: the DeltaNet's checkpoint layout
+        (mobius/components/gated_delta_net.py), for Qwen 3.5 which reuses this body."""
         kinds = config.layer_types
-        layers = [Qwen3NextDecoderLayer(config, i) for i in range(config.num_hidden_layers)]
+        layers = [Qwen3NextDecoderLayer(config, i, mlp(config, i), fused_projections)
+                  for i in range(config.num_hidden_layers)]
         recurrent = [i for i, kind in enumerate(kinds) if kind == LINEAR]
         model = HybridCausalTransformer(
             config, layers, _norm(config, config.hidden_size), recurrent,
             layer_rope_kinds=["default" if k == FULL else None for k in kinds])
         super().__init__(config, model)
-        self.recurrent_states = ({i: delta_net_dims(config.options, config.hidden_size).state_dims() for i in recurrent})
+        dims = delta_net_dims(config.options, config.hidden_size)
+        self.recurrent_states = {i: dims.state_dims() for i in recurrent}
 
 
 def checked(raw: Mapping[str, Any]) -> dict:

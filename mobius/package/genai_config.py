@@ -18,6 +18,8 @@ GENAI_DECODER_TYPES = frozenset({
     "internlm2", "lfm2", "lfm2_moe", "llama", "mistral", "nemotron", "olmo", "phi", "phimoe",
     "phi3", "phi3small",
     "qwen2", "qwen3", "smollm3",
+    # Qwen 3.5 text: [batch, seq] position_ids; DeltaNet states found by name
+    "qwen3_5_text", "qwen3_5_moe_text",
     "granitemoehybrid",  # Mamba2 layers: genai finds their state inputs by name
 })
 
