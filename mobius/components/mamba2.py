@@ -16,6 +16,10 @@ at padding too, so the state passes a padded position unchanged and the conv
 state ends at each row's last real token: onnxruntime-genai's right-padded
 prompts then carry the same state as unpadded ones.
 
+``time_step_limit`` (lo, hi) clamps dt after the softplus in multi-token forwards
+only, as transformers' chunked scan does (its one-token recurrent step does not
+clamp): the graph clamps when the call has more than one position.
+
 State tensors (onnxruntime-genai's recurrent-state layout): conv
 [batch, intermediate + 2 * groups * state_size, conv_kernel - 1] and recurrent
 [batch, heads, head_dim, state_size], in the build dtype.
@@ -24,6 +28,7 @@ State tensors (onnxruntime-genai's recurrent-state layout): conv
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import onnx_ir as ir
@@ -66,10 +71,11 @@ class Mamba2Dims:
 
 class Mamba2Mixer(nn.Module):
     def __init__(self, dims: Mamba2Dims, *, proj_bias: bool = False, conv_bias: bool = True,
-                 eps: float = 1e-6, activation: str = "silu"):
+                 eps: float = 1e-6, activation: str = "silu",
+                 time_step_limit: tuple[float, float] = (0.0, math.inf)):
         """activation: the conv's (transformers' hidden_act); the norm's gate is always SiLU."""
         super().__init__()
-        self.dims, self.activation = dims, activation
+        self.dims, self.activation, self.time_step_limit = dims, activation, time_step_limit
         self.in_proj = Linear(dims.hidden, dims.intermediate + dims.conv_dim + dims.heads,
                               proj_bias)
         self.conv1d = depthwise_causal_conv(dims.conv_dim, dims.conv_kernel, conv_bias)
@@ -94,7 +100,8 @@ class Mamba2Mixer(nn.Module):
                            axis=-1, _outputs=3)
         x = op.Reshape(x, op.Constant(value_ints=[0, 0, d.heads, d.head_dim]))
         b, c = (self._per_head(op, t) for t in (b, c))
-        dt = op.Softplus(op.Add(op.Cast(dt, to=FLOAT), op.Cast(self.dt_bias, to=FLOAT)))
+        dt = self._limited(op, op.Softplus(op.Add(op.Cast(dt, to=FLOAT),
+                                                  op.Cast(self.dt_bias, to=FLOAT))))
         dt = op.Mul(dt, real)  # padding keeps the state
         a = op.Neg(op.Exp(op.Cast(self.A_log, to=FLOAT)))
         y, state = ssd_scan(op, x, dt, a, b, c, op.Cast(past_state, to=FLOAT),
@@ -110,6 +117,19 @@ class Mamba2Mixer(nn.Module):
             if like.shape is not None:
                 value.shape = ir.Shape(list(like.shape))
         return out, present_conv, present_state
+
+    def _limited(self, op, dt):
+        """dt clamped to time_step_limit when the call has more than one position."""
+        lo, hi = self.time_step_limit
+        if lo <= 0.0 and hi == math.inf:  # softplus is positive: nothing to clamp
+            return dt
+        clamped = dt
+        if lo > 0.0:
+            clamped = op.Max(clamped, op.Constant(value=ir.tensor(np.array(lo, np.float32))))
+        if hi < math.inf:
+            clamped = op.Min(clamped, op.Constant(value=ir.tensor(np.array(hi, np.float32))))
+        multi = op.Greater(op.Shape(dt, start=1, end=2), op.Constant(value_ints=[1]))
+        return op.Where(multi, clamped, dt)
 
     def _per_head(self, op, t):
         """[batch, seq, groups * state_size] -> [batch, seq, heads, state_size]."""
