@@ -41,6 +41,7 @@ from mobius.components.linear import Linear
 from mobius.components.ssd_scan import ssd_scan
 from mobius.components.weight import Weight
 from mobius.context import get_build_dtype
+from mobius.weights.dtypes import numpy_dtype
 
 FLOAT = ir.DataType.FLOAT
 
@@ -72,25 +73,33 @@ class Mamba2Dims:
 class Mamba2Mixer(nn.Module):
     def __init__(self, dims: Mamba2Dims, *, proj_bias: bool = False, conv_bias: bool = True,
                  eps: float = 1e-6, activation: str = "silu",
-                 time_step_limit: tuple[float, float] = (0.0, math.inf)):
-        """activation: the conv's (transformers' hidden_act); the norm's gate is always SiLU."""
+                 time_step_limit: tuple[float, float] = (0.0, math.inf),
+                 out_bias: bool | None = None, norm: str | None = "gate_first",
+                 in_multipliers: tuple[float, ...] | None = None):
+        """activation: the conv's (transformers' hidden_act); the norm's gate is always SiLU.
+        out_bias: out_proj's bias (default proj_bias); norm: "gate_first" (rms_norm(y *
+        silu(z))), "norm_first" (rms_norm(y) * silu(z)) or None (y * silu(z), no weight);
+        in_multipliers: (z, x, B, C, dt) scales of in_proj's output (Falcon-H1's mup)."""
         super().__init__()
         self.dims, self.activation, self.time_step_limit = dims, activation, time_step_limit
+        self.in_multipliers = in_multipliers
         self.in_proj = Linear(dims.hidden, dims.intermediate + dims.conv_dim + dims.heads,
                               proj_bias)
         self.conv1d = depthwise_causal_conv(dims.conv_dim, dims.conv_kernel, conv_bias)
         self.dt_bias = Weight([dims.heads])
         self.A_log = Weight([dims.heads])
         self.D = Weight([dims.heads])
-        self.norm = GatedRMSNorm(dims.intermediate, dims.groups, eps)
-        self.out_proj = Linear(dims.intermediate, dims.hidden, proj_bias)
+        self.norm = None if norm is None else GatedRMSNorm(
+            dims.intermediate, dims.groups, eps, gate_first=norm == "gate_first")
+        self.out_proj = Linear(dims.intermediate, dims.hidden,
+                               proj_bias if out_bias is None else out_bias)
 
     def forward(self, op, hidden, padding, past_conv, past_state):
         """hidden [batch, seq, hidden], padding [batch, seq, 1] (1 real, 0 padding) ->
         (output [batch, seq, hidden], present conv, present recurrent state)."""
         d = self.dims
         inner, groups_n = d.intermediate, d.groups * d.state_size
-        gate, xbc, dt = op.Split(self.in_proj(op, op.Mul(hidden, padding)),
+        gate, xbc, dt = op.Split(self._projected(op, op.Mul(hidden, padding)),
                                  op.Constant(value_ints=[inner, d.conv_dim, d.heads]),
                                  axis=-1, _outputs=3)
         xbc, present_conv = causal_conv_with_state(op, self.conv1d, xbc, past_conv, padding)
@@ -109,7 +118,7 @@ class Mamba2Mixer(nn.Module):
         y = op.Add(y, op.Mul(x, op.Unsqueeze(op.Cast(self.D, to=FLOAT),
                                              op.Constant(value_ints=[-1]))))
         y = op.Reshape(y, op.Constant(value_ints=[0, 0, inner]))
-        out = self.out_proj(op, self.norm(op, y, gate))
+        out = self.out_proj(op, self._gated(op, y, gate))
         present_state = op.Cast(state, to=get_build_dtype())
         # shape inference loses the symbolic dims in the scan's dynamic chunking: restate
         # them, so that rules matching on shapes (residual Add + norm fusion) see the layout
@@ -117,6 +126,24 @@ class Mamba2Mixer(nn.Module):
             if like.shape is not None:
                 value.shape = ir.Shape(list(like.shape))
         return out, present_conv, present_state
+
+    def _projected(self, op, hidden):
+        """in_proj, each of its (z, x, B, C, dt) sections scaled by in_multipliers."""
+        projected = self.in_proj(op, hidden)
+        if self.in_multipliers is None or set(self.in_multipliers) == {1.0}:
+            return projected
+        d = self.dims
+        sizes = (d.intermediate, d.intermediate, d.groups * d.state_size,
+                 d.groups * d.state_size, d.heads)
+        scales = np.concatenate([np.full(n, m) for n, m in zip(sizes, self.in_multipliers)])
+        value = ir.tensor(scales.astype(numpy_dtype(get_build_dtype())))
+        return op.Mul(projected, op.Constant(value=value))
+
+    def _gated(self, op, y, gate):
+        if self.norm is not None:
+            return self.norm(op, y, gate)
+        gate = op.Cast(gate, to=FLOAT)
+        return op.Cast(op.Mul(y, op.Mul(gate, op.Sigmoid(gate))), to=get_build_dtype())
 
     def _limited(self, op, dt):
         """dt clamped to time_step_limit when the call has more than one position."""

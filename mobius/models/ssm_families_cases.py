@@ -26,6 +26,18 @@ CONFIGS: dict[str, tuple[str, dict]] = {
         "use_bias": True, "use_conv_bias": False, "mlp_bias": True, "mlp_hidden_act": "silu",
         "mamba_hidden_act": "gelu", "n_groups": 1, "chunk_size": 256, "time_step_min": 0.2,
         "time_step_max": 0.01, "attention_bias": True, "tie_word_embeddings": True}),
+    # tiny-falcon_h1: attention beside Mamba2 in 3 layers, every mup multiplier set, SiLU
+    # gate without a norm
+    "falcon_h1": ("tiny-falcon_h1", {}),
+    # the gated RMSNorm after the gate (norm_before_gate: false), every bias, no conv bias,
+    # one group, mamba_d_ssm null (expand x hidden), dt <= 0.5 in multi-token forwards, tied
+    "falcon_h1_gated_norm_biases": ("tiny-falcon_h1", {
+        "mamba_rms_norm": True, "mamba_norm_before_gate": False, "mamba_proj_bias": True,
+        "projectors_bias": True, "attention_bias": True, "mlp_bias": True,
+        "mamba_conv_bias": False, "mamba_n_groups": 1, "mamba_d_ssm": None, "mamba_expand": 2,
+        "mamba_d_head": "auto", "time_step_limit": [0.0, 0.5], "tie_word_embeddings": True}),
+    # the gated RMSNorm before the gate (transformers' default)
+    "falcon_h1_norm_then_gate": ("tiny-falcon_h1", {"mamba_rms_norm": True}),
 }
 
 CASES = sorted(CONFIGS)
