@@ -5,7 +5,8 @@ final norm) except for the masks: attention layers get the additive causal
 mask of their window, recurrent layers the 0/1 padding mask of the current
 positions [batch, seq, 1] (:func:`current_padding`), which is all they need.
 A layer is called as ``layer(op, hidden, cos, sin, mask, *its past tensors)``
-and returns ``(hidden, *its present tensors)``.
+and returns ``(hidden, *its present tensors)``. A ``parallel`` layer (attention
+beside a recurrent mixer, Falcon-H1) gets ``mask = (causal mask, padding)``.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ def current_padding(op, tokens, attention_mask):
 
 class HybridCausalTransformer(CausalTransformer):
     def __init__(self, config: ArchitectureConfig, layers: Sequence[nn.Module], norm: nn.Module,
-                 recurrent: Collection[int], **kwargs):
-        """recurrent: the indices of the recurrent layers; kwargs: CausalTransformer's."""
+                 recurrent: Collection[int], parallel: Collection[int] = (), **kwargs):
+        """recurrent: the indices of the recurrent layers; parallel: those of the layers
+        that both attend and recur; kwargs: CausalTransformer's."""
         super().__init__(config, layers, norm, **kwargs)
-        self.recurrent = frozenset(recurrent)
+        self.recurrent, self.parallel = frozenset(recurrent), frozenset(parallel)
 
     def forward(self, op, input_ids, attention_mask, position_ids, past_key_values,
                 inputs_embeds=None):
@@ -47,14 +49,20 @@ class HybridCausalTransformer(CausalTransformer):
         rotary = {kind: getattr(self, f"rotary_emb_{kind}")(op, position_ids)
                   for kind in self.rope_kinds if kind in self.layer_rope_kinds}
         masks, presents = {}, []
-        for i, layer in enumerate(layers):
-            key = "recurrent" if i in self.recurrent else self.config.layer_sliding_window(i)
+
+        def mask(key):
             if key not in masks:
                 masks[key] = (current_padding(op, tokens, attention_mask) if key == "recurrent"
                               else causal_padding_mask(op, tokens, attention_mask,
                                                        get_build_dtype(), key, position_ids))
+            return masks[key]
+
+        for i, layer in enumerate(layers):
+            window = self.config.layer_sliding_window(i)
+            layer_mask = ((mask(window), mask("recurrent")) if i in self.parallel
+                          else mask("recurrent") if i in self.recurrent else mask(window))
             kind = self.layer_rope_kinds[i]
             cos, sin = rotary[kind] if kind is not None else (None, None)
-            hidden, *present = layer(op, hidden, cos, sin, masks[key], *past_key_values[i])
+            hidden, *present = layer(op, hidden, cos, sin, layer_mask, *past_key_values[i])
             presents.append(tuple(present))
         return norm(op, hidden), presents

@@ -1,23 +1,38 @@
 """MLPs: gated (down(act(gate(x)) * up(x))) and plain (fc2(act(fc1(x))))."""
 
+import numpy as np
+import onnx_ir as ir
 from onnxscript import nn
 
 from mobius.components.activations import apply_activation
 from mobius.components.linear import Linear
+from mobius.context import get_build_dtype
+from mobius.weights.dtypes import numpy_dtype
 
 
 class GatedMLP(nn.Module):
     def __init__(self, hidden_size: int, intermediate_size: int, activation: str = "silu",
-                 bias: bool = False):
+                 bias: bool = False, multipliers: tuple[float, float] = (1.0, 1.0)):
+        """multipliers: (on gate_proj's output before the activation, on the output):
+        Falcon-H1's mup ``mlp_multipliers``."""
         super().__init__()
-        self.activation = activation
+        self.activation, self.multipliers = activation, multipliers
         self.gate_proj = Linear(hidden_size, intermediate_size, bias)
         self.up_proj = Linear(hidden_size, intermediate_size, bias)
         self.down_proj = Linear(intermediate_size, hidden_size, bias)
 
     def forward(self, op, x):
-        gate = apply_activation(op, self.gate_proj(op, x), self.activation)
-        return self.down_proj(op, op.Mul(gate, self.up_proj(op, x)))
+        gate = _scaled(op, self.gate_proj(op, x), self.multipliers[0])
+        out = self.down_proj(op, op.Mul(apply_activation(op, gate, self.activation),
+                                        self.up_proj(op, x)))
+        return _scaled(op, out, self.multipliers[1])
+
+
+def _scaled(op, x, multiplier: float):
+    if multiplier == 1.0:
+        return x
+    value = ir.tensor(np.array(multiplier, dtype=numpy_dtype(get_build_dtype())))
+    return op.Mul(x, op.Constant(value=value))
 
 
 class MLP(nn.Module):

@@ -39,8 +39,13 @@ NAMED_DIMS = (BATCH, SEQ, TOTAL, PAST)
 INT64 = ir.DataType.INT64
 
 
-#: layer -> its recurrent state tensors: (name suffix, dims after the batch axis)
+#: layer -> its recurrent state tensors: (name suffix, dims after the batch axis); a layer
+#: that attends besides (Falcon-H1's parallel attention + Mamba2) lists KV_STATES first
 RecurrentStates = Mapping[int, tuple[tuple[str, tuple[int, ...]], ...]]
+
+
+#: key / value [kv_heads, past, head_dim] among a recurrent layer's states (dims None)
+KV_STATES = (("key", None), ("value", None))
 
 
 def recurrent_states(module: nn.Module) -> RecurrentStates:
@@ -84,8 +89,12 @@ def decoder_io(config: ArchitectureConfig, inputs_embeds: bool = False,
     past, present = [], []
     for i in range(config.num_hidden_layers):
         for name, dims in recurrent.get(i, ()):
+            if dims is None:  # a layer that also attends: its key / value cache
+                dims, total = (kv, PAST, head_dim), (kv, TOTAL, head_dim)
+            else:
+                total = dims
             past.append(TensorSpec(f"past_key_values.{i}.{name}", None, (BATCH, *dims)))
-            present.append(TensorSpec(f"present.{i}.{name}", None, (BATCH, *dims)))
+            present.append(TensorSpec(f"present.{i}.{name}", None, (BATCH, *total)))
         if i not in recurrent:
             for kind in ("key", "value"):
                 past.append(TensorSpec(f"past_key_values.{i}.{kind}", None,
