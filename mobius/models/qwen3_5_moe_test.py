@@ -13,25 +13,23 @@ per switch, state I/O, MTP.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
 from mobius.builder import build
-from mobius.errors import ConfigError, WeightsError
+from mobius.errors import WeightsError
 from mobius.models import qwen3_5_moe_cases as cases
 from mobius.models.qwen3_5_moe_cases import CONFIGS, PRESET
 from mobius.optimize.histogram import op_histogram
 from mobius.tiny.presets import TINY_PRESETS
 from testing.checkpoint_runs import checkpoint, reference
-from testing.model_runs import BuiltPackage, f32_parity
+from testing.switch_checks import (assert_rejected_up_front, assert_revert_moves_logits,
+                                   copy_case, f32_package_parity)
 
 TOLERANCE = 1e-4
-CHANGED = 1e-3
 LINEAR, FULL = "linear_attention", "full_attention"
 
 #: switch: (checkpoint, config.json edit that reverts it; None deletes the key).
@@ -57,58 +55,27 @@ REJECTED: dict[str, tuple[dict, str]] = {
 PARITY_CASES = [(c, ep) for c in CONFIGS for ep in ("default", "cpu")]
 
 
-def _parity(folder, out, ep, ref):
-    package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
-    path = package.save(str(out), overwrite=True)
-    return f32_parity(BuiltPackage(path, package.config, "f32"), ref), package
-
-
 @pytest.mark.parametrize("case,ep", PARITY_CASES, ids=["-".join(c) for c in PARITY_CASES])
 def test_f32_parity_with_transformers(tmp_path, case, ep):
     folder = checkpoint(cases, case)
-    run, package = _parity(folder, tmp_path / "pkg", ep, reference(cases, case))
+    run, package = f32_package_parity(folder, tmp_path / "pkg", ep, reference(cases, case))
     assert run.max_abs_diff <= TOLERANCE, f"{case}/{ep}: {run.max_abs_diff:.3g}"
     kinds = package.config.layer_types
     histogram = op_histogram(package.models["model"])
     assert histogram.get("Conv", 0) == histogram.get("Scan", 0) == kinds.count(LINEAR)
 
 
-def _edit_config(folder: str, edits: dict) -> None:
-    path = os.path.join(folder, "config.json")
-    with open(path) as f:
-        raw = json.load(f)
-    for key, value in edits.items():
-        if value is None:
-            raw.pop(key, None)
-        else:
-            raw[key] = value
-    with open(path, "w") as f:
-        json.dump(raw, f)
-
-
-def _copy(case: str, folder) -> str:
-    shutil.copytree(checkpoint(cases, case), folder, copy_function=shutil.copyfile)
-    return str(folder)
-
-
 @pytest.mark.parametrize("switch", sorted(SWITCHES))
 def test_reverting_the_switch_changes_the_logits(tmp_path, switch):
     case, revert = SWITCHES[switch]
-    reverted = _copy(case, tmp_path / "reverted")
-    _edit_config(reverted, revert)
-    try:
-        run, _ = _parity(reverted, tmp_path / "pkg", "default", reference(cases, case))
-    except WeightsError as error:  # a structural switch: tensors missing, unread or reshaped
-        assert any(part in str(error) for part in ("does not read", "missing", "has shape")), error
-        return
-    assert run.max_abs_diff > CHANGED, f"{switch}: changes nothing ({run.max_abs_diff:.3g})"
+    assert_revert_moves_logits(cases, case, revert, tmp_path, switch)
 
 
 def test_mtp_head_and_multimodal_names(tmp_path):
     """A released checkpoint's mtp.* head (here: random tensors added to the base case),
     with the decoder named model.language_model.* beside a vision tower, builds the same
     causal LM; any other unread tensor is still an error."""
-    folder = _copy("base", tmp_path / "mtp")
+    folder = copy_case(cases, "base", tmp_path / "mtp")
     path = os.path.join(folder, "model.safetensors")
     tensors = {name.replace("model.", "model.language_model.", 1): value
                for name, value in load_file(path).items()}
@@ -117,7 +84,7 @@ def test_mtp_head_and_multimodal_names(tmp_path):
     for name in ("mtp.fc.weight", "mtp.norm.weight", "mtp.layers.0.mlp.experts.0.up_proj.weight"):
         tensors[name] = rng.standard_normal((8, 4)).astype(np.float32)
     save_file(tensors, path, metadata={"format": "pt"})
-    run, _ = _parity(folder, tmp_path / "pkg", "default", reference(cases, "base"))
+    run, _ = f32_package_parity(folder, tmp_path / "pkg", "default", reference(cases, "base"))
     assert run.max_abs_diff <= TOLERANCE, run.max_abs_diff
     tensors["model.extra.weight"] = tensors["model.language_model.norm.weight"]
     save_file(tensors, path, metadata={"format": "pt"})
@@ -142,10 +109,4 @@ def test_states_and_genai_type():
 @pytest.mark.parametrize("case", sorted(REJECTED))
 def test_unsupported_switches_are_rejected_up_front(tmp_path, case):
     overrides, message = REJECTED[case]
-    folder = tmp_path / "ckpt"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({**TINY_PRESETS[PRESET], **overrides}))
-    out = tmp_path / "out"
-    with pytest.raises(ConfigError, match=message):
-        build(str(folder), dtype="f32").save(str(out))
-    assert not out.exists()
+    assert_rejected_up_front(tmp_path, {**TINY_PRESETS[PRESET], **overrides}, message)

@@ -14,24 +14,22 @@
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 
 import pytest
 from safetensors.numpy import load_file, save_file
 
 from mobius.builder import build
-from mobius.errors import ConfigError, WeightsError
+from mobius.errors import WeightsError
 from mobius.models import qwen3_5_cases as cases
 from mobius.models.qwen3_5_cases import CONFIGS, MTP_TENSORS, PRESET
 from mobius.optimize.histogram import op_histogram
 from mobius.tiny.presets import TINY_PRESETS
 from testing.checkpoint_runs import checkpoint, reference
-from testing.model_runs import BuiltPackage, f32_parity
+from testing.switch_checks import (assert_rejected_up_front, assert_revert_moves_logits,
+                                   copy_case, edit_config, f32_package_parity)
 
 TOLERANCE = 1e-4
-CHANGED = 1e-3
 LINEAR, FULL = "linear_attention", "full_attention"
 
 #: switch: (checkpoint, config.json edit that reverts it; None deletes the key).
@@ -58,77 +56,47 @@ REJECTED: dict[str, tuple[dict, str]] = {
 PARITY_CASES = [(c, ep) for c in CONFIGS for ep in ("default", "cpu")]
 
 
-def _parity(folder, out, ep, ref):
-    package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
-    path = package.save(str(out), overwrite=True)
-    return f32_parity(BuiltPackage(path, package.config, "f32"), ref), package
-
-
 @pytest.mark.parametrize("case,ep", PARITY_CASES, ids=["-".join(c) for c in PARITY_CASES])
 def test_f32_parity_with_transformers(tmp_path, case, ep):
     folder = checkpoint(cases, case)
-    run, package = _parity(folder, tmp_path / "pkg", ep, reference(cases, case))
+    run, package = f32_package_parity(folder, tmp_path / "pkg", ep, reference(cases, case))
     assert run.max_abs_diff <= TOLERANCE, f"{case}/{ep}: {run.max_abs_diff:.3g}"
     kinds = package.config.layer_types
     histogram = op_histogram(package.models["model"])
     assert histogram.get("Conv", 0) == histogram.get("Scan", 0) == kinds.count(LINEAR)
 
 
-def _edit_config(folder: str, edits: dict) -> None:
-    path = os.path.join(folder, "config.json")
-    with open(path) as f:
-        raw = json.load(f)
-    for key, value in edits.items():
-        if value is None:
-            raw.pop(key, None)
-        else:
-            raw[key] = value
-    with open(path, "w") as f:
-        json.dump(raw, f)
-
-
-def _copy(case: str, folder) -> str:
-    shutil.copytree(checkpoint(cases, case), folder, copy_function=shutil.copyfile)
-    return str(folder)
-
-
 @pytest.mark.parametrize("switch", sorted(SWITCHES))
 def test_reverting_the_switch_changes_the_logits(tmp_path, switch):
     case, revert = SWITCHES[switch]
-    reverted = _copy(case, tmp_path / "reverted")
-    _edit_config(reverted, revert)
-    try:
-        run, _ = _parity(reverted, tmp_path / "pkg", "default", reference(cases, case))
-    except WeightsError as error:  # a structural switch: tensors missing, unread or reshaped
-        assert any(part in str(error) for part in ("does not read", "missing", "has shape")), error
-        return
-    assert run.max_abs_diff > CHANGED, f"{switch}: changes nothing ({run.max_abs_diff:.3g})"
+    assert_revert_moves_logits(cases, case, revert, tmp_path, switch)
 
 
 def test_full_attention_interval_spells_the_layer_types(tmp_path):
     """Released checkpoints may give full_attention_interval, not layer_types (transformers
     writes the list it derives); the interval must give the same layers."""
-    folder = _copy("interval2_biases", tmp_path / "interval")
-    _edit_config(folder, {"layer_types": None, "full_attention_interval": 2})
-    run, _ = _parity(folder, tmp_path / "pkg", "default", reference(cases, "interval2_biases"))
+    folder = copy_case(cases, "interval2_biases", tmp_path / "interval")
+    edit_config(folder, {"layer_types": None, "full_attention_interval": 2})
+    run, _ = f32_package_parity(folder, tmp_path / "pkg", "default",
+                                reference(cases, "interval2_biases"))
     assert run.max_abs_diff <= TOLERANCE, run.max_abs_diff
 
 
 def test_mrope_sections_do_not_move_text_logits(tmp_path):
     """Every M-RoPE stream is the text position for text, so any split of the sections,
     interleaved or not, is plain RoPE: the recorded logits still hold."""
-    folder = _copy("base", tmp_path / "sections")
-    _edit_config(folder, {"rope_parameters": {
+    folder = copy_case(cases, "base", tmp_path / "sections")
+    edit_config(folder, {"rope_parameters": {
         "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25,
         "mrope_section": [0, 2, 0], "mrope_interleaved": False}})
-    run, _ = _parity(folder, tmp_path / "pkg", "default", reference(cases, "base"))
+    run, _ = f32_package_parity(folder, tmp_path / "pkg", "default", reference(cases, "base"))
     assert run.max_abs_diff <= TOLERANCE, run.max_abs_diff
 
 
 def test_mtp_head_is_left_unread_but_nothing_else(tmp_path):
     """The mtp case's checkpoint holds the MTP head (parity covers that it builds);
     any other tensor the model does not read is still an error."""
-    folder = _copy("mtp", tmp_path / "extra")
+    folder = copy_case(cases, "mtp", tmp_path / "extra")
     path = os.path.join(folder, "model.safetensors")
     tensors = load_file(path)
     assert set(MTP_TENSORS) <= set(tensors)
@@ -141,13 +109,13 @@ def test_mtp_head_is_left_unread_but_nothing_else(tmp_path):
 def test_multimodal_names_are_read_and_the_vision_tower_left(tmp_path):
     """A checkpoint naming the decoder model.language_model.* beside a vision tower
     (model.visual.*), as the multimodal model saves it, builds the same text decoder."""
-    folder = _copy("base", tmp_path / "multimodal")
+    folder = copy_case(cases, "base", tmp_path / "multimodal")
     path = os.path.join(folder, "model.safetensors")
     tensors = {name.replace("model.", "model.language_model.", 1): value
                for name, value in load_file(path).items()}
     tensors["model.visual.patch_embed.proj.weight"] = tensors["model.language_model.norm.weight"]
     save_file(tensors, path, metadata={"format": "pt"})
-    run, _ = _parity(folder, tmp_path / "pkg", "default", reference(cases, "base"))
+    run, _ = f32_package_parity(folder, tmp_path / "pkg", "default", reference(cases, "base"))
     assert run.max_abs_diff <= TOLERANCE, run.max_abs_diff
 
 
@@ -178,10 +146,4 @@ def test_states_are_genai_inputs_and_outputs():
 @pytest.mark.parametrize("case", sorted(REJECTED))
 def test_unsupported_switches_are_rejected_up_front(tmp_path, case):
     overrides, message = REJECTED[case]
-    folder = tmp_path / "ckpt"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({**TINY_PRESETS[PRESET], **overrides}))
-    out = tmp_path / "out"
-    with pytest.raises(ConfigError, match=message):
-        build(str(folder), dtype="f32").save(str(out))
-    assert not out.exists()
+    assert_rejected_up_front(tmp_path, {**TINY_PRESETS[PRESET], **overrides}, message)

@@ -13,13 +13,10 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 
 import pytest
 
 from mobius.builder import build
-from mobius.errors import ConfigError, WeightsError
 from mobius.models import ssm_families_cases as cases
 from mobius.models.ssm_families_cases import CONFIGS
 from mobius.models.registry import family_for
@@ -28,9 +25,10 @@ from mobius.tiny.presets import TINY_PRESETS
 from testing.checkpoint_runs import checkpoint, reference
 from testing.ep_parity import uses_fused_rotary
 from testing.model_runs import BuiltPackage, assert_low_precision_parity, f32_parity
+from testing.switch_checks import (assert_rejected_up_front, assert_revert_moves_logits,
+                                   copy_case, edit_config, f32_package_parity)
 
 TOLERANCE = 1e-4
-CHANGED = 1e-3
 
 #: switch: (checkpoint, config.json edit that reverts it; None removes the key).
 SWITCHES: dict[str, tuple[str, dict]] = {
@@ -120,12 +118,6 @@ PARITY_CASES = [(c, ep, run) for c in sorted(CONFIGS) for ep in ("default", "cpu
                 for run in ("padded", "unpadded")]
 
 
-def _parity(folder, out, ep, ref):
-    package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
-    path = package.save(str(out), overwrite=True)
-    return f32_parity(BuiltPackage(path, package.config, "f32"), ref), package
-
-
 @pytest.mark.parametrize("case,ep,run", PARITY_CASES, ids=["-".join(c) for c in PARITY_CASES])
 def test_f32_parity_with_transformers(tmp_path, case, ep, run):
     """A cpu graph whose GroupQueryAttention applies RoPE itself (Falcon-H1) is compared
@@ -150,40 +142,19 @@ def _states(package):
             {int(n[1]) for n in names if n[2] in ("key", "value")})
 
 
-def _edit(folder: str, edits: dict) -> None:
-    path = f"{folder}/config.json"
-    with open(path) as f:
-        raw = json.load(f)
-    for key, value in edits.items():
-        if value is None:
-            raw.pop(key, None)
-        else:
-            raw[key] = value
-    with open(path, "w") as f:
-        json.dump(raw, f)
-
-
 @pytest.mark.parametrize("switch", sorted(SWITCHES))
 def test_reverting_the_switch_changes_the_logits(tmp_path, switch):
     case, revert = SWITCHES[switch]
-    reverted = str(tmp_path / "reverted")
-    shutil.copytree(checkpoint(cases, case), reverted, copy_function=shutil.copyfile)
-    _edit(reverted, revert)
-    try:
-        run, _ = _parity(reverted, tmp_path / "pkg", "default", reference(cases, case))
-    except WeightsError as error:  # a structural switch: tensors missing, unread or resized
-        assert any(w in str(error) for w in ("does not read", "missing", "has shape")), error
-        return
-    assert run.max_abs_diff > CHANGED, f"{switch}: changes nothing ({run.max_abs_diff:.3g})"
+    assert_revert_moves_logits(cases, case, revert, tmp_path, switch)
 
 
 @pytest.mark.parametrize("spelling", sorted(SPELLINGS))
 def test_older_spellings_build_the_same_model(tmp_path, spelling):
     case, edits = SPELLINGS[spelling]
     folder = str(tmp_path / "edited")
-    shutil.copytree(checkpoint(cases, case), folder, copy_function=shutil.copyfile)
-    _edit(folder, edits)
-    run, _ = _parity(folder, tmp_path / "pkg", "default", reference(cases, case))
+    copy_case(cases, case, folder)
+    edit_config(folder, edits)
+    run, _ = f32_package_parity(folder, tmp_path / "pkg", "default", reference(cases, case))
     assert run.max_abs_diff <= TOLERANCE, f"{spelling}: {run.max_abs_diff:.3g}"
 
 
@@ -213,13 +184,7 @@ def test_states_are_genai_inputs_and_outputs(preset):
 @pytest.mark.parametrize("case", sorted(REJECTED))
 def test_unsupported_switches_are_rejected_up_front(tmp_path, case):
     preset, overrides, message = REJECTED[case]
-    folder = tmp_path / "ckpt"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({**TINY_PRESETS[preset], **overrides}))
-    out = tmp_path / "out"
-    with pytest.raises(ConfigError, match=message):
-        build(str(folder), dtype="f32").save(str(out))
-    assert not out.exists()
+    assert_rejected_up_front(tmp_path, {**TINY_PRESETS[preset], **overrides}, message)
 
 
 LOW_PRECISION = [(c, d) for c, (_, edits) in sorted(CONFIGS.items()) if not edits
