@@ -1184,5 +1184,5 @@ EP_TASKS = {
     "trt-rtx": None,
     "onnx-standard": None,
     "openvino": None,
-    "qnn": None,
+    "qnn": ["text-generation"],
 }

@@ -211,13 +211,15 @@ class Built:
 
     @property
     def num_layers(self) -> int:
-        """Attention blocks: the config's layers and the family's extra ones (a pooling head),
-        less a hybrid's recurrent layers (those with past_key_values.{i}.<state> inputs)."""
-        recurrent = {v.name.split(".")[1] for v in self.model.graph.inputs
-                     if v.name.startswith("past_key_values.")
-                     and not v.name.endswith((".key", ".value"))}
-        return (self.config.num_hidden_layers - len(recurrent)
-                + family(self.family).extra_attention_blocks)
+        """Attention blocks: in a decoder with a cache, the layers with a key cache
+        (past_key_values.{i}.key; a hybrid's recurrent and MLP-only layers have none, a
+        Falcon-H1 layer has both a key cache and states), otherwise the config's layers;
+        plus the family's extra ones (a pooling head)."""
+        cached = [v.name.split(".") for v in self.model.graph.inputs
+                  if v.name.startswith("past_key_values.")]
+        layers = (len({name[1] for name in cached if name[-1] == "key"}) if cached
+                  else self.config.num_hidden_layers)
+        return layers + family(self.family).extra_attention_blocks
 
     @functools.cached_property
     def histogram(self) -> Counter:

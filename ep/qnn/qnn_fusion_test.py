@@ -7,7 +7,8 @@ no model but that decoder may get GroupQueryAttention.
 
 QNN's HTP (onnxruntime-qnn 2.7.0, measured: mobius/ep/qnn.py): standard ops only
 (it has no kernel for mobius's com.microsoft ops), and the decoder's graph I/O
-static (it compiles one shape; StaticShapes).
+static (it compiles one shape; StaticShapes). The EP serves text generation only
+(mobius/ep/qnn.py), so no encoder family is in its suite.
 """
 
 from ep import fusion_suite
@@ -27,11 +28,8 @@ EXPECTATIONS = {
     "f16": _QNN,
 }
 
-#: Encoder families: standard ops only (their I/O stays dynamic: StaticShapes is decoders').
-ENCODER_EXPECTATIONS = {dtype: (s.StandardDomainOnly(),) for dtype in EXPECTATIONS}
-
 #: (family, dtype, check) -> why it cannot hold yet (strict xfail: names the missing rule).
 KNOWN_GAPS: dict[tuple[str, str, str], str] = {}
 
 
-globals().update(fusion_suite.tests_for(EP, EXPECTATIONS, KNOWN_GAPS, ENCODER_EXPECTATIONS))
+globals().update(fusion_suite.tests_for(EP, EXPECTATIONS, KNOWN_GAPS))

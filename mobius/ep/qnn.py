@@ -11,12 +11,16 @@ computes float in fp16 (``enable_htp_fp16_precision``, which it accepts only wit
 ``soc_model``); it has no kernel for the com.microsoft ops mobius emits, so they are
 inlined. Quantized weights are refused: MatMulNBits with a K the block does not
 divide, and per-channel DequantizeLinear on its own, were not taken by the HTP.
+Only text generation is served: StaticShapes fixes a decoder's dims, while an encoder,
+a vision tower or a VLM's embedding graph would keep dynamic ones, which the HTP does
+not take (a BERT with dynamic dims: 0 nodes on QNN), so those tasks are refused up front.
 """
 
 from mobius.ep.capabilities import F32_F16, EpCapabilities
 
 CAPABILITIES = EpCapabilities(
     name="qnn",
+    tasks={"text-generation"},
     dtypes=F32_F16,
     compute_dtypes=F32_F16,
     quant_bits=frozenset(),

@@ -99,6 +99,9 @@ FLOAT32_WEIGHTS = (".e_score_correction_bias", ".expert_bias")
 #: Constants folded inside a Mamba2 mixer, whose scan and gated norm compute in float32
 #: in every build dtype (mobius/components/mamba2.py), from A_log, dt_bias, D, norm weight.
 FLOAT32_SCOPES = (".mamba.",
+                  # Mamba2's and Nemotron-H's layers name their mixer "mixer" (Nemotron-H's
+                  # attention and MLP layers too: their weights are checked by the other dtypes)
+                  ".mixer.",
                   # likewise a gated DeltaNet layer's delta rule and gated norm (A_log, dt_bias,
                   # norm weight: mobius/components/gated_delta_net.py), as transformers computes them
                   ".linear_attn.",

@@ -25,7 +25,7 @@ from testing import ep_parity, parity
 from testing.quant_grid import on_grid
 
 CASES = [(caps.name, block, symmetric)
-         for caps in ep_registry if ir.DataType.FLOAT in caps.dtypes
+         for caps in ep_registry if ir.DataType.FLOAT in caps.dtypes and 4 in caps.quant_bits
          and ep_parity.cpu_runnable(caps.name, "f32")
          for block in (32, 128) if block in caps.quant_block_sizes
          for symmetric in (True, False) if symmetric or caps.quant_zero_points]
