@@ -90,9 +90,12 @@ def quantize_gptq_kn(weight: np.ndarray, factor: Factor, bits: int, block_size: 
                            symmetric, method)
     work = np.asarray(weight, dtype=np.float32)[factor.order]
     codes = np.empty((rows, cols), dtype=np.uint8)
+    scales = grid.scales
+    steps = (scales, np.where(scales == 0, 0, 1 / np.where(scales == 0, 1, scales)),
+             grid.zero_point_array().astype(np.float32))  # per block, made once
     for first in range(0, cols, _BATCH_ROWS):
         last = min(cols, first + _BATCH_ROWS)
-        errors = _quantize_batch(work, factor, first, last, grid, codes)
+        errors = _quantize_batch(work, factor, first, last, (grid, steps), codes)
         work[last:] -= factor.upper[first:last, last:].T @ errors
     return QuantizedWeight(codes, grid.scales, grid.zero_points, bits, block_size)
 
@@ -112,20 +115,20 @@ def inverse_cholesky(hessian: np.ndarray, damping: float = DAMPING) -> np.ndarra
     return np.linalg.cholesky((inverse + inverse.T) / 2).T.astype(np.float32)
 
 
-def _quantize_batch(work, factor: Factor, first: int, last: int, grid: QuantizedWeight,
+def _quantize_batch(work, factor: Factor, first: int, last: int, grid_steps,
                     codes: np.ndarray) -> np.ndarray:
-    """Rows first..last of ``work`` (act order; updated in place) rounded on ``grid``'s
-    scales into their channels' columns of ``codes``; returns the scaled errors
-    [last - first, N] that the rows after the batch still owe."""
+    """Rows first..last of ``work`` (act order; updated in place) rounded on the grid's
+    scales (``grid_steps``: the RTN grid and its per-block scales, inverse scales and
+    float zero points) into their channels' columns of ``codes``; returns the scaled
+    errors [last - first, N] that the rows after the batch still owe."""
+    grid, (scales, inverses, zeros) = grid_steps
     upper = factor.upper
     levels = (1 << grid.bits) - 1
-    zeros = grid.zero_point_array().astype(np.float32)
     errors = np.empty((last - first, work.shape[1]), dtype=np.float32)
     for k in range(first, last):
         channel = factor.order[k]
         block = channel // grid.block_size
-        scale, zero = grid.scales[:, block], zeros[:, block]
-        inverse = np.where(scale == 0, 0, 1 / np.where(scale == 0, 1, scale))
+        scale, inverse, zero = scales[:, block], inverses[:, block], zeros[:, block]
         q = np.clip(np.rint(work[k] * inverse) + zero, 0, levels)
         codes[:, channel] = q
         error = (work[k] - (q - zero) * scale) / upper[k, k]
