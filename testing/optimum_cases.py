@@ -6,7 +6,7 @@ computes on it, so the test process never imports torch.
   greedy ``generate`` of a batch whose row 1 is left-padded (tokens and each
   step's logits), its prefill logits, and
   the greedy tokens of PROMPT (docs/clients/optimum.md's example).
-* encoder-decoders ("t5", "bart", "whisper"): the logits of a 4-token decoder prompt over a
+* encoder-decoders ("t5", "mt5", "bart", "marian", "whisper"): the logits of a 4-token decoder prompt over a
   source batch whose row 1 is right-padded (whisper: random log-mel features), and
   greedy ``generate`` from the source alone (tokens and each step's logits), and t5's
   greedy tokens of SEQ2SEQ_PROMPT (docs/clients/optimum.md's second example).
@@ -36,9 +36,16 @@ CASES_SPEC = {
     "bert-mlm": ("tiny-bert-mlm", "MaskedLM", "logits"),
     "vit-img-cls": ("tiny-vit-img-cls", "ImageClassification", "logits"),
     "t5": ("tiny-t5", "Seq2SeqLM", "logits"),
+    "mt5": ("tiny-mt5", "Seq2SeqLM", "logits"),
     "bart": ("tiny-bart", "Seq2SeqLM", "logits"),
+    "marian": ("tiny-marian", "Seq2SeqLM", "logits"),
     "whisper": ("tiny-whisper", "SpeechSeq2Seq", "logits"),
 }
+#: larger random weights where the preset's give one token over and over, so the greedy
+#: tokens change from step to step
+OVERRIDES = {"t5": {"initializer_factor": 4.0}, "mt5": {"initializer_factor": 4.0},
+             "bart": {"init_std": 0.5}, "marian": {"init_std": 0.5},
+             "whisper": {"init_std": 0.2}}
 CASES = sorted(CASES_SPEC)
 #: the classes that generate (their reference has "generated" and "scores")
 GENERATORS = ("CausalLM", "Seq2SeqLM", "SpeechSeq2Seq")
@@ -92,7 +99,7 @@ def write_case(case: str, folder: str) -> None:
     from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint, randomize_zero_tensors
 
     preset, cls, output = CASES_SPEC[case]
-    ckpt = make_hf_checkpoint(os.path.join(folder, "ckpt"), preset)
+    ckpt = make_hf_checkpoint(os.path.join(folder, "ckpt"), preset, **OVERRIDES.get(case, {}))
     if cls in SEQ2SEQ:  # buffers randomize_parameters leaves at 0 (bart's final_logits_bias)
         randomize_zero_tensors(ckpt)
     with open(os.path.join(ckpt, "config.json")) as f:
