@@ -25,6 +25,7 @@ from mobius.package.model_package import ModelPackage
 from mobius.package.provider_options import genai_provider_options
 from mobius.package.sliding_window import apply_sliding_window_cache
 from mobius.package.tokenizer_files import find_tokenizer_files
+from mobius.package.optimum_layout import OPTIMUM, to_optimum_names
 from mobius.package.transformers_js import GENAI, TRANSFORMERS_JS, check_layout
 from mobius.quantize.calibration import load_calibration
 from mobius.quantize.prequantized import prequantized_spec
@@ -129,6 +130,8 @@ def build_request(request: BuildRequest) -> ModelPackage:
                                             target.caps.static_context_length)
     _client_options(package, family.task, target.caps, runtime, context_length)
     _package_files(package, source, request, target, context_length)
+    if runtime.layout == OPTIMUM:
+        to_optimum_names(package)
     return package
 
 
@@ -139,7 +142,8 @@ def _construct(source: _Source, checkpoint, target) -> tuple[nn.Module, dict[str
         module = family.module(config)
     attach_weights(module, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,
                    family.ignored_tensors(config))
-    return module, _task_graphs(module, config, family.task, target.caps, target.dtype)
+    return module, _task_graphs(module, config, family.task, target.caps, target.dtype,
+                                target.cross_kv_in_decoder)
 
 
 def _construction_key(source: _Source, checkpoint, target) -> tuple | None:
@@ -148,7 +152,8 @@ def _construction_key(source: _Source, checkpoint, target) -> tuple | None:
     if source.gguf or checkpoint is not source.checkpoint or isinstance(
             checkpoint, PrequantizedCheckpoint):
         return None
-    return (source.folder, target.dtype, target.caps.use_concrete_dims)
+    return (source.folder, target.dtype, target.caps.use_concrete_dims,
+            target.cross_kv_in_decoder)
 
 
 @dataclasses.dataclass
@@ -314,12 +319,16 @@ def build_from_module(
 
 
 def _task_graphs(module: nn.Module, config: ArchitectureConfig, task: Task,
-                 caps: EpCapabilities, build_dtype: ir.DataType) -> dict[str, ir.Model]:
-    """The task's generic graphs of ``module``, checked against its I/O contract."""
-    flags = TaskFlags(use_concrete_dims=caps.use_concrete_dims)
+                 caps: EpCapabilities, build_dtype: ir.DataType,
+                 cross_kv_in_decoder: bool = False) -> dict[str, ir.Model]:
+    """The task's generic graphs of ``module``, checked against its I/O contract;
+    ``cross_kv_in_decoder``: the client's encoder-decoder split, where the task has it."""
+    split = cross_kv_in_decoder and task.cross_kv_in_decoder_io is not None
+    flags = TaskFlags(use_concrete_dims=caps.use_concrete_dims, cross_kv_in_decoder=split)
+    contract = task.cross_kv_in_decoder_io if split else task.io
     with build_context(caps, build_dtype):
         models = dict(task.build(module, config, flags))
-        problems = check_io(task, task.io(module, config), models, build_dtype)
+        problems = check_io(task, contract(module, config), models, build_dtype)
     if problems:  # a bug in the task's builder, never in the checkpoint
         raise AssertionError(f"{task} graphs break their I/O contract: {problems[:3]}")
     return models

@@ -22,7 +22,8 @@ import onnx_ir as ir
 from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import get_ep
 from mobius.errors import MobiusError
-from mobius.package.transformers_js import GENAI, check_layout, client_capabilities
+from mobius.package.transformers_js import (GENAI, check_layout, client_capabilities,
+                                            cross_kv_in_decoder)
 from mobius.quantize.spec import QuantSpec, resolve_quant
 from mobius.tasks.logits_to_keep import LAST, PREFILL_LOGITS
 from mobius.tasks.task import Task
@@ -105,6 +106,8 @@ class Target:
     caps: EpCapabilities
     dtype: ir.DataType
     quant: QuantSpec | None
+    #: the client's encoder-decoder split (TaskFlags.cross_kv_in_decoder)
+    cross_kv_in_decoder: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +149,9 @@ class BuildRequest:
         quant = self.quant.resolve(caps)
         check_layout(self.runtime.layout, SHORT_NAMES[dtype], quant=self.quant.quant,
                      logits_to_keep=self.runtime.logits_to_keep)
-        return Target(client_capabilities(caps, self.runtime.layout), dtype, quant)
+        layout = self.runtime.layout
+        return Target(client_capabilities(caps, layout), dtype, quant,
+                      cross_kv_in_decoder(layout))
 
 
 def check_supported(caps: EpCapabilities, dtype: ir.DataType, task: Task | None = None,

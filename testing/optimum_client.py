@@ -9,8 +9,9 @@ no ``is_remote_code`` and transformers now passes the cache as ``cache``.)
 
 Usage: ``python3 optimum_client.py JOBS.json``. Each job loads ``folder`` with
 ``ORTModelFor<class>`` exactly as a user would, runs it on the arrays of ``feeds``
-(an .npz) and writes ``result`` (.npz: the ``output`` array; for a decoder
-``generated`` tokens and ``scores``, each step's logits) or, where Optimum raises, ``result``.error (its message). A job
+(an .npz) and writes ``result`` (.npz: the ``output`` array; for a generator
+``generated`` tokens and ``scores``, each step's logits, from the feeds less
+``decoder_input_ids``) or, where Optimum raises, ``result``.error (its message). A job
 with ``head_dim`` sets the model's cache head size, the one attribute Optimum
 derives wrongly for a model whose head_dim is not hidden_size / heads (qwen3).
 A job with ``page`` runs that code in ``folder`` and saves its ``outputs``.
@@ -42,7 +43,8 @@ def run(job: dict) -> dict:
         feeds = {k: torch.from_numpy(data[k]) for k in data.files}
     with torch.no_grad():
         arrays = {job["output"]: model(**feeds)[job["output"]].numpy()}
-        if job.get("generate"):
+        if job.get("generate"):  # from the source alone (an encoder-decoder starts its own)
+            feeds.pop("decoder_input_ids", None)
             run = model.generate(**feeds, max_new_tokens=job["generate"],
                                  min_new_tokens=job["generate"], do_sample=False,
                                  output_scores=True, return_dict_in_generate=True)

@@ -6,6 +6,7 @@
     ./bazelw run //tools:bench -- quality [--json FILE]
     ./bazelw run //tools:bench -- size  [--shape ...]   int4 package vs llama.cpp's Q4_0
     ./bazelw run //tools:bench -- llamacpp [--threads 1,2] [--repeat 3] [--smollm2]
+    ./bazelw run //tools:bench -- optimum [--cases t5,whisper]   vs Optimum's exporter
     python3 tools/bench.py build ...                     (same, without Bazel)
 
 ``build``: generates (once, cached under --workdir) a Llama-shaped random
@@ -92,6 +93,7 @@ def _import_mobius(root: str) -> None:
 _import_mobius(_repo_root())
 from bench import genai_run, measure, shapes  # noqa: E402  (tools/bench/)
 from bench.measure import median, mib  # noqa: E402
+import bench_optimum  # noqa: E402
 
 TOOLS = ("copy", "mobius", "peer")
 #: the issue's targets: mobius/peer ratios, and the build's RSS over its largest tensor
@@ -497,6 +499,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--prompt-tokens", type=int, default=128)
     run.add_argument("--decode-tokens", type=int, default=64)
     _llamacpp_parser(sub)
+    bench_optimum.add_parser(sub, _default_workdir())
     return parser
 
 
@@ -589,6 +592,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_size(args)
     if args.command == "llamacpp":
         return cmd_llamacpp(args)
+    if args.command == "optimum":
+        return bench_optimum.command(args, _repo_root(), _write_json)
     if args.repeat < 1:
         raise SystemExit("bench: --repeat must be at least 1")
     if args.command == "build":

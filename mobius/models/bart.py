@@ -225,18 +225,23 @@ class BartForConditionalGeneration(nn.Module):
         return op.Mul(embeds, op.Constant(value=ir.tensor(scale)))
 
     def encode(self, op, input_ids, attention_mask):
-        """-> (encoder_hidden_states, [(cross key, cross value) per decoder layer])."""
-        model, decoder = self.model, self.model.decoder
+        """-> encoder_hidden_states (cross_key_values projects them per decoder layer)."""
+        model = self.model
         with module_scope(op, model.name):
             with module_scope(op, model.encoder.name):
                 embeds = self._scaled(op, model.encoder.embed_tokens(op, input_ids))
             mask = padding_mask(op, attention_mask, get_build_dtype())
             hidden, _ = model.encoder(op, embeds, _positions(op, input_ids), mask)
-            cross = []
+        return hidden
+
+    def cross_key_values(self, op, hidden):
+        """-> [(cross key, cross value) per decoder layer] of the encoder's states."""
+        decoder, cross = self.model.decoder, []
+        with module_scope(op, self.model.name):
             for layer in decoder.layers:
                 with module_scope(op, decoder.name, layer.name, layer.encoder_attn.name):
                     cross.append(layer.encoder_attn.project_key_value(op, hidden))
-        return hidden, cross
+        return cross
 
     def decode(self, op, input_ids, encoder_attention_mask, past, cross):
         """-> (logits, [(present key, present value) per decoder layer])."""

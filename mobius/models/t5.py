@@ -300,17 +300,21 @@ class T5ForConditionalGeneration(nn.Module):
         self.output_scale = config.hidden_size**-0.5 if settings.scale_decoder_outputs else None
 
     def encode(self, op, input_ids, attention_mask):
-        """-> (encoder_hidden_states, [(cross key, cross value) per decoder layer])."""
+        """-> encoder_hidden_states (cross_key_values projects them per decoder layer)."""
         positions = _range(op, op.Constant(value_int=0), op.Shape(input_ids, start=1, end=2))
         mask = padding_mask(op, attention_mask, get_build_dtype())
         hidden, _ = self.encoder(op, self.shared(op, input_ids), mask, positions, positions)
+        return hidden
+
+    def cross_key_values(self, op, hidden):
+        """-> [(cross key, cross value) per decoder layer] of the encoder's states."""
         cross = []
         for block in self.decoder.block:
             attention = block.layer[1]
             with module_scope(op, self.decoder.name, block.name, attention.name,
                               attention.EncDecAttention.name):
                 cross.append(attention.EncDecAttention.project_key_value(op, hidden))
-        return hidden, cross
+        return cross
 
     def decode(self, op, input_ids, encoder_attention_mask, past, cross):
         """-> (logits, [(present key, present value) per decoder layer])."""

@@ -300,15 +300,19 @@ class WhisperForConditionalGeneration(nn.Module):
         self.proj_out = LMHead(config.hidden_size, config.vocab_size, tied=tied)
 
     def encode(self, op, audio_features):
-        """-> (encoder_hidden_states, [(cross key, cross value) per decoder layer])."""
-        decoder = self.model.decoder
+        """-> encoder_hidden_states (cross_key_values projects them per decoder layer)."""
         with module_scope(op, self.model.name):
             hidden = self.model.encoder(op, audio_features)
-            cross = []
+        return hidden
+
+    def cross_key_values(self, op, hidden):
+        """-> [(cross key, cross value) per decoder layer] of the encoder's states."""
+        decoder, cross = self.model.decoder, []
+        with module_scope(op, self.model.name):
             for layer in decoder.layers:
                 with module_scope(op, decoder.name, layer.name, layer.encoder_attn.name):
                     cross.append(layer.encoder_attn.project_key_value(op, hidden))
-        return hidden, cross
+        return cross
 
     def decode(self, op, input_ids, past, cross):
         """-> (logits, [(present key, present value) per decoder layer])."""

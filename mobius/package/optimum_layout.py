@@ -18,12 +18,26 @@ builds for:
   package's padded-row decode logits are 3.6e-3 off transformers', its greedy
   tokens diverge on another checkpoint; without GQA they match within 1e-5).
 
+Encoder-decoders (``ORTModelForSeq2SeqLM``: t5, mt5, bart, marian;
+``ORTModelForSpeechSeq2Seq``: whisper) load as three files, the form optimum-onnx
+0.1.0 falls back to when it finds no ``decoder_model_merged.onnx``:
+``encoder_model.onnx`` (-> ``last_hidden_state``; whisper's input is
+``input_features``), ``decoder_model.onnx`` (the first step: it takes
+``encoder_hidden_states`` and returns ``present.{i}.encoder.*`` beside
+``present.{i}.decoder.*``) and ``decoder_with_past_model.onnx`` (fed
+``past_key_values.{i}.decoder.*`` / ``.encoder.*``, in that per-layer order, the
+order Optimum zips its cache with). The task builds that split
+(mobius/tasks/cross_kv_split.py); this module names its files and I/O. The first
+step has no past input, so Optimum's empty-cache sizing (hidden / heads, not t5's
+``d_kv``) is never fed to it.
+
 No genai_config.json is written: the folder is not tuned for onnxruntime-genai.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from mobius.ep.capabilities import EpCapabilities
 from mobius.errors import MobiusError
@@ -34,13 +48,23 @@ OPTIMUM = "optimum"
 #: ...TokenClassification, ...MaskedLM, ...ImageClassification)
 TASKS = ("text-generation", "feature-extraction", "text-classification",
          "token-classification", "fill-mask", "image-classification")
+#: encoder-decoder tasks (ORTModelForSeq2SeqLM, ...SpeechSeq2Seq): package key -> file
+SEQ2SEQ = ("text2text-generation", "automatic-speech-recognition")
+SEQ2SEQ_FILES = {"encoder": "encoder_model", "first_step": "decoder_model",
+                 "decoder": "decoder_with_past_model"}
+_CACHE = r"(past|present)_(key|value)_(self|cross)_(\d+)"
+_CACHE_NAME = {"past": "past_key_values", "present": "present",
+               "self": "decoder", "cross": "encoder"}
+#: the encoder's I/O names Optimum reads otherwise (the decoders': cache names only)
+ENCODER_NAMES = {"encoder_hidden_states": "last_hidden_state",
+                 "audio_features": "input_features"}
 
 
 def check_optimum(task: str | None = None, logits_to_keep: bool | None = None) -> None:
     """Rejects a task Optimum's single-file classes do not load, and num_logits_to_keep,
     which Optimum never feeds."""
-    if task is not None and task not in TASKS:
-        raise MobiusError(f"the optimum layout holds {', '.join(TASKS)} models; "
+    if task is not None and task not in TASKS + SEQ2SEQ:
+        raise MobiusError(f"the optimum layout holds {', '.join(TASKS + SEQ2SEQ)} models; "
                           f"this is a {task!r} model")
     if logits_to_keep:
         raise MobiusError("the optimum layout cannot hold num_logits_to_keep: "
@@ -53,3 +77,36 @@ def optimum_capabilities(caps: EpCapabilities) -> EpCapabilities:
     return dataclasses.replace(caps, gqa_dtypes=frozenset(), qkv_pack_dtypes=frozenset(),
                                gqa_sliding_window_cache=False, gqa_head_sink=False,
                                supports_int64=True)
+
+
+def to_optimum_names(package) -> None:
+    """Gives an encoder-decoder package Optimum's file and I/O names and its per-layer
+    cache order (other tasks' names are Optimum's already)."""
+    if package.task not in SEQ2SEQ:
+        return
+    models = {}
+    for key, model in package.models.items():
+        graph = model.graph
+        for value in (*graph.inputs, *graph.outputs):
+            value.name = (ENCODER_NAMES.get(value.name, value.name) if key == "encoder"
+                          else re.sub(f"^{_CACHE}$", _cache_name, value.name))
+        ordered = sorted(graph.inputs, key=_feed_order)
+        graph.inputs.clear()
+        graph.inputs.extend(ordered)
+        models[SEQ2SEQ_FILES[key]] = model
+    package.models = models
+
+
+def _cache_name(match: re.Match) -> str:
+    """past_key_self_3 -> past_key_values.3.decoder.key (present_* -> present.3...)."""
+    kind, part, attention, layer = match.groups()
+    return f"{_CACHE_NAME[kind]}.{layer}.{_CACHE_NAME[attention]}.{part}"
+
+
+def _feed_order(value) -> tuple:
+    """Other inputs first, then each layer's decoder key, value, encoder key, value."""
+    match = re.fullmatch(r"past_key_values\.(\d+)\.(decoder|encoder)\.(key|value)", value.name)
+    if match is None:
+        return (0,)
+    layer, attention, part = match.groups()
+    return (1, int(layer), attention == "encoder", part == "value")

@@ -1,5 +1,6 @@
-"""The Optimum layout: folder contents, the decoder it builds, and up-front rejections
-(what Optimum's classes make of it: //testing:optimum_test)."""
+"""The Optimum layout: folder contents, the decoder it builds, the encoder-decoders' files
+and names, and up-front rejections (what Optimum's classes make of it:
+//testing:optimum_test)."""
 
 import os
 
@@ -41,9 +42,46 @@ def test_decoder_has_every_logits_row_and_no_group_query_attention(llama):
     assert genai_rows == 1 and genai_gqa
 
 
+def _names(values) -> list[str]:
+    return [v.name for v in values]
+
+
+def test_encoder_decoder_files_and_names_are_optimums(tmp_path):
+    """t5: encoder_model / decoder_model (first step: takes the encoder's states, returns
+    both caches) / decoder_with_past_model (each layer's decoder then encoder cache)."""
+    ckpt = make_tiny_checkpoint("tiny-t5", str(tmp_path / "ckpt"))
+    package = build(ckpt, execution_provider="cpu", layout="optimum")
+    out = package.save(str(tmp_path / "pkg"))
+    assert {"encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx",
+            "config.json"} <= set(os.listdir(out))
+    encoder, first, decoder = (package.models[k].graph for k in
+                               ("encoder_model", "decoder_model", "decoder_with_past_model"))
+    assert _names(encoder.inputs) == ["input_ids", "attention_mask"]
+    assert _names(encoder.outputs) == ["last_hidden_state"]
+    assert _names(first.inputs) == ["input_ids", "encoder_attention_mask",
+                                    "encoder_hidden_states"]
+    cache = [f"{i}.{a}.{p}" for i in range(2) for a in ("decoder", "encoder")
+             for p in ("key", "value")]
+    assert _names(first.outputs) == ["logits", *(f"present.{c}" for c in cache
+                                                 if ".decoder." in c),
+                                     *(f"present.{c}" for c in cache if ".encoder." in c)]
+    assert _names(decoder.inputs) == ["input_ids", "encoder_attention_mask",
+                                      *(f"past_key_values.{c}" for c in cache)]
+    assert _names(decoder.outputs) == ["logits", *(f"present.{c}" for c in cache
+                                                   if ".decoder." in c)]
+
+
+def test_whisper_encoder_takes_input_features(tmp_path):
+    ckpt = make_tiny_checkpoint("tiny-whisper", str(tmp_path / "ckpt"))
+    models = build(ckpt, execution_provider="cpu", layout="optimum").models
+    assert sorted(models) == ["decoder_model", "decoder_with_past_model", "encoder_model"]
+    assert _names(models["encoder_model"].graph.inputs) == ["input_features"]
+    assert "encoder_attention_mask" not in _names(models["decoder_model"].graph.inputs)
+
+
 @pytest.mark.parametrize("kwargs,message", [
-    ({"task": "text2text-generation"}, "'text2text-generation'"),
-    ({"task": "automatic-speech-recognition"}, "'automatic-speech-recognition'"),
+    ({"task": "image-text-to-text"}, "'image-text-to-text'"),
+    ({"task": "automatic-speech-recognition-ctc"}, "'automatic-speech-recognition-ctc'"),
     ({"logits_to_keep": True}, "ORTModelForCausalLM does not feed it"),
 ])
 def test_rejections(kwargs, message):

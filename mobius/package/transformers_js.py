@@ -70,6 +70,12 @@ def client_capabilities(caps: EpCapabilities, layout: str) -> EpCapabilities:
     return caps
 
 
+def cross_kv_in_decoder(layout: str) -> bool:
+    """Whether the layout's client runs encoder-decoders with the cross K/V projected in
+    the first decoder step (mobius/tasks/cross_kv_split.py): Optimum's."""
+    return layout == OPTIMUM
+
+
 def js_dtype(dtype: str, quant: str | None = None) -> tuple[str, str]:
     """(transformers.js dtype name, file-name suffix) of a build dtype and quantization."""
     return (INT4_SUFFIX if quant == "int4" else DTYPE_SUFFIX)[dtype]

@@ -26,7 +26,8 @@ The module protocol (mobius/models/whisper.py implements it):
 
 * ``audio_input_shape``: (num_mel_bins, num_frames) the encoder takes;
 * ``encoder_length``: the encoder's output length (num_frames / 2);
-* ``encode(op, audio_features)`` -> (encoder_hidden_states, [(cross key, cross value)]);
+* ``encode(op, audio_features)`` -> encoder_hidden_states;
+* ``cross_key_values(op, encoder_hidden_states)`` -> [(cross key, cross value)];
 * ``decode(op, input_ids, past, cross)`` -> (logits, [(present key, present value)]),
   ``past`` and ``cross`` being per-layer (key, value) pairs.
 """
@@ -42,11 +43,12 @@ from mobius.package.genai_config import whisper_audio_processor_config, whisper_
 from mobius.roles import DECODER, ENCODER
 from mobius.tasks.causal_lm import BATCH, NAMED_DIMS, PAST, SEQ, TOTAL
 from mobius.tasks.concrete_dims import check_io_dims
+from mobius.tasks.cross_kv_split import (ENCODER_HIDDEN_STATES, FIRST_STEP, build_first_step,
+                                         split_io)
 from mobius.tasks.task import (GenaiContext, ModelIO, PackageConfigs, Reference, Task, TaskFlags,
                                TensorSpec, add_inputs, add_outputs, new_graph)
 
 AUDIO_FEATURES = "audio_features"
-ENCODER_HIDDEN_STATES = "encoder_hidden_states"
 #: %d-patterns, as genai_config spells them
 CROSS_PRESENT_KEY, CROSS_PRESENT_VALUE = "present_key_cross_%d", "present_value_cross_%d"
 CROSS_PAST_KEY, CROSS_PAST_VALUE = "past_key_cross_%d", "past_value_cross_%d"
@@ -79,10 +81,20 @@ def speech_seq2seq_io(module: nn.Module, config: ArchitectureConfig) -> dict[str
 
 def build_speech_seq2seq(module: nn.Module, config: ArchitectureConfig,
                          flags: TaskFlags = TaskFlags()) -> dict[str, ir.Model]:
-    """Package key (<key>.onnx) -> graph; the builder optimizes each with its role."""
-    io = speech_seq2seq_io(module, config)
+    """Package key (<key>.onnx) -> graph; the builder optimizes each with its role
+    (with ``flags.cross_kv_in_decoder``, mobius/tasks/cross_kv_split.py's three)."""
+    if not flags.cross_kv_in_decoder:
+        io = speech_seq2seq_io(module, config)
+        return {"encoder": build_encoder(module, config, io["encoder"], flags),
+                "decoder": build_decoder(module, config, io["decoder"], flags)}
+    io = split_io(speech_seq2seq_io(module, config))
+    decoder = build_decoder(module, config, io["decoder"], flags)  # first: see build_first_step
+    first = build_first_step(
+        module, config, io[FIRST_STEP],
+        lambda op, inputs, past, cross: module.decode(op, inputs["input_ids"], past, cross),
+        (CROSS_PRESENT_KEY, CROSS_PRESENT_VALUE))
     return {"encoder": build_encoder(module, config, io["encoder"], flags),
-            "decoder": build_decoder(module, config, io["decoder"], flags)}
+            FIRST_STEP: _model(first, flags), "decoder": decoder}
 
 
 def _model(graph: ir.Graph, flags: TaskFlags) -> ir.Model:
@@ -101,10 +113,11 @@ def build_encoder(module: nn.Module, config: ArchitectureConfig, io: ModelIO,
     dtype = get_build_dtype()
     graph, builder = new_graph()
     inputs = add_inputs(builder, io.inputs, dtype)
-    hidden, cross = module.encode(builder.op, inputs[AUDIO_FEATURES])
+    hidden = module.encode(builder.op, inputs[AUDIO_FEATURES])
     outputs = {ENCODER_HIDDEN_STATES: hidden}
-    for i, (key, value) in enumerate(cross):
-        outputs[CROSS_PRESENT_KEY % i], outputs[CROSS_PRESENT_VALUE % i] = key, value
+    if len(io.outputs) > 1:  # not the cross_kv_in_decoder split's encoder
+        for i, (key, value) in enumerate(module.cross_key_values(builder.op, hidden)):
+            outputs[CROSS_PRESENT_KEY % i], outputs[CROSS_PRESENT_VALUE % i] = key, value
     add_outputs(builder, outputs, io.outputs, dtype)
     return _model(graph, flags)
 
@@ -138,8 +151,9 @@ TASK = Task(
     name="automatic-speech-recognition",
     summary="audio encoder + decoder with self/cross KV cache (onnxruntime-genai)",
     build=build_speech_seq2seq,
-    roles={"encoder": ENCODER, "decoder": DECODER},
+    roles={"encoder": ENCODER, "decoder": DECODER, FIRST_STEP: DECODER},
     io=speech_seq2seq_io,
+    cross_kv_in_decoder_io=lambda module, config: split_io(speech_seq2seq_io(module, config)),
     named_dims=NAMED_DIMS,
     reference=Reference(auto_class="AutoModelForSpeechSeq2Seq", runner="speech_seq2seq",
                         inputs=("input_features", "decoder_input_ids"), outputs=("logits",)),

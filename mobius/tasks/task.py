@@ -43,6 +43,11 @@ class TaskFlags:
     #: ``inputs_embeds`` [batch, seq, hidden] (made by the package's embedding
     #: model) instead of ``input_ids``; the rest of the contract is unchanged.
     inputs_embeds: bool = False
+    #: An encoder-decoder split the other way (Optimum's, mobius/package/optimum_layout.py):
+    #: the encoder returns its hidden states only, and a ``first_step`` decoder takes them
+    #: and projects the cross-attention K/V itself (no past inputs); the ``decoder``
+    #: (with past) is unchanged. Tasks with ``cross_kv_in_decoder_io`` only.
+    cross_kv_in_decoder: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +124,9 @@ class Task:
     #: every symbolic dim name the task's graph I/O may use (use_concrete_dims)
     named_dims: tuple[str, ...]
     reference: Reference
+    #: module, config -> the I/O of the cross_kv_in_decoder split (TaskFlags); None: the
+    #: task has no such split
+    cross_kv_in_decoder_io: Contract | None = None
     #: genai_config.json (+ processor configs) for onnxruntime-genai; None: the
     #: package is for plain onnxruntime
     package_configs: ConfigWriter | None = None

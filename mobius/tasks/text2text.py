@@ -26,7 +26,8 @@ package is for plain onnxruntime (docs/examples/text2text.py drives it); the dec
 metadata carries the token ids a generation loop needs.
 
 The module protocol (mobius/models/t5.py and bart.py implement it): ``encode(op, input_ids,
-attention_mask)`` -> (encoder_hidden_states, [(cross key, cross value)]) and
+attention_mask)`` -> encoder_hidden_states, ``cross_key_values(op, encoder_hidden_states)``
+-> [(cross key, cross value)] and
 ``decode(op, input_ids, encoder_attention_mask, past, cross)`` -> (logits, [(present
 key, present value)]); ``config.head_dim`` / ``num_attention_heads`` /
 ``num_hidden_layers`` are the decoder's.
@@ -42,6 +43,7 @@ from mobius.context import get_build_dtype
 from mobius.roles import DECODER, ENCODER
 from mobius.tasks.causal_lm import BATCH, NAMED_DIMS, PAST, SEQ, TOTAL
 from mobius.tasks.concrete_dims import check_io_dims
+from mobius.tasks.cross_kv_split import FIRST_STEP, build_first_step, split_io
 from mobius.tasks.speech_seq2seq import (CROSS_PAST_KEY, CROSS_PAST_VALUE, CROSS_PRESENT_KEY,
                                          CROSS_PRESENT_VALUE, ENCODER_HIDDEN_STATES, SELF_PAST_KEY,
                                          SELF_PAST_VALUE, SELF_PRESENT_KEY, SELF_PRESENT_VALUE)
@@ -81,10 +83,21 @@ def text2text_io(module: nn.Module, config: ArchitectureConfig) -> dict[str, Mod
 
 def build_text2text(module: nn.Module, config: ArchitectureConfig,
                     flags: TaskFlags = TaskFlags()) -> dict[str, ir.Model]:
-    """Package key (<key>.onnx) -> graph; the builder optimizes each with its role."""
-    io = text2text_io(module, config)
+    """Package key (<key>.onnx) -> graph; the builder optimizes each with its role
+    (with ``flags.cross_kv_in_decoder``, mobius/tasks/cross_kv_split.py's three)."""
+    if not flags.cross_kv_in_decoder:
+        io = text2text_io(module, config)
+        return {"encoder": _build_encoder(module, io["encoder"], flags),
+                "decoder": _build_decoder(module, config, io["decoder"], flags)}
+    io = split_io(text2text_io(module, config))
+    decoder = _build_decoder(module, config, io["decoder"], flags)  # first: see build_first_step
+    first = build_first_step(
+        module, config, io[FIRST_STEP],
+        lambda op, inputs, past, cross: module.decode(
+            op, inputs["input_ids"], inputs[ENCODER_ATTENTION_MASK], past, cross),
+        (CROSS_PRESENT_KEY, CROSS_PRESENT_VALUE))
     return {"encoder": _build_encoder(module, io["encoder"], flags),
-            "decoder": _build_decoder(module, config, io["decoder"], flags)}
+            FIRST_STEP: _model(first, flags), "decoder": decoder}
 
 
 def _model(graph: ir.Graph, flags: TaskFlags) -> ir.Model:
@@ -98,10 +111,11 @@ def _build_encoder(module: nn.Module, io: ModelIO, flags: TaskFlags) -> ir.Model
     dtype = get_build_dtype()
     graph, builder = new_graph()
     inputs = add_inputs(builder, io.inputs, dtype)
-    hidden, cross = module.encode(builder.op, inputs["input_ids"], inputs["attention_mask"])
+    hidden = module.encode(builder.op, inputs["input_ids"], inputs["attention_mask"])
     outputs = {ENCODER_HIDDEN_STATES: hidden}
-    for i, (key, value) in enumerate(cross):
-        outputs[CROSS_PRESENT_KEY % i], outputs[CROSS_PRESENT_VALUE % i] = key, value
+    if len(io.outputs) > 1:  # not the cross_kv_in_decoder split's encoder
+        for i, (key, value) in enumerate(module.cross_key_values(builder.op, hidden)):
+            outputs[CROSS_PRESENT_KEY % i], outputs[CROSS_PRESENT_VALUE % i] = key, value
     add_outputs(builder, outputs, io.outputs, dtype)
     return _model(graph, flags)
 
@@ -137,8 +151,9 @@ TASK = Task(
     summary="text encoder + decoder with self/cross KV cache (plain onnxruntime)",
     build=build_text2text,
     token_ids=("eos_token_id", "pad_token_id"),  # the models' metadata
-    roles={"encoder": ENCODER, "decoder": DECODER},
+    roles={"encoder": ENCODER, "decoder": DECODER, FIRST_STEP: DECODER},
     io=text2text_io,
+    cross_kv_in_decoder_io=lambda module, config: split_io(text2text_io(module, config)),
     named_dims=TEXT2TEXT_DIMS,
     reference=Reference(auto_class="AutoModelForSeq2SeqLM", runner="text2text",
                         inputs=("input_ids", "attention_mask", "decoder_input_ids"),
