@@ -13,16 +13,14 @@ which module declares each tiny preset (its family:<module> scope tag) and its t
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import sys
 
-from tools.build_graph import BuildGraph, workspace_packages
-from tools.deps_check import file_label, imported_modules, module_file
+from tools.build_graph import BuildGraph
+from tools.generated_bzl import import_deps, write_or_check
 
 PATH = os.path.join("rules", "families.bzl")
-_PACKAGE = "//mobius/models"
 #: deps mobius_model() adds to every family library
 _IMPLIED = {":family", ":init"}
 
@@ -40,47 +38,12 @@ the tasks it serves (None: every task), from its EpCapabilities.
 '''
 
 
-def _third_party(path: str) -> set[str]:
-    """Top-level names of the non-relative imports of ``path``."""
-    with open(path) as f:
-        tree = ast.parse(f.read(), path)
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module.split(".")[0])
-    return names
-
-
 def family_deps(root: str, module: str, families: set[str], graph: BuildGraph) -> list[str]:
     """The deps of //mobius/models:<module>: the owner of each first-party module it imports
     (a family module's own target for another family) and //third_party:<name> for each
     third-party package with such a target."""
-    packages = set(workspace_packages(root))
-    owners: dict[str, str] = {}
-    for target in graph.targets.values():
-        for src in target.srcs:
-            owners.setdefault(src, target.label)
-    path = os.path.join(root, "mobius", "models", module + ".py")
-    deps = set()
-    for _, dotted in imported_modules(root, path):
-        source = module_file(root, dotted)
-        if source is None:
-            continue
-        name = os.path.splitext(os.path.basename(source))[0]
-        if os.path.dirname(source) == os.path.join("mobius", "models") and name in families:
-            deps.add(":" + name)
-            continue
-        label = owners.get(file_label(source, packages))
-        if label is None:
-            raise ValueError(f"{path}: {dotted} is in no Bazel target")
-        deps.add(label.replace(_PACKAGE + ":", ":", 1))
-    deps |= {f"//third_party:{n}" for n in _third_party(path)
-             if f"//third_party:{n}" in graph.targets}
-    deps -= _IMPLIED | {":" + module}
-    return sorted(d for d in deps if d.startswith(":")) + sorted(
-        d for d in deps if not d.startswith(":"))
+    return import_deps(root, os.path.join("mobius", "models", module + ".py"), "mobius/models",
+                       families, graph, _IMPLIED)
 
 
 def render(root: str) -> str:
@@ -114,23 +77,7 @@ def main(argv: list[str]) -> int:
     # Under `bazel run` the runfiles hold only the family files rules/families.bzl already
     # lists: the registry must read the workspace's, or a new family goes unseen.
     sys.path.insert(0, root)
-    text = render(root)
-    path = os.path.join(root, PATH)
-    current = ""
-    if os.path.exists(path):
-        with open(path) as f:
-            current = f.read()
-    if current == text:
-        print(f"{PATH} is current")
-        return 0
-    if "--update" not in argv:
-        print(f"{PATH} is stale: run ./bazelw run //tools:families -- --update")
-        return 1
-    with open(path, "w") as f:
-        f.write(text)
-    print(f"wrote {path}")
-    return 0
-
+    return write_or_check(root, PATH, render(root), "//tools:families", argv)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -22,52 +22,18 @@ from mobius.quantize.spec import QuantSpec
 from mobius.rewrite import library_passes as lib
 from mobius.rewrite.group_query_attention import is_sink_attention
 from mobius.rewrite.graph_inputs import attention_mask_input
+from mobius.rewrite.registry import staged_rules
 from mobius.rewrite.rule import Rule, RuleContext
 from mobius.roles import ROLES
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 
 
 def _stages() -> list[tuple[str, list[Rule]]]:
-    from mobius.rewrite.bias_gelu import BiasGeluFusion
-    from mobius.rewrite.checkpoint_layout_matmul import CheckpointLayoutMatMul
-    from mobius.rewrite.expand_standard_ops import ExpandStandardOps
-    from mobius.rewrite.float32_compute import Float32Compute
-    from mobius.rewrite.gelu import GeluFusion
-    from mobius.rewrite.group_query_attention import GroupQueryAttentionFusion
-    from mobius.rewrite.if_to_where import IfToWhere
-    from mobius.rewrite.int32_io import Int32GraphIO
-    from mobius.rewrite.shape_elimination import ShapeElimination
-    from mobius.rewrite.inline_functions import InlineUnsupportedFunctions
-    from mobius.rewrite.moe_fusion import MoEFusion
-    from mobius.rewrite.multi_head_attention import MultiHeadAttentionFusion
-    from mobius.rewrite.pack_qkv import PackQKV
-    from mobius.rewrite.pad_all_axes import PadAllAxes
-    from mobius.rewrite.quick_gelu import QuickGeluFusion
-    from mobius.rewrite.quantize_linears import QuantizeLinears
-    from mobius.rewrite.separate_rope import SeparateRoPE
-    from mobius.rewrite.skip_layer_norm import SkipLayerNormFusion
-    from mobius.rewrite.skip_simplified_layer_norm import SkipSimplifiedLayerNormFusion
-    from mobius.rewrite.static_shapes import StaticShapes
-    from mobius.rewrite.equal_rank_broadcast import EqualRankBroadcast
-    from mobius.rewrite.head_fused_matmul import HeadFusedMatMul
-    from mobius.rewrite.unflatten_quantized_head import UnflattenQuantizedHead
-    from mobius.rewrite.unique_scatter_add import UniqueScatterAdd
-    from mobius.rewrite.unpack_qkv import UnpackQKV
-
-    return [
-        ("cleanup", [lib.IdentityElimination(), lib.CommonSubexpressionElimination(),
-                     lib.DeduplicateInitializers(), lib.ConstantFolding(), lib.RemoveUnused()]),
-        ("fuse", [GroupQueryAttentionFusion(), PackQKV(), MultiHeadAttentionFusion(),
-                  SkipSimplifiedLayerNormFusion(), SkipLayerNormFusion(),
-                  GeluFusion(), BiasGeluFusion(),
-                  MoEFusion(), QuickGeluFusion(), QuantizeLinears(), UnflattenQuantizedHead(),
-                  HeadFusedMatMul(), CheckpointLayoutMatMul()]),
-        ("inline", [InlineUnsupportedFunctions()]),
-        ("lower", [StaticShapes(), UnpackQKV(), SeparateRoPE(), ExpandStandardOps(), UniqueScatterAdd(), PadAllAxes(),
-                   EqualRankBroadcast(),
-                   IfToWhere(), Int32GraphIO(), ShapeElimination(), Float32Compute()]),
-        ("fold", [lib.RemoveUnused(), lib.ConstantFolding()]),
-    ]
+    """cleanup, then each rule stage's discovered rules in their declared order, then fold."""
+    cleanup = [lib.IdentityElimination(), lib.CommonSubexpressionElimination(),
+               lib.DeduplicateInitializers(), lib.ConstantFolding(), lib.RemoveUnused()]
+    staged = [(stage, [cls() for cls in classes]) for stage, classes in staged_rules().items()]
+    return [("cleanup", cleanup), *staged, ("fold", [lib.RemoveUnused(), lib.ConstantFolding()])]
 
 
 @dataclasses.dataclass

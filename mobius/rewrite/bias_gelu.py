@@ -44,6 +44,8 @@ class _Match:
 
 class BiasGeluFusion(NodeRule):
     name = "BiasGeluFusion"
+    stage = "fuse"
+    order = 70
 
     def applies(self, ctx: RuleContext) -> bool:
         return ctx.dtype in BIAS_GELU_DTYPES and any(

@@ -49,6 +49,8 @@ class _Match:
 
 class CheckpointLayoutMatMul(NodeRule):
     name = "CheckpointLayoutMatMul"
+    stage = "fuse"
+    order = 130
 
     def applies(self, ctx: RuleContext) -> bool:
         return (ctx.caps.has_kernel(FUSED_MATMUL) and ctx.caps.prepacks_2d_weights

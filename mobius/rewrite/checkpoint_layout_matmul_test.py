@@ -21,6 +21,9 @@ from mobius.weights.safetensors_writer import write_safetensors
 from testing.fusion_checks import (FLOAT, apply_rule, check_model, copy_model, histogram, info,
                                    make_model, run_ort, weight)
 
+#: this test's Bazel target, read by //tools:rewrite_rules (builds tiny-llama by name)
+TEST_TARGET = {"tiny": ["tiny-llama"]}
+
 H = 8
 SIZES = {"q": 12, "k": 4, "v": 4}
 RNG = np.random.default_rng(11)

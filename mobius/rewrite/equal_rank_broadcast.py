@@ -22,6 +22,8 @@ from mobius.rewrite.rule import NodeRule, RuleContext
 
 class EqualRankBroadcast(NodeRule):
     name = "EqualRankBroadcast"
+    stage = "lower"
+    order = 70
 
     def applies(self, ctx: RuleContext) -> bool:
         return not ctx.caps.supports_rank_broadcast

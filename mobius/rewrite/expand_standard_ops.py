@@ -32,6 +32,8 @@ _DOMAIN = "mobius.expand"  # a private domain for the bodies while they are inli
 
 class ExpandStandardOps(Rule):
     name = "ExpandStandardOps"
+    stage = "lower"
+    order = 40
 
     def applies(self, ctx: RuleContext) -> bool:
         return bool(ctx.caps.expand_standard_ops)

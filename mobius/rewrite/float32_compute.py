@@ -20,6 +20,8 @@ FLOAT = ir.DataType.FLOAT
 
 class Float32Compute(Rule):
     name = "Float32Compute"
+    stage = "lower"
+    order = 110
 
     def applies(self, ctx: RuleContext) -> bool:
         return not ctx.caps.computes(ctx.dtype)

@@ -13,6 +13,9 @@ from mobius.rewrite.rule import RuleContext
 from testing import parity
 from testing.hf_checkpoints import seed0_checkpoint
 
+#: this test's Bazel target, read by //tools:rewrite_rules (data: the seed-0 tiny-llama checkpoint)
+TEST_TARGET = {"size": "medium", "data": ["//testing/tiny:hf"]}
+
 BF16 = ir.DataType.BFLOAT16
 
 

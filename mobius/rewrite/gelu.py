@@ -48,6 +48,8 @@ class _Match:
 
 class GeluFusion(NodeRule):
     name = "GeluFusion"
+    stage = "fuse"
+    order = 60
 
     def apply(self, model: ir.Model, ctx: RuleContext) -> int:
         if model.opset_imports.get("", 0) < GELU_OPSET:

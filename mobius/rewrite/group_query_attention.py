@@ -81,6 +81,8 @@ class _Match:
 
 class GroupQueryAttentionFusion(NodeRule):
     name = "GroupQueryAttentionFusion"
+    stage = "fuse"
+    order = 10
 
     def applies(self, ctx: RuleContext) -> bool:
         return ctx.role == DECODER and ctx.caps.fuses_gqa(ctx.dtype)

@@ -53,6 +53,8 @@ class _Match:
 
 class HeadFusedMatMul(NodeRule):
     name = "HeadFusedMatMul"
+    stage = "fuse"
+    order = 120
 
     def applies(self, ctx: RuleContext) -> bool:
         computes_f32 = ctx.dtype == ir.DataType.FLOAT or not ctx.caps.computes(ctx.dtype)

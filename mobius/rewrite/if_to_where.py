@@ -43,6 +43,8 @@ _NONDETERMINISTIC = frozenset({
 
 class IfToWhere(Rule):
     name = "IfToWhere"
+    stage = "lower"
+    order = 80
 
     def applies(self, ctx: RuleContext) -> bool:
         return not ctx.caps.supports_if

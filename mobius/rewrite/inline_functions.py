@@ -16,6 +16,8 @@ from mobius.rewrite.rule import Rule, RuleContext
 
 class InlineUnsupportedFunctions(Rule):
     name = "InlineUnsupportedFunctions"
+    stage = "inline"
+    order = 10
 
     def applies(self, ctx: RuleContext) -> bool:
         return not ctx.caps.keep_function_bodies

@@ -34,6 +34,8 @@ _ACCEPTS_INT32 = frozenset({
 
 class Int32GraphIO(Rule):
     name = "Int32GraphIO"
+    stage = "lower"
+    order = 90
 
     def applies(self, ctx: RuleContext) -> bool:
         return not ctx.caps.supports_int64

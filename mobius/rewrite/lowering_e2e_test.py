@@ -30,6 +30,11 @@ import mobius
 from mobius.ep.registry import get_ep
 from testing import parity
 
+#: this test's Bazel target, read by //tools:rewrite_rules
+#: (40 tiny builds (4 families x default/webgpu/dml/no-GQA x f32/f16) + decoding)
+TEST_TARGET = {"size": "medium",
+               "tiny": ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3"]}
+
 FAMILIES = ("tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3")
 DTYPES = ("f32", "f16")
 NP_DTYPES = {"f32": np.float32, "f16": np.float16}

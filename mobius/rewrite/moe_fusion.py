@@ -85,6 +85,8 @@ class _Match:
 
 class MoEFusion(NodeRule):
     name = "MoEFusion"
+    stage = "fuse"
+    order = 80
 
     def applies(self, ctx: RuleContext) -> bool:
         return ctx.caps.fuses_moe(ctx.dtype) and ctx.caps.has_kernel(OP_TYPE)

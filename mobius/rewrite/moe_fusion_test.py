@@ -29,6 +29,9 @@ from mobius.roles import DECODER
 from mobius.weights.dtypes import numpy_dtype
 from testing.onnx_graphs import attach_arrays, component_model, run_model
 
+#: this test's Bazel target, read by //tools:rewrite_rules (~60 small ORT sessions)
+TEST_TARGET = {"size": "medium"}
+
 HIDDEN, INTER = 24, 40
 MOE = "com.microsoft::MoE"
 DECOMPOSED = ("NonZero", "ScatterND", "TopK", "GatherND")

@@ -56,6 +56,8 @@ class _Match:
 
 class MultiHeadAttentionFusion(NodeRule):
     name = "MultiHeadAttentionFusion"
+    stage = "fuse"
+    order = 30
 
     def applies(self, ctx: RuleContext) -> bool:
         return ctx.role != DECODER and ctx.caps.fuses_mha(ctx.dtype) and ctx.caps.has_kernel(OP_TYPE)

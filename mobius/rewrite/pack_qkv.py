@@ -59,6 +59,8 @@ class _Match:
 
 class PackQKV(NodeRule):
     name = "PackQKV"
+    stage = "fuse"
+    order = 20
 
     def applies(self, ctx: RuleContext) -> bool:
         return ctx.role == DECODER and ctx.caps.packs_qkv(ctx.dtype)

@@ -17,6 +17,10 @@ from mobius.rewrite.pack_qkv import PackQKV
 from mobius.rewrite.rule import RuleContext
 from mobius.roles import DECODER, ENCODER, ROLES
 
+#: this test's Bazel target, read by //tools:rewrite_rules
+#: (~300 small ORT sessions + four tiny-llama builds)
+TEST_TARGET = {"size": "medium"}
+
 F32, F16 = g.F32, g.F16
 CPU_F32 = RuleContext(get_ep("cpu"), F32, DECODER)
 CUDA_F16 = RuleContext(get_ep("cuda"), F16, DECODER)

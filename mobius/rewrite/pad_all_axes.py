@@ -20,6 +20,8 @@ from mobius.rewrite.rule import NodeRule, RuleContext, initializer_array
 
 class PadAllAxes(NodeRule):
     name = "PadAllAxes"
+    stage = "lower"
+    order = 60
 
     def applies(self, ctx: RuleContext) -> bool:
         return not ctx.caps.supports_pad_axes

@@ -55,6 +55,8 @@ _FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
 class QuantizeLinears(Rule):
     name = "QuantizeLinears"
+    stage = "fuse"
+    order = 100
 
     def applies(self, ctx: RuleContext) -> bool:
         return ctx.quant is not None

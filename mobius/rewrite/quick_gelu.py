@@ -35,6 +35,8 @@ class _Match:
 
 class QuickGeluFusion(NodeRule):
     name = "QuickGeluFusion"
+    stage = "fuse"
+    order = 90
 
     def applies(self, ctx: RuleContext) -> bool:
         return ctx.caps.has_kernel(OP_TYPE) and ctx.caps.computes(ctx.dtype)

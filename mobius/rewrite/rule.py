@@ -48,6 +48,11 @@ class Rule(abc.ABC):
     """
 
     name: str = ""
+    #: the pipeline stage a rule class runs in ("fuse", "inline" or "lower"; "" for
+    #: library passes and bases), and its place there, lower first: mobius.rewrite.registry
+    #: discovers the rules from these, so a new rule is its file and its test
+    stage: str = ""
+    order: int = 0
     sites: tuple[str, ...] = ()
     rejections: tuple[tuple[str, str], ...] = ()
 

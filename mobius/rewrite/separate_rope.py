@@ -43,6 +43,8 @@ class _Match:
 
 class SeparateRoPE(NodeRule):
     name = "SeparateRoPE"
+    stage = "lower"
+    order = 30
 
     def applies(self, ctx: RuleContext) -> bool:
         return ctx.role == DECODER and not ctx.caps.supports_fused_rope

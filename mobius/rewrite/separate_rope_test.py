@@ -16,6 +16,10 @@ from mobius.rewrite.rule import RuleContext
 from mobius.rewrite.separate_rope import SeparateRoPE
 from mobius.roles import DECODER, ROLES
 
+#: this test's Bazel target, read by //tools:rewrite_rules
+#: (four tiny-llama f16 builds + greedy decoding)
+TEST_TARGET = {"size": "medium"}
+
 F32, F16 = g.F32, g.F16
 DML_F32 = RuleContext(get_ep("dml"), F32, DECODER)
 DML_F16 = RuleContext(get_ep("dml"), F16, DECODER)

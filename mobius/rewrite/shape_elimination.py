@@ -64,6 +64,8 @@ _INTEGER_OR_BOOL = frozenset({
 
 class ShapeElimination(Rule):
     name = "ShapeElimination"
+    stage = "lower"
+    order = 100
 
     def applies(self, ctx: RuleContext) -> bool:
         return not ctx.caps.supports_shape

@@ -55,6 +55,8 @@ class _Match:
 
 class SkipLayerNormFusion(NodeRule):
     name = "SkipLayerNormFusion"
+    stage = "fuse"
+    order = 50
 
     def applies(self, ctx: RuleContext) -> bool:
         return (ctx.caps.supports_skip_layer_norm and ctx.caps.has_kernel(OP_TYPE)

@@ -58,6 +58,8 @@ class _Match:
 
 class SkipSimplifiedLayerNormFusion(NodeRule):
     name = "SkipSimplifiedLayerNormFusion"
+    stage = "fuse"
+    order = 40
 
     def applies(self, ctx: RuleContext) -> bool:
         return (ctx.caps.supports_skip_layer_norm and ctx.caps.has_kernel(OP_TYPE)

@@ -27,6 +27,10 @@ from testing.fusion_checks import (
     without_functions,
 )
 
+#: this test's Bazel target, read by //tools:rewrite_rules
+#: (~60 small ORT sessions + four tiny-model builds and greedy decoding)
+TEST_TARGET = {"size": "medium", "tiny": ["tiny-llama", "tiny-qwen3"]}
+
 FUSED = "com.microsoft::SkipSimplifiedLayerNormalization"
 H = 16
 RNG = np.random.default_rng(0)

@@ -29,6 +29,8 @@ def static_dims(context_length: int, chunk: int) -> dict[str, int]:
 
 class StaticShapes(Rule):
     name = "StaticShapes"
+    stage = "lower"
+    order = 10
 
     def applies(self, ctx: RuleContext) -> bool:
         return ctx.role == DECODER and ctx.caps.static_context_length > 0

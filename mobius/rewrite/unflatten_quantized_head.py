@@ -37,6 +37,8 @@ class _Match:
 
 class UnflattenQuantizedHead(NodeRule):
     name = "UnflattenQuantizedHead"
+    stage = "fuse"
+    order = 110
 
     def applies(self, ctx: RuleContext) -> bool:
         return ctx.quant is not None

@@ -20,6 +20,8 @@ from mobius.rewrite.rule import NodeRule, RuleContext, attr
 
 class UniqueScatterAdd(NodeRule):
     name = "UniqueScatterAdd"
+    stage = "lower"
+    order = 50
 
     def applies(self, ctx: RuleContext) -> bool:
         return not ctx.caps.supports_scatter_reduction

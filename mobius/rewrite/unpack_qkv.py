@@ -35,6 +35,8 @@ class _Match:
 
 class UnpackQKV(NodeRule):
     name = "UnpackQKV"
+    stage = "lower"
+    order = 20
 
     def applies(self, ctx: RuleContext) -> bool:
         return ctx.role == DECODER and not ctx.caps.packs_qkv(ctx.dtype)

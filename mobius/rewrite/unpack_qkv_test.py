@@ -15,6 +15,10 @@ from mobius.rewrite.rule import RuleContext
 from mobius.rewrite.unpack_qkv import UnpackQKV
 from mobius.roles import DECODER, ROLES
 
+#: this test's Bazel target, read by //tools:rewrite_rules
+#: (a tiny-llama build + ~130 small ORT sessions)
+TEST_TARGET = {"size": "medium"}
+
 F32, F16 = g.F32, g.F16
 DML_F16 = RuleContext(get_ep("dml"), F16, DECODER)
 MLX_F32 = RuleContext(get_ep("mlx"), F32, DECODER)
