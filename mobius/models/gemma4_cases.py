@@ -44,7 +44,7 @@ def _random_layer_scalars(ckpt: str) -> None:
 
 
 def write_case(case: str, folder: str) -> None:
-    """ckpt/ and padded.npz."""
+    """ckpt/, padded.npz and unpadded.npz."""
     from testing import checkpoint_runs
     from testing.random_checkpoint import random_checkpoint
 
@@ -53,4 +53,4 @@ def write_case(case: str, folder: str) -> None:
         _random_layer_scalars(ckpt)
         return ckpt
 
-    checkpoint_runs.write(folder, make, {"padded": checkpoint_runs.RUNS["padded"]})
+    checkpoint_runs.write(folder, make)
