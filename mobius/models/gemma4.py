@@ -46,6 +46,7 @@ from mobius.components.rms_norm import RMSNorm
 from mobius.components.rotary import apply_rotary
 from mobius.components.weight import Weight
 from mobius.config.architecture import ArchitectureConfig
+from mobius.config.fields import positive_int
 from mobius.config.options import read_options, reject
 from mobius.config.rope import RopeConfig, RopeKeys
 from mobius.context import get_build_dtype
@@ -91,17 +92,18 @@ class LayerPlan:
     shared: bool  # attends to an earlier layer's K/V, has none of its own
 
 
-def layer_plans(config: ArchitectureConfig) -> list[LayerPlan]:
-    """Each layer's geometry: per_layer_config, else the global keys on full layers."""
-    options = config.options
-    overrides = _per_layer_overrides(config)
-    first_shared = config.num_hidden_layers - options.num_kv_shared_layers
+def layer_plans(options: Gemma4Options, layer_types, kv_heads: int,
+                head_dim: int) -> list[LayerPlan]:
+    """Each layer's geometry (per_layer_config, else the global keys on full layers),
+    checked: one shape per layer type, a caching layer of each type to share."""
+    overrides = _per_layer_overrides(options, layer_types)
+    first_shared = len(layer_types) - options.num_kv_shared_layers
     plans = []
-    for i, kind in enumerate(config.layer_types):
+    for i, kind in enumerate(layer_types):
         own = overrides.get(i, {})
-        plans.append(LayerPlan(kind, own.get("num_key_value_heads", config.num_key_value_heads),
-                               own.get("head_dim", config.head_dim), i >= first_shared))
-    for kind in set(config.layer_types):
+        plans.append(LayerPlan(kind, own.get("num_key_value_heads", kv_heads),
+                               own.get("head_dim", head_dim), i >= first_shared))
+    for kind in sorted(set(layer_types)):
         if len({(p.kv_heads, p.head_dim) for p in plans if p.kind == kind}) > 1:
             raise ConfigError(f"config.json: gemma4: {kind} layers of different shapes are "
                               f"not supported")
@@ -112,16 +114,15 @@ def layer_plans(config: ArchitectureConfig) -> list[LayerPlan]:
     return plans
 
 
-def _per_layer_overrides(config: ArchitectureConfig) -> dict[int, dict[str, int]]:
-    options = config.options
+def _per_layer_overrides(options: Gemma4Options, layer_types) -> dict[int, dict[str, int]]:
     if options.per_layer_config is None:
         own = {"head_dim": options.global_head_dim}
         if options.attention_k_eq_v and options.num_global_key_value_heads is not None:
             own["num_key_value_heads"] = options.num_global_key_value_heads
-        return {i: own for i, kind in enumerate(config.layer_types) if kind == FULL}
+        return {i: own for i, kind in enumerate(layer_types) if kind == FULL}
     overrides = {}
     for key, values in options.per_layer_config.items():
-        if not (str(key).isdigit() and int(key) < config.num_hidden_layers
+        if not (str(key).isdigit() and int(key) < len(layer_types)
                 and isinstance(values, dict)
                 and set(values) <= {"head_dim", "num_key_value_heads"}
                 and all(isinstance(v, int) and v > 0 for v in values.values())):
@@ -227,7 +228,8 @@ class Gemma4TextModel(CausalTransformer):
     """Embedding (x sqrt(hidden)), per-layer inputs, layers with KV sharing, final norm."""
 
     def __init__(self, config: ArchitectureConfig):
-        plans = layer_plans(config)
+        plans = layer_plans(config.options, config.layer_types, config.num_key_value_heads,
+                            config.head_dim)
         ropes = {kind: _rope(config, kind, next(p for p in plans if p.kind == kind))
                  for kind in dict.fromkeys(config.layer_types)}
         layers = [Gemma4DecoderLayer(config, plan, ropes[plan.kind]) for plan in plans]
@@ -308,11 +310,12 @@ def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
     """transformers' derived defaults: layer_types (every 6th global, the last global),
     RoPE per layer type, no per-layer inputs for a null size."""
     out = dict(raw)
-    layers = int(out.get("num_hidden_layers") or 30)
-    if not out.get("layer_types"):
+    layers = out.get("num_hidden_layers", 30)
+    if not out.get("layer_types") and isinstance(layers, int):
         out["layer_types"] = [FULL if (i + 1) % _PATTERN == 0 else SLIDING
                               for i in range(layers)]
-    out["layer_types"] = [*out["layer_types"][:-1], FULL] if out["layer_types"] else []
+    if isinstance(out.get("layer_types"), list) and out["layer_types"]:
+        out["layer_types"] = [*out["layer_types"][:-1], FULL]
     if out.get("rope_parameters") is None:
         out["rope_parameters"] = _ROPES
     if "hidden_size_per_layer_input" in out and not out["hidden_size_per_layer_input"]:
@@ -321,8 +324,8 @@ def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The checks a build needs before any weight is read; the model-level RoPE is the
-    sliding layers' (the head_dim config.json names)."""
+    """The checks a build needs before any weight is read (the layer plans among them);
+    the model-level RoPE is the sliding layers' (the head_dim config.json names)."""
     options = read_options(Gemma4Options, raw)
     reject(options.enable_moe_block, "gemma4", "enable_moe_block (mixture-of-experts layers)")
     reject(options.use_bidirectional_attention == "all", "gemma4",
@@ -331,7 +334,14 @@ def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
     if not (isinstance(layers, int) and 0 <= options.num_kv_shared_layers < layers):
         raise ConfigError(f"config.json: gemma4: num_kv_shared_layers "
                           f"{options.num_kv_shared_layers} must be below num_hidden_layers")
-    head_dim = raw.get("head_dim") or raw["hidden_size"] // raw["num_attention_heads"]
+    heads = positive_int("num_attention_heads", raw.get("num_attention_heads"))
+    head_dim = positive_int("head_dim", raw.get("head_dim")
+                            or positive_int("hidden_size", raw.get("hidden_size")) // heads)
+    kinds = raw.get("layer_types")
+    if not (isinstance(kinds, list) and len(kinds) == layers and set(kinds) <= {SLIDING, FULL}):
+        raise ConfigError(f"config.json: gemma4: layer_types must list {layers} of "
+                          f"{SLIDING} / {FULL}, got {kinds!r}")
+    layer_plans(options, raw["layer_types"], raw.get("num_key_value_heads") or heads, head_dim)
     params = (options.rope_parameters or _ROPES).get(SLIDING) or _ROPES[SLIDING]
     return {"hidden_act": raw.get("hidden_activation") or "gelu_pytorch_tanh",
             "tie_word_embeddings": raw.get("tie_word_embeddings", True),

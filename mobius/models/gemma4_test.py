@@ -36,7 +36,9 @@ SWITCHES: dict[str, tuple[str, dict]] = {
     "final_logit_softcapping": ("base", {"final_logit_softcapping": None}),
     "sliding_window": ("base", {"sliding_window": 64}),
     "per_layer_config": ("plain", {"per_layer_config": {}}),
-    "layer_types": ("plain", {"layer_types": [FULL, FULL, SLIDING, SLIDING, FULL]}),
+    # layer 3 global: a head_dim its weights lack (per_layer_config names layers 1 and 4)
+    "layer_types": ("plain", {"layer_types": [SLIDING, FULL, SLIDING, FULL, FULL],
+                              "per_layer_config": None, "global_head_dim": 32}),
     "partial_rotary_factor": ("plain", {"rope_parameters": {
         SLIDING: {"rope_type": "default", "rope_theta": 20000.0},
         FULL: {"rope_type": "proportional", "partial_rotary_factor": 1.0,
@@ -56,6 +58,8 @@ REJECTED: dict[str, tuple[dict, str]] = {
     "bidirectional": ({"use_bidirectional_attention": "all"}, "use_bidirectional_attention"),
     "no_producer": ({"num_kv_shared_layers": 4}, "leaves no full_attention layer"),
     "all_shared": ({"num_kv_shared_layers": 5}, "must be below num_hidden_layers"),
+    "layer_type": ({"layer_types": [SLIDING, "chunked_attention", SLIDING, SLIDING, FULL]},
+                   "layer_types must list"),
     "per_layer_key": ({"per_layer_config": {"1": {"sliding_window": 3}}}, "per_layer_config"),
 }
 
