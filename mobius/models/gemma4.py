@@ -21,6 +21,12 @@ Gemma 3's sandwich-norm layers with sliding and global layers, and beyond them:
   its type's mask. With ``use_double_wide_mlp`` their MLPs are twice as wide.
 * ``final_logit_softcapping`` caps the logits (tanh).
 
+Graph I/O: each caching layer's past/present has its own kv heads and head_dim; a
+sharing layer has none (onnxruntime-genai's ``gemma4_text`` reads each layer's shape
+from the inputs and skips the missing ones). A sharing layer reads the producer's
+present cut to the attention mask's length, since genai may share a max-length buffer
+between past and present.
+
 The mixture-of-experts block (``enable_moe_block``, the 26B-A4B checkpoint) and
 bidirectional attention over all tokens are refused up front.
 """
