@@ -342,7 +342,7 @@ TRAIT_GAPS = (
              lambda caps: not caps.gqa_head_sink),
     # GroupQueryAttention appends to its own cache: a layer reading another's stays
     # standard Attention, its Q rotated apart
-    TraitGap("kv_sharing", ("no-Attention", "rope-in-gqa"),
+    TraitGap("kv_sharing", ("1xAttention/layer", "no-Attention", "rope-in-gqa"),
              "KV-sharing layers have no cache: their attention stays standard Attention"),
 )
 

@@ -187,6 +187,8 @@ class Gemma4Attention(nn.Module):
         if shared is not None:
             (k, v), present = shared, ()
             attn, _, _ = scaled_dot_product_attention(op, q, k, v, mask, scale=1.0)
+            if q.shape is not None:  # inference loses it behind the sliced cache: restated,
+                attn.shape = q.shape.copy()  # so shape-matching rules (skip norms) see it
         else:
             keys = self.k_proj(op, hidden)
             values = keys if self.v_proj is None else self.v_proj(op, hidden)
