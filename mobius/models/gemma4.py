@@ -360,7 +360,7 @@ FAMILY = ModelFamily(
     name="gemma4_text", model_types=("gemma4_text",), architectures=("Gemma4ForCausalLM",),
     module=Gemma4ForCausalLM, tiny_preset="tiny-gemma4", options=Gemma4Options,
     normalize_raw=normalize, config_overrides=_overrides, cohorts=("genai",),
-    attention_traits=("kv_sharing",),
+    attention_traits=("kv_sharing", "unscaled_attention"),
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
