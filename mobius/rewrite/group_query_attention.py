@@ -152,7 +152,7 @@ class GroupQueryAttentionFusion(NodeRule):
                   and _rope_tables(rotary) is not None and match.q.post_norm is None
                   and d % ROTARY_HEAD_SIZE_MULTIPLE == 0
                   and _rope_tables(rotary)[0].shape[1] * 2 == d
-                  and not match.cache.present_key.consumers())
+                  and not (match.cache.sinks is None and match.cache.present_key.consumers()))
         interleaved = int(attr(rotary, "interleaved", 0)) if rotary is not None else 0
         new_nodes: list[ir.Node] = []
 
