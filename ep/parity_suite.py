@@ -44,6 +44,12 @@ def _diff(built, generic, family: str, dtype: str, pad: int, backend: str = "ort
                                    dtype, pad=pad, backend=backend, reference=stored, **kwargs)
 
 
+def _spacings(family: str) -> int:
+    """The low-precision tolerance in spacings (testing/ep_parity.tolerances)."""
+    unscaled = "unscaled_attention" in s.family(family).attention_traits
+    return ep_parity.UNSCALED_SPACINGS if unscaled else ep_parity.HALF_ULPS
+
+
 def tests_for(ep: str) -> dict[str, Callable]:
     """The parametrized test functions for ``ep`` (to put in a test module's globals)."""
     cpu_dtypes = [d for d in s.EP_DTYPES[ep] if ep_parity.cpu_runnable(ep, d)]
@@ -57,7 +63,8 @@ def tests_for(ep: str) -> dict[str, Callable]:
     def test_unpadded(builds, family, dtype):
         built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
         diff = _diff(built, generic, family, dtype, pad=0)
-        ep_parity.assert_close(diff, dtype, f"{ep}/{dtype} {family} vs default, unpadded")
+        ep_parity.assert_close(diff, dtype, f"{ep}/{dtype} {family} vs default, unpadded",
+                               _spacings(family))
 
     @pytest.mark.parametrize("family,dtype", s.params(cpu_matrix))
     def test_left_padded(builds, family, dtype):
@@ -67,7 +74,8 @@ def tests_for(ep: str) -> dict[str, Callable]:
                      presents=not fused_rope)
         what = "prefill logits only (fused RoPE)" if fused_rope else "3 decode steps"
         ep_parity.assert_close(diff, dtype,
-                               f"{ep}/{dtype} {family} vs default, left-padded, {what}")
+                               f"{ep}/{dtype} {family} vs default, left-padded, {what}",
+                               _spacings(family))
 
     tests = {"test_unpadded": test_unpadded, "test_left_padded": test_left_padded}
     vlm_matrix = ep_vlm_parity.vlm_matrix(ep, cpu_dtypes)
@@ -89,7 +97,8 @@ def tests_for(ep: str) -> dict[str, Callable]:
         """Graphs the CPU EP cannot run: same meaning, via onnx.reference (contrib-op bodies)."""
         built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
         diff = _diff(built, generic, family, dtype, pad=3, backend="reference")
-        ep_parity.assert_close(diff, dtype, f"{ep}/{dtype} {family} vs default (onnx.reference)")
+        ep_parity.assert_close(diff, dtype, f"{ep}/{dtype} {family} vs default (onnx.reference)",
+                               _spacings(family))
 
     @pytest.mark.parametrize("dtype", other_dtypes)
     def test_not_cpu_runnable(builds, dtype):

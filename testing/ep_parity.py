@@ -147,7 +147,7 @@ def compare(reference: Run, candidate: Run, attention_mask: np.ndarray,
     return Diff(max(per_step), present, scale, present_scale, per_step)
 
 
-def tolerances(diff: Diff, dtype: str) -> tuple[float, float]:
+def tolerances(diff: Diff, dtype: str, spacings: int = HALF_ULPS) -> tuple[float, float]:
     """(logits, present) tolerance for ``dtype``.
 
     f32: 1e-4 absolute -- the EP kernels (GQA, Skip*LayerNorm) and the
@@ -162,15 +162,23 @@ def tolerances(diff: Diff, dtype: str) -> tuple[float, float]:
     spacings, so 8 leaves 3x headroom, while any real defect (wrong scale, swapped heads, a dropped
     norm) moves values by >= 10% of their scale, i.e. >100 spacings. bf16
     (run through onnx.reference) uses the same count of its coarser spacing.
+    ``spacings`` widens it for a family whose attention logits are rounded far from
+    the logits' scale (see UNSCALED_SPACINGS).
     """
     if dtype == "f32":
         return F32_ATOL, F32_ATOL
-    return (HALF_ULPS * spacing(diff.logits_scale, dtype),
-            HALF_ULPS * spacing(diff.present_scale, dtype))
+    return (spacings * spacing(diff.logits_scale, dtype),
+            spacings * spacing(diff.present_scale, dtype))
 
 
-def assert_close(diff: Diff, dtype: str, what: str) -> None:
-    logits_tol, present_tol = tolerances(diff, dtype)
+#: low-precision spacings for the "unscaled_attention" trait (Gemma 4: normed Q/K at scale
+#: 1, attention logits up to head_dim, rounded before the softmax at different points by
+#: the fused and the standard graph): measured 8.6 (bf16) and 9.8 (f16) on the tiny model
+UNSCALED_SPACINGS = 2 * HALF_ULPS
+
+
+def assert_close(diff: Diff, dtype: str, what: str, spacings: int = HALF_ULPS) -> None:
+    logits_tol, present_tol = tolerances(diff, dtype, spacings)
     assert diff.logits <= logits_tol and diff.present <= present_tol, (
         f"{what}: {diff}; tolerance logits {logits_tol:.3g}, present {present_tol:.3g}")
 

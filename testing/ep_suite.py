@@ -340,6 +340,10 @@ TRAIT_GAPS = (
                                  "gqa-do_rotary=0"),
              "attention sinks: the EP's GQA kernel takes no head_sink",
              lambda caps: not caps.gqa_head_sink),
+    # GroupQueryAttention appends to its own cache: a layer reading another's stays
+    # standard Attention, its Q rotated apart
+    TraitGap("kv_sharing", ("1xAttention/layer", "no-Attention", "rope-in-gqa"),
+             "KV-sharing layers have no cache: their attention stays standard Attention"),
 )
 
 

@@ -69,8 +69,11 @@ def initial_past(session, config, batch: int, np_dtype) -> dict[str, np.ndarray]
     for spec in session.get_inputs():
         if not spec.name.startswith("past_key_values."):
             continue
-        if spec.name.endswith((".key", ".value")):
-            shape = (batch, config.num_key_value_heads, 0, config.head_dim)
+        if spec.name.endswith((".key", ".value")):  # a layer's own kv heads / head_dim if fixed
+            heads, head_dim = (d if isinstance(d, int) else default for d, default in
+                               ((spec.shape[1], config.num_key_value_heads),
+                                (spec.shape[3], config.head_dim)))
+            shape = (batch, heads, 0, head_dim)
         else:
             shape = (batch, *spec.shape[1:])
         past[spec.name] = np.zeros(shape, np_dtype)

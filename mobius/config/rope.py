@@ -19,7 +19,8 @@ from mobius.errors import ConfigError
 #: cos/sin tables up to this size are built (4M positions x 128 rotary dims)
 _MAX_TABLE_BYTES = 4 << 30
 
-SUPPORTED_ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn", "longrope")
+SUPPORTED_ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn", "longrope",
+                        "proportional")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +44,9 @@ class RopeConfig:
     short_factor: tuple[float, ...] | None = None
     long_factor: tuple[float, ...] | None = None
     interleaved: bool = False
+    #: proportional RoPE (Gemma 4's global layers): the fraction of the head's frequency
+    #: pairs that rotate; the rest rotate by 0 (cos 1, sin 0) over the full head
+    proportion: float = 1.0
 
     @property
     def is_dynamic(self) -> bool:
@@ -74,6 +78,8 @@ class RopeConfig:
         if partial > 1:
             raise ConfigError(f"config.json: 'partial_rotary_factor' must be in (0, 1], "
                               f"got {partial}")
+        # proportional RoPE spans the head: its partial factor zeroes frequencies instead
+        proportion, partial = (partial, 1.0) if rope_type == "proportional" else (1.0, partial)
         rotary_dim = int(head_dim * partial)
         if rotary_dim % 2:
             raise ConfigError(
@@ -103,6 +109,7 @@ class RopeConfig:
             truncate=bool(params.get("truncate", True)),
             short_factor=_factors(params, "short_factor"),
             long_factor=_factors(params, "long_factor"),
+            proportion=proportion,
         )
         if rope_type == "llama3" and rope.high_freq_factor <= rope.low_freq_factor:
             raise ConfigError("config.json: llama3 RoPE needs high_freq_factor > low_freq_factor")
@@ -151,6 +158,8 @@ class RopeConfig:
             return self._yarn_inv_freq()
         if kind == "longrope":
             return self.longrope_inv_freq(self.short_factor)
+        if kind == "proportional":
+            return self._proportional_inv_freq()
         raise AssertionError(kind)
 
     def longrope_inv_freq(self, factors) -> np.ndarray:
@@ -188,6 +197,13 @@ class RopeConfig:
         angles = np.outer(positions, inv_freq).astype(np.float32)
         scale = np.float32(self.attention_scaling())
         return np.cos(angles) * scale, np.sin(angles) * scale
+
+    def _proportional_inv_freq(self) -> np.ndarray:
+        """The first proportion of the pairs at the head's default frequencies, the rest 0."""
+        rotating = int(self.proportion * self.rotary_dim // 2)
+        inv_freq = np.zeros(self.rotary_dim // 2, dtype=np.float64)
+        inv_freq[:rotating] = self.base_inv_freq()[:rotating]
+        return inv_freq / self.factor
 
     def _llama3_inv_freq(self) -> np.ndarray:
         inv_freq = self.base_inv_freq()

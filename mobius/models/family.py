@@ -28,6 +28,8 @@ COHORTS = {
 ATTENTION_TRAITS = {
     "qk_norm_after_rope": "Q and K are normalized after RoPE (HunYuan)",
     "attention_sinks": "a learned sink logit per head joins the softmax (gpt-oss)",
+    "kv_sharing": "some layers attend to an earlier layer's K/V and cache nothing (Gemma 4)",
+    "unscaled_attention": "normed Q/K at scale 1: attention logits up to head_dim (Gemma 4)",
 }
 
 

@@ -21,6 +21,7 @@ GENAI_DECODER_TYPES = frozenset({
     # Qwen 3.5 text: [batch, seq] position_ids; DeltaNet states found by name
     "qwen3_5_text", "qwen3_5_moe_text",
     "granitemoehybrid",  # Mamba2 layers: genai finds their state inputs by name
+    "gemma4_text",  # per-layer KV shapes: genai reads each layer's from the model's inputs
 })
 
 

@@ -13,7 +13,9 @@ gathered from constant tables and the kernel's head-size constraint holds,
 else applied to the 3-D tensors beforehand (cos/sin computed in the graph:
 M-RoPE's per-stream selection, LongRoPE's table switch, dynamic NTK).
 A per-head norm of the rotated Q/K (``RMSNormalization(RotaryEmbedding(q4))``,
-HunYuan) keeps RoPE outside and is re-applied per head on the 3-D tensors.
+HunYuan) keeps RoPE outside and is re-applied per head on the 3-D tensors, and so does
+a cache that later layers read in the graph (Gemma 4's KV sharing): the kernel rotates
+the keys it stores at their cache slots, not at position_ids (left padding differs).
 ``seqlens_k`` / ``total_sequence_length`` are computed once per graph.
 Attention with per-head sinks (mobius.components.attention_sinks: the
 cache concatenated by hand, one all-zero key/value appended, the sinks as its
@@ -151,7 +153,8 @@ class GroupQueryAttentionFusion(NodeRule):
         absorb = (rotary is not None and ctx.caps.supports_fused_rope
                   and _rope_tables(rotary) is not None and match.q.post_norm is None
                   and d % ROTARY_HEAD_SIZE_MULTIPLE == 0
-                  and _rope_tables(rotary)[0].shape[1] * 2 == d)
+                  and _rope_tables(rotary)[0].shape[1] * 2 == d
+                  and not (match.cache.sinks is None and match.cache.present_key.consumers()))
         interleaved = int(attr(rotary, "interleaved", 0)) if rotary is not None else 0
         new_nodes: list[ir.Node] = []
 

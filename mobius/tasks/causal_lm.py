@@ -14,7 +14,9 @@ A hybrid's recurrent layers (the module's ``recurrent_states``: layer -> its
 past_key_values.{i}.{name} -> present.{i}.{name}, e.g. Mamba2's conv_state and
 recurrent_state, which onnxruntime-genai finds by these names and zero-fills, or
 LFM2's short-convolution ``conv`` [hidden, L_cache - 1], whose names the genai config
-gives (past_conv_names / present_conv_names).
+gives (past_conv_names / present_conv_names). The same map declares a layer's KV cache of
+its own shape, key / value with dims (kv_heads, PAST, head_dim) (Gemma 4's global
+layers), and a layer with no cache at all as () (Gemma 4's KV-sharing layers).
 """
 
 from __future__ import annotations
@@ -90,9 +92,9 @@ def decoder_io(config: ArchitectureConfig, inputs_embeds: bool = False,
     for i in range(config.num_hidden_layers):
         for name, dims in recurrent.get(i, ()):
             if dims is None:  # a layer that also attends: its key / value cache
-                dims, total = (kv, PAST, head_dim), (kv, TOTAL, head_dim)
-            else:
-                total = dims
+                dims = (kv, PAST, head_dim)
+            # a cache of the layer's own shape (Gemma 4's global layers) grows like the KV cache
+            total = tuple(TOTAL if d == PAST else d for d in dims)
             past.append(TensorSpec(f"past_key_values.{i}.{name}", None, (BATCH, *dims)))
             present.append(TensorSpec(f"present.{i}.{name}", None, (BATCH, *total)))
         if i not in recurrent:

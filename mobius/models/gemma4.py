@@ -1,0 +1,384 @@
+"""Gemma 4 text decoder (Gemma4ForCausalLM, model_type "gemma4_text").
+
+Gemma 3's sandwich-norm layers with sliding and global layers, and beyond them:
+
+* RMSNorm scales by ``w`` (not Gemma 3's ``1 + w``); Q and K are normed per head, V by
+  a scale-free RMSNorm; the attention scale is 1 (the norms set the logits' size).
+* Global (full-attention) layers have their own head_dim (``global_head_dim``) and, with
+  ``attention_k_eq_v``, their own KV heads (``num_global_key_value_heads``) and no
+  v_proj: V is K's projection, V-normed and not rotated. transformers 5 saves these as
+  ``per_layer_config`` (layer -> head_dim / num_key_value_heads); hub configs spell the
+  two global keys. Their RoPE is "proportional": the first ``partial_rotary_factor`` of
+  the frequency pairs rotate over the whole head, the rest by 0.
+* Per-layer embeddings (``hidden_size_per_layer_input`` P > 0): a second token table
+  [vocab_size_per_layer_input, layers * P] (x sqrt(P)) plus a projection of the scaled
+  token embedding (x hidden^-0.5, RMSNorm over P), summed and x 2^-0.5, give each layer
+  a [batch, seq, P] input; after its MLP the layer adds
+  norm(per_layer_projection(act(per_layer_input_gate(h)) * input)).
+* Every layer's output is multiplied by its ``layer_scalar`` (a checkpoint tensor).
+* KV sharing: the last ``num_kv_shared_layers`` layers have no K/V projections and no
+  cache; each attends to the present K/V of the last earlier layer of its type, under
+  its type's mask. With ``use_double_wide_mlp`` their MLPs are twice as wide.
+* ``final_logit_softcapping`` caps the logits (tanh).
+
+Graph I/O: each caching layer's past/present has its own kv heads and head_dim; a
+sharing layer has none (onnxruntime-genai's ``gemma4_text`` reads each layer's shape
+from the inputs and skips the missing ones). A sharing layer reads the producer's
+present cut to the attention mask's length, since genai may share a max-length buffer
+between past and present.
+
+The mixture-of-experts block (``enable_moe_block``, the 26B-A4B checkpoint) and
+bidirectional attention over all tokens are refused up front.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import numpy as np
+import onnx_ir as ir
+from onnxscript import nn
+
+from mobius.components.activations import apply_activation
+from mobius.components.attention import scaled_dot_product_attention
+from mobius.components.attention_mask import causal_padding_mask
+from mobius.components.causal_transformer import CausalLM, CausalTransformer, scalar
+from mobius.components.decoder_layer import SandwichNormDecoderLayer
+from mobius.components.embedding import Embedding
+from mobius.components.linear import Linear
+from mobius.components.mlp import GatedMLP
+from mobius.components.rms_norm import RMSNorm
+from mobius.components.rotary import apply_rotary
+from mobius.components.weight import Weight
+from mobius.config.architecture import ArchitectureConfig
+from mobius.config.fields import positive_int
+from mobius.config.options import read_options, reject
+from mobius.config.rope import RopeConfig, RopeKeys
+from mobius.context import get_build_dtype
+from mobius.errors import ConfigError
+from mobius.models.family import ModelFamily
+from mobius.tasks.causal_lm import PAST
+from mobius.tiny.bases import COMMON
+from mobius.weights.dtypes import numpy_dtype
+
+SLIDING, FULL = "sliding_attention", "full_attention"
+#: transformers' Gemma4TextConfig default RoPE per layer type
+_ROPES = {SLIDING: {"rope_type": "default", "rope_theta": 10_000.0},
+          FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                 "rope_theta": 1_000_000.0}}
+#: transformers' default layer pattern: every 6th layer global
+_PATTERN = 6
+
+
+@dataclasses.dataclass(frozen=True)
+class Gemma4Options(RopeKeys):
+    """The switches, with transformers' Gemma4TextConfig defaults."""
+
+    final_logit_softcapping: float | None = None
+    hidden_size_per_layer_input: int = 256
+    vocab_size_per_layer_input: int = 262_144
+    attention_k_eq_v: bool = False
+    num_kv_shared_layers: int = 0
+    use_double_wide_mlp: bool = False
+    global_head_dim: int = 512
+    num_global_key_value_heads: int | None = None
+    per_layer_config: dict | None = None
+    enable_moe_block: bool = False
+    use_bidirectional_attention: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerPlan:
+    """One layer's attention geometry and KV source."""
+
+    kind: str
+    kv_heads: int
+    head_dim: int
+    shared: bool  # attends to an earlier layer's K/V, has none of its own
+
+
+def layer_plans(options: Gemma4Options, layer_types, kv_heads: int,
+                head_dim: int) -> list[LayerPlan]:
+    """Each layer's geometry (per_layer_config, else the global keys on full layers),
+    checked: one shape per layer type, a caching layer of each type to share."""
+    overrides = _per_layer_overrides(options, layer_types)
+    first_shared = len(layer_types) - options.num_kv_shared_layers
+    plans = []
+    for i, kind in enumerate(layer_types):
+        own = overrides.get(i, {})
+        plans.append(LayerPlan(kind, own.get("num_key_value_heads", kv_heads),
+                               own.get("head_dim", head_dim), i >= first_shared))
+    for kind in sorted(set(layer_types)):
+        if len({(p.kv_heads, p.head_dim) for p in plans if p.kind == kind}) > 1:
+            raise ConfigError(f"config.json: gemma4: {kind} layers of different shapes are "
+                              f"not supported")
+        if not any(p.kind == kind and not p.shared for p in plans):
+            raise ConfigError(f"config.json: gemma4: num_kv_shared_layers "
+                              f"{options.num_kv_shared_layers} leaves no {kind} layer to "
+                              f"share its K/V")
+    return plans
+
+
+def _per_layer_overrides(options: Gemma4Options, layer_types) -> dict[int, dict[str, int]]:
+    if options.per_layer_config is None:
+        own = {"head_dim": options.global_head_dim}
+        if options.attention_k_eq_v and options.num_global_key_value_heads is not None:
+            own["num_key_value_heads"] = options.num_global_key_value_heads
+        return {i: own for i, kind in enumerate(layer_types) if kind == FULL}
+    overrides = {}
+    for key, values in options.per_layer_config.items():
+        if not (str(key).isdigit() and int(key) < len(layer_types)
+                and isinstance(values, dict)
+                and set(values) <= {"head_dim", "num_key_value_heads"}
+                and all(isinstance(v, int) and v > 0 for v in values.values())):
+            raise ConfigError(f"config.json: gemma4: per_layer_config entry {key!r}: "
+                              f"{values!r} is not supported (positive head_dim / "
+                              f"num_key_value_heads of a layer)")
+        overrides[int(key)] = values
+    return overrides
+
+
+class UnitRMSNorm(nn.Module):
+    """RMSNorm without a scale (V's norm)."""
+
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.size, self.eps = size, eps
+
+    def forward(self, op, x):
+        ones = ir.tensor(np.ones(self.size, dtype=numpy_dtype(get_build_dtype())))
+        return op.RMSNormalization(x, op.Constant(value=ones), axis=-1, epsilon=self.eps,
+                                   stash_type=1)
+
+
+class Gemma4Attention(nn.Module):
+    """Q/K/V-normed attention, scale 1; V from K's projection (k_eq_v); a sharing layer
+    has only q_proj / q_norm / o_proj and attends to the K/V it is given."""
+
+    def __init__(self, config: ArchitectureConfig, plan: LayerPlan, rope: RopeConfig):
+        super().__init__()
+        hidden, heads, eps = config.hidden_size, config.num_attention_heads, config.rms_norm_eps
+        self.num_heads, self.num_kv_heads, self.head_dim = heads, plan.kv_heads, plan.head_dim
+        self.rotary_dim = rope.rotary_dim
+        self.q_proj = Linear(hidden, heads * plan.head_dim, config.qkv_bias)
+        self.q_norm = RMSNorm(plan.head_dim, eps)
+        self.o_proj = Linear(heads * plan.head_dim, hidden, config.o_bias)
+        self.v_norm = UnitRMSNorm(plan.head_dim, eps)
+        self.k_proj = self.v_proj = None
+        if not plan.shared:
+            kv_size = plan.kv_heads * plan.head_dim
+            self.k_proj = Linear(hidden, kv_size, config.qkv_bias)
+            self.k_norm = RMSNorm(plan.head_dim, eps)
+            if not (config.options.attention_k_eq_v and plan.kind == FULL):
+                self.v_proj = Linear(hidden, kv_size, config.qkv_bias)
+
+    def _heads(self, op, x, heads, norm):
+        """[batch, seq, heads*dim] -> normed per head -> [batch, heads, seq, dim]."""
+        x = norm(op, op.Reshape(x, op.Constant(value_ints=[0, 0, heads, self.head_dim])))
+        return op.Transpose(x, perm=[0, 2, 1, 3])
+
+    def _rotated(self, op, x, cos, sin):
+        return apply_rotary(op, x, cos, sin, self.rotary_dim, self.head_dim)
+
+    def forward(self, op, hidden, cos, sin, mask, past_key=None, past_value=None, shared=None):
+        q = self._rotated(op, self._heads(op, self.q_proj(op, hidden), self.num_heads,
+                                          self.q_norm), cos, sin)
+        if shared is not None:
+            (k, v), present = shared, ()
+            attn, _, _ = scaled_dot_product_attention(op, q, k, v, mask, scale=1.0)
+            if q.shape is not None:  # inference loses it behind the sliced cache: restated,
+                attn.shape = q.shape.copy()  # so shape-matching rules (skip norms) see it
+        else:
+            keys = self.k_proj(op, hidden)
+            values = keys if self.v_proj is None else self.v_proj(op, hidden)
+            k = self._rotated(op, self._heads(op, keys, self.num_kv_heads, self.k_norm), cos, sin)
+            v = self._heads(op, values, self.num_kv_heads, self.v_norm)
+            attn, *present = scaled_dot_product_attention(op, q, k, v, mask, past_key,
+                                                          past_value, 1.0)
+        attn = op.Reshape(op.Transpose(attn, perm=[0, 2, 1, 3]),
+                          op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))
+        return self.o_proj(op, attn), tuple(present)
+
+
+class Gemma4DecoderLayer(SandwichNormDecoderLayer):
+    """Sandwich norms, then the per-layer-input branch, then x layer_scalar."""
+
+    def __init__(self, config: ArchitectureConfig, plan: LayerPlan, rope: RopeConfig):
+        options = config.options
+        wide = 2 if options.use_double_wide_mlp and plan.shared else 1
+        norms = [RMSNorm(config.hidden_size, config.rms_norm_eps) for _ in range(4)]
+        super().__init__(Gemma4Attention(config, plan, rope),
+                         GatedMLP(config.hidden_size, config.intermediate_size * wide,
+                                  config.hidden_act), *norms)
+        self.activation = config.hidden_act
+        self.layer_scalar = Weight([1])
+        size = options.hidden_size_per_layer_input
+        if size:
+            self.per_layer_input_gate = Linear(config.hidden_size, size)
+            self.per_layer_projection = Linear(size, config.hidden_size)
+            self.post_per_layer_input_norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def forward(self, op, hidden, cos, sin, mask, per_layer_input, past=(), shared=None):
+        pre_attn, post_attn, pre_mlp, post_mlp = (getattr(self, n) for n in self.names)
+        attn, present = self.self_attn(op, pre_attn(op, hidden), cos, sin, mask, *past,
+                                       shared=shared)
+        hidden = op.Add(hidden, post_attn(op, attn))
+        hidden = op.Add(hidden, post_mlp(op, self.mlp(op, pre_mlp(op, hidden))))
+        if per_layer_input is not None:
+            gate = apply_activation(op, self.per_layer_input_gate(op, hidden), self.activation)
+            branch = self.per_layer_projection(op, op.Mul(gate, per_layer_input))
+            hidden = op.Add(hidden, self.post_per_layer_input_norm(op, branch))
+        return op.Mul(hidden, self.layer_scalar), present
+
+
+class Gemma4TextModel(CausalTransformer):
+    """Embedding (x sqrt(hidden)), per-layer inputs, layers with KV sharing, final norm."""
+
+    def __init__(self, config: ArchitectureConfig):
+        plans = layer_plans(config.options, config.layer_types, config.num_key_value_heads,
+                            config.head_dim)
+        ropes = {kind: _rope(config, kind, next(p for p in plans if p.kind == kind))
+                 for kind in dict.fromkeys(config.layer_types)}
+        layers = [Gemma4DecoderLayer(config, plan, ropes[plan.kind]) for plan in plans]
+        super().__init__(config, layers, RMSNorm(config.hidden_size, config.rms_norm_eps),
+                         ropes=ropes, layer_rope_kinds=list(config.layer_types),
+                         embed_scale=config.hidden_size**0.5)
+        self.plans = plans
+        size = self.per_layer_size = config.options.hidden_size_per_layer_input
+        if size:
+            width = config.num_hidden_layers * size
+            self.embed_tokens_per_layer = Embedding(config.options.vocab_size_per_layer_input,
+                                                    width)
+            self.per_layer_model_projection = Linear(config.hidden_size, width)
+            self.per_layer_projection_norm = RMSNorm(size, config.rms_norm_eps)
+
+    def per_layer_inputs(self, op, input_ids, embeds):
+        """[batch, seq, layers, P]: (norm(proj(embeds) / sqrt(hidden)) + table * sqrt(P))
+        / sqrt(2)."""
+        shape = op.Constant(value_ints=[0, 0, self.config.num_hidden_layers, self.per_layer_size])
+        table = op.Mul(self.embed_tokens_per_layer(op, input_ids),
+                       scalar(op, self.per_layer_size**0.5))
+        projected = op.Mul(self.per_layer_model_projection(op, embeds),
+                           scalar(op, self.config.hidden_size**-0.5))
+        projected = self.per_layer_projection_norm(op, op.Reshape(projected, shape))
+        return op.Mul(op.Add(projected, op.Reshape(table, shape)), scalar(op, 0.5**0.5))
+
+    def forward(self, op, input_ids, attention_mask, position_ids, past_key_values):
+        config = self.config
+        hidden = op.Mul(self.embed_tokens(op, input_ids), scalar(op, self.embed_scale))
+        per_layer = self.per_layer_inputs(op, input_ids, hidden) if self.per_layer_size else None
+        rotary = {kind: getattr(self, f"rotary_emb_{kind}")(op, position_ids)
+                  for kind in self.rope_kinds}
+        masks, stored, presents = {}, {}, []
+        for i, (layer, plan) in enumerate(zip(self.layers, self.plans)):
+            window = config.layer_sliding_window(i)
+            if window not in masks:
+                masks[window] = causal_padding_mask(op, input_ids, attention_mask,
+                                                    get_build_dtype(), window, position_ids)
+            layer_input = (None if per_layer is None
+                           else op.Gather(per_layer, op.Constant(value_int=i), axis=2))
+            hidden, present = layer(op, hidden, *rotary[plan.kind], masks[window], layer_input,
+                                    past_key_values[i],
+                                    shared=stored[plan.kind] if plan.shared else None)
+            if not plan.shared:
+                stored[plan.kind] = tuple(_valid(op, x, attention_mask) for x in present)
+            presents.append(present)
+        return self.norm(op, hidden), presents
+
+
+def _valid(op, cache, attention_mask):
+    """The cache's first total_sequence_length positions: a buffer genai shares between
+    past and present is max-length."""
+    total = op.Shape(attention_mask, start=1, end=2)
+    return op.Slice(cache, op.Constant(value_ints=[0]), total, op.Constant(value_ints=[2]))
+
+
+def _rope(config: ArchitectureConfig, kind: str, plan: LayerPlan) -> RopeConfig:
+    params = (config.options.rope_parameters or _ROPES).get(kind) or _ROPES[kind]
+    raw = config.options.rope_raw(config.max_position_embeddings, rope_parameters=params)
+    return RopeConfig.from_hf(raw, plan.head_dim)
+
+
+class Gemma4ForCausalLM(CausalLM):
+    def __init__(self, config: ArchitectureConfig):
+        model = Gemma4TextModel(config)
+        super().__init__(config, model,
+                         final_logit_softcap=config.options.final_logit_softcapping)
+        #: the task's cache map: a global layer's own KV shape, none on a sharing layer
+        self.recurrent_states = {
+            i: () if plan.shared else tuple((name, (plan.kv_heads, PAST, plan.head_dim))
+                                             for name in ("key", "value"))
+            for i, plan in enumerate(model.plans)
+            if plan.shared or (plan.kv_heads, plan.head_dim) != (config.num_key_value_heads,
+                                                                  config.head_dim)}
+
+
+def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """transformers' derived defaults: layer_types (every 6th global, the last global),
+    RoPE per layer type, no per-layer inputs for a null size."""
+    out = dict(raw)
+    layers = out.get("num_hidden_layers", 30)
+    if not out.get("layer_types") and isinstance(layers, int):
+        out["layer_types"] = [FULL if (i + 1) % _PATTERN == 0 else SLIDING
+                              for i in range(layers)]
+    if isinstance(out.get("layer_types"), list) and out["layer_types"]:
+        out["layer_types"] = [*out["layer_types"][:-1], FULL]
+    if out.get("rope_parameters") is None:
+        out["rope_parameters"] = _ROPES
+    if "hidden_size_per_layer_input" in out and not out["hidden_size_per_layer_input"]:
+        out["hidden_size_per_layer_input"] = 0
+    return out
+
+
+def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The checks a build needs before any weight is read (the layer plans among them);
+    the model-level RoPE is the sliding layers' (the head_dim config.json names)."""
+    options = read_options(Gemma4Options, raw)
+    reject(options.enable_moe_block, "gemma4", "enable_moe_block (mixture-of-experts layers)")
+    reject(options.use_bidirectional_attention == "all", "gemma4",
+           "use_bidirectional_attention 'all' (an encoder, not a decoder)")
+    layers = raw.get("num_hidden_layers")
+    if not (isinstance(layers, int) and 0 <= options.num_kv_shared_layers < layers):
+        raise ConfigError(f"config.json: gemma4: num_kv_shared_layers "
+                          f"{options.num_kv_shared_layers} must be below num_hidden_layers")
+    heads = positive_int("num_attention_heads", raw.get("num_attention_heads"))
+    head_dim = positive_int("head_dim", raw.get("head_dim")
+                            or positive_int("hidden_size", raw.get("hidden_size")) // heads)
+    kinds = raw.get("layer_types")
+    if not (isinstance(kinds, list) and len(kinds) == layers and set(kinds) <= {SLIDING, FULL}):
+        raise ConfigError(f"config.json: gemma4: layer_types must list {layers} of "
+                          f"{SLIDING} / {FULL}, got {kinds!r}")
+    layer_plans(options, raw["layer_types"], raw.get("num_key_value_heads") or heads, head_dim)
+    params = (options.rope_parameters or _ROPES).get(SLIDING) or _ROPES[SLIDING]
+    return {"hidden_act": raw.get("hidden_activation") or "gelu_pytorch_tanh",
+            "tie_word_embeddings": raw.get("tie_word_embeddings", True),
+            "rope": RopeConfig.from_hf({**raw, "rope_parameters": params}, head_dim)}
+
+
+FAMILY = ModelFamily(
+    name="gemma4_text", model_types=("gemma4_text",), architectures=("Gemma4ForCausalLM",),
+    module=Gemma4ForCausalLM, tiny_preset="tiny-gemma4", options=Gemma4Options,
+    normalize_raw=normalize, config_overrides=_overrides, cohorts=("genai",),
+    attention_traits=("kv_sharing", "unscaled_attention"),
+)
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # sliding, global, sliding, sliding, global; the last two share the K/V of layers 2
+    # and 1 (double-wide MLPs of 344); global layers: heads of 32, one KV head, V = K's
+    # projection, proportional RoPE on a quarter; per-layer inputs of 8; window 6.
+    "tiny-gemma4": {
+        **COMMON, "model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"],
+        "num_hidden_layers": 5, "head_dim": 16, "hidden_activation": "gelu_pytorch_tanh",
+        "tie_word_embeddings": True, "sliding_window": 6,
+        "layer_types": [SLIDING, FULL, SLIDING, SLIDING, FULL],
+        "rope_parameters": {SLIDING: {"rope_type": "default", "rope_theta": 10000.0},
+                            FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                   "rope_theta": 1000000.0}},
+        "global_head_dim": 32, "num_global_key_value_heads": 1, "attention_k_eq_v": True,
+        "num_kv_shared_layers": 2, "use_double_wide_mlp": True,
+        "hidden_size_per_layer_input": 8, "vocab_size_per_layer_input": 1031,
+        "final_logit_softcapping": 10.0,
+    },
+}
