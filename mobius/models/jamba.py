@@ -63,6 +63,10 @@ def _periodic(o: JambaOptions, what: str, layer: int) -> bool:
 
 
 def _checked(o: JambaOptions) -> None:
+    experts = moe_int("num_experts", o.num_local_experts)
+    if experts > 1 and moe_int("num_experts_per_tok", o.num_experts_per_tok) > experts:
+        raise ConfigError(f"config.json: num_experts_per_tok ({o.num_experts_per_tok}) "
+                          f"exceeds num_experts ({experts})")
     for what in ("attn", "expert"):
         period = positive_int(f"{what}_layer_period", getattr(o, f"{what}_layer_period"))
         offset = getattr(o, f"{what}_layer_offset")
@@ -78,15 +82,11 @@ def _mamba_dims(o: JambaOptions, hidden: int) -> MambaDims:
 
 
 def jamba_moe(config: ArchitectureConfig, layer: int) -> SparseMoE:
-    """SparseMoE with unnormalized top-k weights whose router reads ``feed_forward.router``."""
-    o, hidden = config.options, config.hidden_size
-    experts = moe_int("num_experts", o.num_local_experts)
-    top_k = moe_int("num_experts_per_tok", o.num_experts_per_tok)
-    if top_k > experts:
-        raise ConfigError(f"config.json: num_experts_per_tok ({top_k}) exceeds num_experts "
-                          f"({experts})")
-    moe = SparseMoE(hidden, config.intermediate_size, experts, top_k, normalize_top_k=False,
-                    activation=config.hidden_act)
+    """SparseMoE with unnormalized top-k weights whose router reads ``feed_forward.router``
+    (its sizes checked by ``normalize``)."""
+    o, hidden, experts = config.options, config.hidden_size, config.options.num_local_experts
+    moe = SparseMoE(hidden, config.intermediate_size, experts, o.num_experts_per_tok,
+                    normalize_top_k=False, activation=config.hidden_act)
     moe.gate.weight = Weight([hidden, experts], checkpoint_shape=[experts, hidden],
                              checkpoint_name=f"model.layers.{layer}.feed_forward.router.weight",
                              transform=transpose)

@@ -60,10 +60,31 @@ CONFIGS: dict[str, tuple[str, dict]] = {
 CASES = sorted(CONFIGS)
 
 
+class _GenerateMask:
+    """transformers' Mamba as its generate() calls it: no attention_mask after the prefill
+    (MambaForCausalLM.prepare_inputs_for_generation; its mixer would broadcast the
+    [batch, total] mask against one position)."""
+
+    def __init__(self, model):
+        self.model, self.config = model, model.config
+
+    def __call__(self, input_ids, attention_mask, cache=None, **kwargs):
+        first = cache is None
+        return self.model(input_ids, attention_mask=attention_mask if first else None,
+                          cache=cache, **kwargs)
+
+
 def write_case(case: str, folder: str) -> None:
     """ckpt/, padded.npz, unpadded.npz."""
+    import os
+
     from testing import checkpoint_runs
+    from testing.hf_checkpoints import load_hf_model
     from testing.random_checkpoint import random_checkpoint
 
     preset, overrides = CONFIGS[case]
-    checkpoint_runs.write(folder, lambda ckpt: random_checkpoint(ckpt, preset, **overrides))
+    if preset != "tiny-mamba":
+        checkpoint_runs.write(folder, lambda ckpt: random_checkpoint(ckpt, preset, **overrides))
+        return
+    ckpt = random_checkpoint(os.path.join(folder, "ckpt"), preset, **overrides)
+    checkpoint_runs.record(_GenerateMask(load_hf_model(ckpt)), folder)

@@ -221,8 +221,12 @@ def test_unsupported_switches_are_rejected_up_front(tmp_path, case):
     assert_rejected_up_front(tmp_path, {**TINY_PRESETS[preset], **overrides}, message)
 
 
-LOW_PRECISION = [(c, d) for c, (_, edits) in sorted(CONFIGS.items()) if not edits
-                 for d in ("f16", "bf16")]
+#: tiny-jamba's random router puts two of layer 0's experts 0.5% apart at one position
+#: (0.2447 vs 0.2435), within f16 / bf16 rounding, so its top-2 choice flips there (as it
+#: would in transformers' own f16 run): its one-expert-per-token variant stands in
+STAND_INS = {"jamba": "jamba_biases_gelu"}
+LOW_PRECISION = [(STAND_INS.get(c, c), d) for c, (_, edits) in sorted(CONFIGS.items())
+                 if not edits for d in ("f16", "bf16")]
 
 
 @pytest.mark.parametrize("case,dtype", LOW_PRECISION, ids=["-".join(c) for c in LOW_PRECISION])
