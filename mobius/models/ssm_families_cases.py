@@ -8,6 +8,15 @@ from __future__ import annotations
 #: checkpoint: (preset, config overrides). tiny-mamba2: 3 layers of 8 heads of 16 in 2
 #: groups, state 12, conv 4, chunks of 4 (the 10-token prefill spans 3, the last padded).
 CONFIGS: dict[str, tuple[str, dict]] = {
+    # tiny-mamba: 3 Mamba (v1) layers, intermediate 128, state 12, conv 4, time-step rank 5
+    # (the 10-token prefill spans 2 of the scan's 8-position chunks)
+    "mamba": ("tiny-mamba", {}),
+    # projection biases, no conv bias, GELU after the conv, tied embeddings, expand 3,
+    # conv 3, time-step rank "auto" (ceil(64 / 16) = 4), a large norm epsilon
+    "mamba_biases_gelu": ("tiny-mamba", {
+        "use_bias": True, "use_conv_bias": False, "hidden_act": "gelu",
+        "tie_word_embeddings": True, "expand": 3, "conv_kernel": 3, "time_step_rank": "auto",
+        "layer_norm_epsilon": 0.5}),
     "mamba2": ("tiny-mamba2", {}),
     # projection biases, no conv bias, one group, GELU after the conv, tied embeddings,
     # one chunk; dt clamped to [0.02, 0.05] in multi-token forwards, a large norm epsilon
@@ -15,6 +24,14 @@ CONFIGS: dict[str, tuple[str, dict]] = {
         "use_bias": True, "use_conv_bias": False, "n_groups": 1, "hidden_act": "gelu",
         "tie_word_embeddings": True, "chunk_size": 256, "time_step_limit": [0.02, 0.05],
         "layer_norm_epsilon": 0.5}),
+    # tiny-jamba: Mamba / attention / Mamba / Mamba / attention, MoE (2 of 4) at 0, 2, 4
+    "jamba": ("tiny-jamba", {}),
+    # Mamba projection biases, no conv bias, one expert per token, GELU (conv, MLP, experts),
+    # time-step rank "auto" (4), tied embeddings, a large norm epsilon (every RMSNorm)
+    "jamba_biases_gelu": ("tiny-jamba", {
+        "mamba_proj_bias": True, "mamba_conv_bias": False, "num_experts_per_tok": 1,
+        "hidden_act": "gelu", "mamba_dt_rank": "auto", "tie_word_embeddings": True,
+        "rms_norm_eps": 0.5}),
     # tiny-nemotron_h: Mamba2 / MLP / attention / MLP / Mamba2, chunks of 4
     "nemotron_h": ("tiny-nemotron_h", {}),
     # attention first; every bias transformers reads, none on the conv; SiLU MLP, GELU after
@@ -43,10 +60,31 @@ CONFIGS: dict[str, tuple[str, dict]] = {
 CASES = sorted(CONFIGS)
 
 
+class _GenerateMask:
+    """transformers' Mamba as its generate() calls it: no attention_mask after the prefill
+    (MambaForCausalLM.prepare_inputs_for_generation; its mixer would broadcast the
+    [batch, total] mask against one position)."""
+
+    def __init__(self, model):
+        self.model, self.config = model, model.config
+
+    def __call__(self, input_ids, attention_mask, cache=None, **kwargs):
+        first = cache is None
+        return self.model(input_ids, attention_mask=attention_mask if first else None,
+                          cache=cache, **kwargs)
+
+
 def write_case(case: str, folder: str) -> None:
     """ckpt/, padded.npz, unpadded.npz."""
+    import os
+
     from testing import checkpoint_runs
+    from testing.hf_checkpoints import load_hf_model
     from testing.random_checkpoint import random_checkpoint
 
     preset, overrides = CONFIGS[case]
-    checkpoint_runs.write(folder, lambda ckpt: random_checkpoint(ckpt, preset, **overrides))
+    if preset != "tiny-mamba":
+        checkpoint_runs.write(folder, lambda ckpt: random_checkpoint(ckpt, preset, **overrides))
+        return
+    ckpt = random_checkpoint(os.path.join(folder, "ckpt"), preset, **overrides)
+    checkpoint_runs.record(_GenerateMask(load_hf_model(ckpt)), folder)
