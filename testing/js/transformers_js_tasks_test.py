@@ -1,0 +1,61 @@
+"""transformers.js ``pipeline(task)`` runs ``mobius build --layout transformers.js`` encoder
+folders unedited and returns what Python transformers' ``pipeline(task)`` returns on the
+same tiny checkpoint: text-classification, token-classification and fill-mask on BERT,
+image-classification and image-feature-extraction on ViT, zero-shot-image-classification
+on CLIP. Labels (tokens, entities) must be equal and in the same order, scores within
+SCORE_TOL; the checkpoints and transformers' outputs are written at build time
+(testing/js/transformers_js_task_cases.py).
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from mobius.cli import main as mobius_main
+from testing.js import transformers_js_task_cases as cases
+from testing.js.node import run_node
+from testing.reference_cases import case_dir
+
+#: f32 graph vs f32 torch, softmax scores (image cases: the same PNG decoded by sharp / PIL)
+SCORE_TOL = 1e-5
+#: what each task's result is keyed by (its label), beside "score"
+KEYS = {"text-classification": ("label",), "image-classification": ("label",),
+        "zero-shot-image-classification": ("label",), "fill-mask": ("token", "token_str"),
+        "token-classification": ("entity", "index")}
+
+
+def _run(case: str, tmp_path, *extra: str):
+    """(transformers.js' pipeline output on the case's package, the case's folder)."""
+    folder = case_dir(cases, case)
+    out = str(tmp_path / "models" / case)
+    assert mobius_main(["build", "--model", os.path.join(folder, "ckpt"), out, "--ep", "webgpu",
+                        "--layout", "transformers.js", "--quiet", *extra]) == 0
+    _, task, _, options = cases.CASES_SPEC[case]
+    got = run_node("transformers_runner.mjs", task, out, str(tmp_path / "cache"),
+                   json.dumps(cases.arguments(case, folder)), json.dumps(options))
+    return got, folder
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(c, marks=pytest.mark.shard_group(c)) for c in cases.CASES if c != "vit"])
+def test_pipeline_matches_transformers(tmp_path, case):
+    got, folder = _run(case, tmp_path)
+    task = cases.CASES_SPEC[case][1]
+    with open(os.path.join(folder, "expected.json")) as f:
+        expected = json.load(f)
+    keys = KEYS[task]
+    assert [[r[k] for k in keys] for r in got] == [[r[k] for k in keys] for r in expected]
+    scores = [r["score"] for r in expected]
+    np.testing.assert_allclose([r["score"] for r in got], scores, atol=SCORE_TOL)
+    assert max(scores) - min(scores) > 100 * SCORE_TOL, scores  # the labels are told apart
+
+
+@pytest.mark.shard_group("vit")
+def test_image_feature_extraction_matches_transformers(tmp_path):
+    got, folder = _run("vit", tmp_path)
+    expected = np.load(os.path.join(folder, "expected.npy"))
+    assert got["dims"] == list(expected.shape)
+    np.testing.assert_allclose(np.asarray(got["data"], np.float32).reshape(expected.shape),
+                               expected, atol=1e-4)
