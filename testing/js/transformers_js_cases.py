@@ -22,11 +22,12 @@ NEW_TOKENS = 10
 INIT_RANGE = 0.5
 GENERATION_FAMILIES = ("llama", "qwen3", "gemma", "phi3")
 SWA_WINDOW = 4
-#: words the tiny tokenizer's corpus lacks: many tokens, so the window slides in prefill
-SWA_PROMPT = "Zebras vex jumpy quartz wizards"
+#: 9 tokens: the window slides in prefill
+SWA_PROMPT = "The quick brown fox jumps over the lazy dog"
 SWA = "gemma3-swa"
-#: the sliding-window case's tiny-gemma3 overrides
-SWA_OVERRIDES = {"sliding_window": SWA_WINDOW,
+#: the sliding-window case's tiny-gemma3 overrides (an untied head: with tied
+#: embeddings this checkpoint repeats the prompt's last token)
+SWA_OVERRIDES = {"sliding_window": SWA_WINDOW, "tie_word_embeddings": False,
                  "layer_types": ["sliding_attention", "sliding_attention"]}
 
 CASES = [*GENERATION_FAMILIES, "bert", SWA]
