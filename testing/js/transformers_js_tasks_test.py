@@ -4,7 +4,9 @@ same tiny checkpoint: text-classification, token-classification and fill-mask on
 image-classification and image-feature-extraction on ViT, zero-shot-image-classification
 on CLIP. Labels (tokens, entities) must be equal and in the same order, scores within
 SCORE_RTOL; the checkpoints and transformers' outputs are written at build time
-(testing/js/transformers_js_task_cases.py).
+(testing/js/transformers_js_task_cases.py). A q4 classifier (``--quant int4``:
+``onnx/model_q4.onnx``) is another model, so its reference is the same file in
+Python onnxruntime.
 """
 
 import json
@@ -51,6 +53,34 @@ def test_pipeline_matches_transformers(tmp_path, case):
     np.testing.assert_allclose([r["score"] for r in got], scores, rtol=SCORE_RTOL,
                                atol=SCORE_ATOL)
     assert max(scores) > 1.1 * min(scores), scores  # the labels are told apart
+
+
+@pytest.mark.shard_group("bert-seq-cls")
+def test_q4_text_classification_matches_the_q4_graph_in_onnxruntime(tmp_path):
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    got, folder = _run("bert-seq-cls", tmp_path, "--quant", "int4")
+    out = tmp_path / "models" / "bert-seq-cls"
+    assert sorted(os.listdir(out / "onnx")) == ["model_q4.onnx", "model_q4.onnx_data"]
+    ids = np.array([Tokenizer.from_file(str(out / "tokenizer.json")).encode(cases.TEXT).ids])
+    session = ort.InferenceSession(str(out / "onnx" / "model_q4.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids),
+             "token_type_ids": np.zeros_like(ids)}
+    names = {i.name for i in session.get_inputs()}
+    (logits,) = session.run(["logits"], {k: v for k, v in feeds.items() if k in names})
+    probs = np.exp(logits[0] - logits[0].max())
+    probs /= probs.sum()
+    order = np.argsort(-probs)
+    with open(out / "config.json") as f:
+        labels = json.load(f)["id2label"]
+    assert [r["label"] for r in got] == [labels[str(i)] for i in order]
+    np.testing.assert_allclose([r["score"] for r in got], probs[order], rtol=SCORE_RTOL,
+                               atol=SCORE_ATOL)
+    with open(os.path.join(folder, "expected.json")) as f:
+        f32 = {r["label"]: r["score"] for r in json.load(f)}
+    assert max(abs(r["score"] - f32[r["label"]]) for r in got) > 1e-4  # a real q4 model
 
 
 @pytest.mark.shard_group("vit")
