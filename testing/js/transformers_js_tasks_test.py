@@ -21,7 +21,7 @@ from testing.js.node import run_node
 from testing.reference_cases import case_dir
 
 #: f32 graph vs f32 torch, softmax scores (image cases: the same PNG decoded by sharp / PIL)
-SCORE_RTOL, SCORE_ATOL = 1e-4, 1e-6
+SCORE_RTOL, SCORE_ATOL = 1e-5, 1e-7
 #: what each task's result is keyed by (its label), beside "score"
 KEYS = {"text-classification": ("label",), "image-classification": ("label",),
         "zero-shot-image-classification": ("label",), "fill-mask": ("token",),
@@ -89,4 +89,4 @@ def test_image_feature_extraction_matches_transformers(tmp_path):
     expected = np.load(os.path.join(folder, "expected.npy"))
     assert got["dims"] == list(expected.shape)
     np.testing.assert_allclose(np.asarray(got["data"], np.float32).reshape(expected.shape),
-                               expected, atol=1e-4)
+                               expected, atol=1e-5)
