@@ -3,11 +3,15 @@
 Built once per graph from ``attention_mask`` [batch, total_seq] (1 = real
 token, 0 = padding). Query i of the current chunk sits at cache slot
 ``past + i``; it may see slot j when j <= past + i and the slot is not
-padding. A sliding window is measured in token positions, not slots: the
-query's position (position_ids) minus the key's (real tokens counted up to its
-slot) must be < window. With left padding (transformers) the two agree; with
-onnxruntime-genai's right-padded batches, whose caches hold a padding gap
-between prompt and generated tokens, only positions are right. Blocked entries get the most
+padding. A sliding window is measured in tokens, not slots: the real tokens
+counted up to the query's slot minus those up to the key's must be < window.
+With left padding (transformers) the two agree; with onnxruntime-genai's
+right-padded batches, whose caches hold a padding gap between prompt and
+generated tokens, only the token count is right. The count comes from
+``attention_mask`` alone, not from ``position_ids``: a client may number
+positions from another origin (transformers.js feeds Gemma 3 positions from 1),
+which RoPE takes (it attends by differences) but a window measured against the
+mask's count would not. Blocked entries get the most
 negative finite value of the dtype rather than -inf, so rows that see nothing
 (left-padding queries) stay finite instead of turning into NaN.
 
@@ -29,12 +33,11 @@ NON_CAUSAL = "mobius.non_causal_mask"
 
 
 def causal_padding_mask(op, input_ids, attention_mask, dtype: ir.DataType,
-                        sliding_window: int | None = None, position_ids=None, blocks=None):
+                        sliding_window: int | None = None, blocks=None):
     """Returns the additive mask [batch, 1, seq, total_seq] in ``dtype``.
 
-    ``position_ids`` [batch, seq] is needed with a sliding window. ``blocks``
-    [batch, seq] int64: each current token's block id, -1 outside any block
-    (:func:`token_blocks`).
+    ``blocks`` [batch, seq] int64: each current token's block id, -1 outside any
+    block (:func:`token_blocks`).
     """
     seq_len = op.Shape(input_ids, start=1, end=2)
     total_len = op.Shape(attention_mask, start=1, end=2)
@@ -48,10 +51,10 @@ def causal_padding_mask(op, input_ids, attention_mask, dtype: ir.DataType,
     if blocks is not None:
         allowed = op.Or(allowed, _same_block(op, blocks, past_len))  # [batch, 1, seq, total]
     if sliding_window:
-        if position_ids is None:
-            raise ValueError("a sliding-window mask needs position_ids")
         key_positions = op.Sub(op.CumSum(attention_mask, one), one)  # [batch, total]
-        distance = op.Sub(op.Unsqueeze(position_ids, op.Constant(value_ints=[1, 3])),
+        query_positions = op.Slice(key_positions, past_len, total_len,
+                                   op.Constant(value_ints=[1]))  # [batch, seq]
+        distance = op.Sub(op.Unsqueeze(query_positions, op.Constant(value_ints=[1, 3])),
                           op.Unsqueeze(key_positions, op.Constant(value_ints=[1, 2])))
         allowed = op.And(allowed, op.Less(distance, op.Constant(value_int=sliding_window)))
     not_padding = op.Cast(

@@ -8,7 +8,6 @@ import onnx_ir as ir
 import pytest
 
 from mobius.components.attention_mask import NON_CAUSAL, causal_padding_mask, token_blocks
-from testing.parity import position_ids_for
 from testing.onnx_graphs import component_model, run_model, run_reference
 from testing.references import additive_mask
 
@@ -22,10 +21,8 @@ DTYPES = {
 def _mask_model(dtype: ir.DataType, window: int | None):
     return component_model(
         inputs=[("input_ids", ir.DataType.INT64, ["batch", "seq"]),
-                ("attention_mask", ir.DataType.INT64, ["batch", "total"]),
-                ("position_ids", ir.DataType.INT64, ["batch", "seq"])],
-        forward=lambda op, ids, mask, positions: causal_padding_mask(op, ids, mask, dtype, window,
-                                                                     positions),
+                ("attention_mask", ir.DataType.INT64, ["batch", "total"])],
+        forward=lambda op, ids, mask: causal_padding_mask(op, ids, mask, dtype, window),
         outputs=["mask"],
     )
 
@@ -33,8 +30,7 @@ def _mask_model(dtype: ir.DataType, window: int | None):
 def _run(dtype, window, attention_mask, seq_len):
     model = _mask_model(dtype, window)
     feeds = {"input_ids": np.zeros((attention_mask.shape[0], seq_len), np.int64),
-             "attention_mask": attention_mask.astype(np.int64),
-             "position_ids": position_ids_for(attention_mask, seq_len)}
+             "attention_mask": attention_mask.astype(np.int64)}
     runner = run_reference if dtype == ir.DataType.BFLOAT16 else run_model
     (mask,) = runner(model, feeds)
     return mask
@@ -89,14 +85,15 @@ def test_window_one_sees_only_itself():
     np.testing.assert_array_equal(got[0, 0] == 0, np.eye(5, dtype=bool))
 
 
-def test_sliding_window_counts_positions_not_cache_slots():
+def test_sliding_window_counts_tokens_not_cache_slots():
     """onnxruntime-genai right-pads batches: row 1's cache holds a padding gap
     between its 3-token prompt and the generated token. The window (3) must
-    cover the last 3 *tokens*, so it reaches past the gap to the prompt."""
+    cover the last 3 *tokens*, so it reaches past the gap to the prompt. The
+    count comes from the mask: the graph reads no position_ids, whose origin a
+    client chooses (transformers.js numbers Gemma 3's from 1)."""
     attention_mask = np.array([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 1]], np.int64)
     model = _mask_model(ir.DataType.FLOAT, 3)
-    feeds = {"input_ids": np.zeros((2, 1), np.int64), "attention_mask": attention_mask,
-             "position_ids": np.array([[5], [3]], np.int64)}
+    feeds = {"input_ids": np.zeros((2, 1), np.int64), "attention_mask": attention_mask}
     (mask,) = run_model(model, feeds)
     visible = mask[:, 0, 0] == 0
     assert visible[0].tolist() == [False, False, False, True, True, True]
@@ -104,14 +101,13 @@ def test_sliding_window_counts_positions_not_cache_slots():
 
 
 def _blocks_model(window: int | None):
-    def forward(op, ids, mask, positions):
-        return causal_padding_mask(op, ids, mask, ir.DataType.FLOAT, window, positions,
+    def forward(op, ids, mask):
+        return causal_padding_mask(op, ids, mask, ir.DataType.FLOAT, window,
                                    token_blocks(op, ids, 9))
 
     return component_model(
         inputs=[("input_ids", ir.DataType.INT64, ["batch", "seq"]),
-                ("attention_mask", ir.DataType.INT64, ["batch", "total"]),
-                ("position_ids", ir.DataType.INT64, ["batch", "seq"])],
+                ("attention_mask", ir.DataType.INT64, ["batch", "total"])],
         forward=forward, outputs=["mask"])
 
 
@@ -122,8 +118,7 @@ def test_token_blocks_see_each_other_both_ways_within_a_run_only(window):
     ids = np.array([[4, 9, 9, 9, 4, 9, 9]], np.int64)
     attention_mask = np.array([[1] * 8], np.int64)  # one past slot + 7 tokens
     model = _blocks_model(window)
-    (mask,) = run_model(model, {"input_ids": ids, "attention_mask": attention_mask,
-                                "position_ids": position_ids_for(attention_mask, 7)})
+    (mask,) = run_model(model, {"input_ids": ids, "attention_mask": attention_mask})
     seen = mask[0, 0] == 0  # [7 queries, 8 slots]
     expected = np.tril(np.ones((7, 8), bool), k=1)  # query i at slot i + 1
     if window:

@@ -52,8 +52,7 @@ def test_attention_matches_reference(name, tmp_path):
 
     def forward(op, input_ids, attention_mask, position_ids, hidden, past_key, past_value):
         cos, sin = rotary(op, position_ids)
-        mask = causal_padding_mask(op, input_ids, attention_mask, ir.DataType.FLOAT, case.window,
-                                   position_ids)
+        mask = causal_padding_mask(op, input_ids, attention_mask, ir.DataType.FLOAT, case.window)
         return attention(op, hidden, cos, sin, mask, past_key, past_value)
 
     f32, i64 = ir.DataType.FLOAT, ir.DataType.INT64

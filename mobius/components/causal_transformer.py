@@ -95,7 +95,7 @@ class CausalTransformer(nn.Module):
             window = config.layer_sliding_window(i)
             if window not in masks:
                 masks[window] = causal_padding_mask(
-                    op, tokens, attention_mask, get_build_dtype(), window, position_ids, blocks
+                    op, tokens, attention_mask, get_build_dtype(), window, blocks
                 )
             kind = self.layer_rope_kinds[i]
             cos, sin = rotary[kind] if kind is not None else (None, None)

@@ -62,8 +62,7 @@ def layers(request, tmp_path_factory):
 
     def forward(op, input_ids, attention_mask, position_ids, hidden, past_key, past_value):
         cos, sin = rotary(op, position_ids)
-        mask = causal_padding_mask(op, input_ids, attention_mask, ir.DataType.FLOAT, window,
-                                   position_ids)
+        mask = causal_padding_mask(op, input_ids, attention_mask, ir.DataType.FLOAT, window)
         return layer(op, hidden, cos, sin, mask, past_key, past_value)
 
     f32, i64 = ir.DataType.FLOAT, ir.DataType.INT64

@@ -54,7 +54,7 @@ class HybridCausalTransformer(CausalTransformer):
             if key not in masks:
                 masks[key] = (current_padding(op, tokens, attention_mask) if key == "recurrent"
                               else causal_padding_mask(op, tokens, attention_mask,
-                                                       get_build_dtype(), key, position_ids))
+                                                       get_build_dtype(), key))
             return masks[key]
 
         for i, layer in enumerate(layers):

@@ -174,7 +174,7 @@ class Lfm2Model(CausalTransformer):
         hidden = self.embed_tokens(op, input_ids) if inputs_embeds is None else inputs_embeds
         cos, sin = self.rotary_emb_default(op, position_ids)
         dtype = get_build_dtype()
-        mask = causal_padding_mask(op, tokens, attention_mask, dtype, None, position_ids)
+        mask = causal_padding_mask(op, tokens, attention_mask, dtype)
         chunk = op.Slice(attention_mask, op.Neg(op.Shape(tokens, start=1, end=2)),
                          op.Constant(value_ints=[2**62]), op.Constant(value_ints=[1]))
         widths = {layer.conv.state_shape[1] for layer in self.layers if layer.is_conv}

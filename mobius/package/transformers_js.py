@@ -2,7 +2,8 @@
 
 transformers.js loads a local model folder the way it loads a hub repository:
 ``config.json`` (with its ``transformers.js_config`` section),
-``generation_config.json``, the tokenizer files, and the ONNX files under
+``generation_config.json``, the tokenizer files, an image model's
+``preprocessor_config.json`` (its AutoProcessor), and the ONNX files under
 ``onnx/``, named ``<model><dtype suffix>.onnx`` with the weights in
 ``<file>_data`` beside them. It feeds token ids, masks and positions as int64,
 so an EP that lowers graph I/O to int32 keeps int64 I/O in this layout.
@@ -28,8 +29,11 @@ from mobius.package.optimum_layout import OPTIMUM, check_optimum, optimum_capabi
 GENAI = "genai"
 TRANSFORMERS_JS = "transformers.js"
 LAYOUTS = (GENAI, TRANSFORMERS_JS, OPTIMUM)
-#: tasks whose transformers.js model class loads a single onnx/model*.onnx
-TASKS = ("text-generation", "feature-extraction")
+#: tasks whose transformers.js pipeline loads a single onnx/model*.onnx (its
+#: encoder-only and decoder-only model classes; CLIPModel takes text and pixels in one)
+TASKS = ("text-generation", "feature-extraction", "text-classification", "token-classification",
+         "fill-mask", "image-classification", "image-feature-extraction",
+         "zero-shot-image-classification")
 #: build dtype -> transformers.js file-name suffix (its dtype names: fp32, fp16)
 DTYPE_SUFFIX = {"f32": ("fp32", ""), "f16": ("fp16", "_fp16")}
 #: the same with int4 weights (its q4 / q4f16)
@@ -116,9 +120,12 @@ def write_transformers_js(package, folder: str, save_model, progress: bool) -> N
     _write_json(os.path.join(folder, "config.json"), transformers_js_config(raw, dtype, filenames, quant))
     _write_json(os.path.join(folder, "generation_config.json"),
                 generation_config(raw, package.hf_configs.get("generation_config.json", {})))
+    for name, content in package.extra_json.items():  # an image task's preprocessor_config.json
+        _write_json(os.path.join(folder, name), content)
     for path in package.files_to_copy:
         shutil.copy2(path, os.path.join(folder, os.path.basename(path)))
-    write_model_folder(package, folder, written={"config.json", "generation_config.json"})
+    write_model_folder(package, folder,
+                       written={"config.json", "generation_config.json", *package.extra_json})
 
 
 def _write_json(path: str, content: dict) -> None:

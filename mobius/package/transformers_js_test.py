@@ -37,6 +37,20 @@ def test_folder_holds_what_transformers_js_reads(llama, tmp_path):
     assert locations == {"model.onnx_data"}
 
 
+def test_image_folder_holds_its_processor(tmp_path):
+    """An image task's preprocessor_config.json (the task writes it) is what
+    transformers.js' AutoProcessor reads."""
+    ckpt = make_tiny_checkpoint("tiny-vit-img-cls", str(tmp_path / "ckpt"))
+    out = build(ckpt, execution_provider="webgpu", layout="transformers.js").save(
+        str(tmp_path / "pkg"))
+    assert {"config.json", "preprocessor_config.json", "onnx"} <= set(os.listdir(out))
+    with open(os.path.join(out, "preprocessor_config.json")) as f:
+        assert json.load(f)["image_processor_type"] == "ViTImageProcessor"
+    with open(os.path.join(out, "config.json")) as f:
+        assert json.load(f)["id2label"]["0"] == "tabby"
+    assert sorted(os.listdir(os.path.join(out, "onnx"))) == ["model.onnx", "model.onnx_data"]
+
+
 def test_webgpu_keeps_int64_io_in_this_layout(llama):
     """transformers.js feeds int64 ids; the genai layout of the same EP gets int32 I/O."""
     def input_types(layout):

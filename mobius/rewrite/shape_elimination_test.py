@@ -123,8 +123,7 @@ def _mask_model(sliding_window=None) -> ir.Model:
     builder = GraphBuilder(graph)
     ids = builder.input("input_ids", ir.DataType.INT64, ["batch_size", "sequence_length"])
     mask = builder.input("attention_mask", ir.DataType.INT64, ["batch_size", "total_sequence_length"])
-    positions = builder.input("position_ids", ir.DataType.INT64, ["batch_size", "sequence_length"])
-    out = causal_padding_mask(builder.op, ids, mask, ir.DataType.FLOAT, sliding_window, positions)
+    out = causal_padding_mask(builder.op, ids, mask, ir.DataType.FLOAT, sliding_window)
     builder.add_output(out, "bias")
     return ir.Model(graph, ir_version=10)
 
@@ -138,9 +137,7 @@ def test_generic_attention_mask_subgraph(window):
     for batch, seq, total, pad in ((2, 6, 6, 2), (2, 1, 7, 2), (1, 3, 9, 0)):
         mask = np.ones((batch, total), np.int64)
         mask[-1, :pad] = 0
-        positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)[:, -seq:]
-        cases.append({"input_ids": np.zeros((batch, seq), np.int64), "attention_mask": mask,
-                      "position_ids": positions})
+        cases.append({"input_ids": np.zeros((batch, seq), np.int64), "attention_mask": mask})
     expected = [_run(model, f)[0] for f in cases]
     assert ShapeElimination().apply(model, _ctx(NO_SHAPE)) == 2
     assert _count(model, "Shape") == 0

@@ -24,7 +24,8 @@ import pytest
 from mobius.cli import main as mobius_main
 from testing.js import transformers_js_cases
 from testing.js.node import run_node
-from testing.js.transformers_js_cases import GENERATION_FAMILIES, NEW_TOKENS, PROMPT
+from testing.js.transformers_js_cases import (
+    GENERATION_FAMILIES, NEW_TOKENS, PROMPT, SWA, SWA_PROMPT, SWA_WINDOW)
 from testing.reference_cases import case_dir
 
 
@@ -53,6 +54,22 @@ def test_text_generation_matches_transformers(tmp_path, family):
     assert len(set(tokens[-NEW_TOKENS:])) >= NEW_TOKENS // 2, tokens  # not a degenerate repeat
     assert got["tokens"] == tokens
     assert got["text"] == text
+
+
+@pytest.mark.shard_group(SWA)
+def test_sliding_window_generation_matches_transformers(tmp_path):
+    """transformers.js numbers Gemma 3's positions from 1 (its position_ids are
+    transformers' + 1); the package's window counts tokens from the attention mask,
+    so the shifted positions move only RoPE, which attends by position differences."""
+    checkpoint, reference = _case(SWA)
+    assert len(reference["prompt_ids"]) > 2 * SWA_WINDOW  # the window slides in prefill
+    folder = _build(checkpoint, str(tmp_path / "models" / SWA))
+    got = run_node("transformers_runner.mjs", "generate", folder, str(tmp_path / "cache"),
+                   SWA_PROMPT, str(NEW_TOKENS))
+    tokens = reference["tokens"]
+    assert len(set(tokens[-NEW_TOKENS:])) >= NEW_TOKENS // 2, tokens  # not a degenerate repeat
+    assert got["tokens"] == tokens
+    assert got["text"] == reference["text"]
 
 
 def _onnxruntime_generation(ids: list[int], model_path: str) -> list[int]:
@@ -97,7 +114,8 @@ def test_q4_generation_matches_the_q4_graph_in_onnxruntime(tmp_path, family):
 def test_feature_extraction_matches_transformers(tmp_path):
     case = case_dir(transformers_js_cases, "bert")
     folder = _build(os.path.join(case, "ckpt"), str(tmp_path / "models" / "bert"))
-    got = run_node("transformers_runner.mjs", "embed", folder, str(tmp_path / "cache"), PROMPT)
+    got = run_node("transformers_runner.mjs", "feature-extraction", folder,
+                   str(tmp_path / "cache"), json.dumps([PROMPT]))
     expected = np.load(os.path.join(case, "expected.npy"))
     assert got["dims"] == list(expected.shape)
     np.testing.assert_allclose(np.asarray(got["data"], np.float32).reshape(expected.shape),
