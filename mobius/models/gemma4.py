@@ -275,7 +275,7 @@ class Gemma4TextModel(CausalTransformer):
             window = config.layer_sliding_window(i)
             if window not in masks:
                 masks[window] = causal_padding_mask(op, input_ids, attention_mask,
-                                                    get_build_dtype(), window, position_ids)
+                                                    get_build_dtype(), window)
             layer_input = (None if per_layer is None
                            else op.Gather(per_layer, op.Constant(value_int=i), axis=2))
             hidden, present = layer(op, hidden, *rotary[plan.kind], masks[window], layer_input,
