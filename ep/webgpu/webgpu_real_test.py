@@ -60,10 +60,11 @@ ELSEWHERE: dict[tuple, dict[str, int]] = {
     ("llama", "f32", None, "model"): _DECODER,
     ("llama", "f16", None, "model"): _DECODER,
     ("llama", "f16", "int4", "model"): {**_DECODER, "Cast": 8, "Concat": 1},
-    # the window's token distances (mobius/components/attention_mask.py); the Unsqueeze
-    # EqualRankBroadcast gives the bool grid runs on WebGPU
-    ("mistral", "f16", None, "model"): {**_DECODER, "CumSum": 1, "Less": 1, "Sub": 3,
-                                        "Unsqueeze": 4},
+    # the window's token distances (mobius/components/attention_mask.py: the query's token
+    # count sliced from attention_mask's); the Unsqueeze EqualRankBroadcast gives the bool
+    # grid runs on WebGPU
+    ("mistral", "f16", None, "model"): {**_DECODER, "CumSum": 1, "Less": 1, "Slice": 4,
+                                        "Sub": 3, "Unsqueeze": 4},
     ("qwen3_moe", "f16", None, "model"): {**_DECODER, "Concat": 4, "ConstantOfShape": 1,
                                           "NonZero": 6, "Transpose": 6},
     ("lfm2", "f16", None, "model"): {

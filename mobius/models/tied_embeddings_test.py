@@ -120,13 +120,15 @@ def test_tied_matrix_is_quantized_once(family, ep, dtype, checkpoints, tmp_path)
 
 
 def _table_name(folder: str) -> str:
-    """The checkpoint's token embedding: its one tensor whose first dimension is the vocab."""
+    """The checkpoint's token embedding: its one [vocab, hidden] tensor (Gemma 4's
+    per-layer embedding table is [vocab, layers x its own width])."""
     checkpoint = SafetensorsCheckpoint(folder)
     with open(os.path.join(folder, "config.json")) as f:
         raw = json.load(f)
-    vocab = raw.get("vocab_size") or raw["text_config"]["vocab_size"]  # a VLM's text config
-    names = [n for n in checkpoint.names() if checkpoint.info(n).shape[0] == vocab
-             and len(checkpoint.info(n).shape) == 2]
+    text = raw if "vocab_size" in raw else raw["text_config"]  # a VLM's text config
+    hidden = next(text[k] for k in ("hidden_size", "d_model", "n_embd") if k in text)
+    shape = [text["vocab_size"], hidden]
+    names = [n for n in checkpoint.names() if list(checkpoint.info(n).shape) == shape]
     assert len(names) == 1, names
     return names[0]
 
