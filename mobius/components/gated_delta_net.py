@@ -38,6 +38,7 @@ from mobius.components.activations import apply_activation
 from mobius.components.causal_conv_state import causal_conv_with_state, depthwise_causal_conv
 from mobius.components.gated_delta_rule import gated_delta_rule
 from mobius.components.linear import Linear
+from mobius.components.recurrent_shapes import restate_shapes
 from mobius.components.weight import Weight, transpose
 from mobius.context import get_build_dtype
 
@@ -161,10 +162,7 @@ class GatedDeltaNet(nn.Module):
         y = op.Cast(op.Mul(y, op.Mul(gate, op.Sigmoid(gate))), to=get_build_dtype())
         out = self.out_proj(op, y)
         present_state = op.Cast(state, to=get_build_dtype())
-        # shape inference loses the symbolic dims in the chunking and the Scan: restate them
-        for value, like in ((out, hidden), (present_conv, past_conv), (present_state, past_state)):
-            if like.shape is not None:
-                value.shape = ir.Shape(list(like.shape))
+        restate_shapes((out, hidden), (present_conv, past_conv), (present_state, past_state))
         return out, present_conv, present_state
 
     def _projections(self, op, hidden_in):

@@ -28,6 +28,7 @@ from onnxscript import nn
 from mobius.components.activations import apply_activation
 from mobius.components.causal_conv_state import causal_conv_with_state, depthwise_causal_conv
 from mobius.components.linear import Linear
+from mobius.components.recurrent_shapes import restate_shapes
 from mobius.components.rms_norm import RMSNorm
 from mobius.components.selective_scan import selective_scan
 from mobius.components.weight import Weight
@@ -100,8 +101,5 @@ class MambaMixer(nn.Module):
         y = op.Cast(op.Mul(y, op.Mul(gate, op.Sigmoid(gate))), to=get_build_dtype())
         out = self.out_proj(op, y)
         present_state = op.Cast(state, to=get_build_dtype())
-        # the scan's dynamic chunking loses the symbolic dims: restate them (see mamba2.py)
-        for value, like in ((out, hidden), (present_conv, past_conv), (present_state, past_state)):
-            if like.shape is not None:
-                value.shape = ir.Shape(list(like.shape))
+        restate_shapes((out, hidden), (present_conv, past_conv), (present_state, past_state))
         return out, present_conv, present_state

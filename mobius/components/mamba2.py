@@ -38,6 +38,7 @@ from mobius.components.activations import apply_activation
 from mobius.components.causal_conv_state import causal_conv_with_state, depthwise_causal_conv
 from mobius.components.gated_rms_norm import GatedRMSNorm
 from mobius.components.linear import Linear
+from mobius.components.recurrent_shapes import restate_shapes
 from mobius.components.ssd_scan import ssd_scan
 from mobius.components.weight import Weight
 from mobius.context import get_build_dtype
@@ -120,11 +121,7 @@ class Mamba2Mixer(nn.Module):
         y = op.Reshape(y, op.Constant(value_ints=[0, 0, inner]))
         out = self.out_proj(op, self._gated(op, y, gate))
         present_state = op.Cast(state, to=get_build_dtype())
-        # shape inference loses the symbolic dims in the scan's dynamic chunking: restate
-        # them, so that rules matching on shapes (residual Add + norm fusion) see the layout
-        for value, like in ((out, hidden), (present_conv, past_conv), (present_state, past_state)):
-            if like.shape is not None:
-                value.shape = ir.Shape(list(like.shape))
+        restate_shapes((out, hidden), (present_conv, past_conv), (present_state, past_state))
         return out, present_conv, present_state
 
     def _projected(self, op, hidden):
