@@ -1,11 +1,15 @@
 """L1: every registered family builds from a transformers-made tiny checkpoint in f32,
 f16 and bf16, the saved model passes the full ONNX checker (with strict shape
 inference), and its graph I/O is exactly DESIGN.md's contract.
+
+The builds are the default EP suite's (testing/ep_suite.Builds): under Bazel the
+``ep_builds`` action made them once for //ep/default's targets and this one, so the
+contract is checked on the very bytes those suites test; under plain pytest they are
+built here.
 """
 
 from __future__ import annotations
 
-import os
 import re
 
 import numpy as np
@@ -14,26 +18,17 @@ import onnx_ir
 import pytest
 
 from mobius.models.registry import FAMILIES
-from mobius.package.model_package import ModelPackage
 from mobius.roles import DECODER
-from testing.model_runs import build_package, family_checkpoint
+from testing.ep_suite import Builds, Checkpoints
 
 DTYPES = {"f32": onnx.TensorProto.FLOAT, "f16": onnx.TensorProto.FLOAT16,
           "bf16": onnx.TensorProto.BFLOAT16}
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    """One transformers-written tiny checkpoint per family, made on first use."""
-    made = {}
-
-    def get(family):
-        if family.name not in made:
-            folder = tmp_path_factory.mktemp(f"ckpt-{family.name}")
-            made[family.name] = family_checkpoint(str(folder), family)
-        return made[family.name]
-
-    return get
+def builds(tmp_path_factory) -> Builds:
+    """The default EP's builds of every family's tiny preset (prebuilt under Bazel)."""
+    return Builds(Checkpoints(tmp_path_factory.mktemp("checkpoints")))
 
 
 def _dims(value_info) -> list:
@@ -53,18 +48,17 @@ def test_every_family_has_a_tiny_preset():
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
-def test_builds_and_passes_the_full_checker(family, dtype, checkpoints, tmp_path):
-    """Every model file of the package: full checker + strict shape inference on the
-    saved file, graph I/O exactly the task's contract (Task.io), weights in the dtype."""
+def test_builds_and_passes_the_full_checker(family, dtype, builds):
+    """Every model of the package: full checker + strict shape inference, graph I/O
+    exactly the task's contract (Task.io), weights in the dtype."""
     assert family.tiny_preset, f"{family.name} has no tiny preset to test with"
-    built = build_package(checkpoints(family), tmp_path / "pkg", dtype=dtype)
+    built = builds.get(family.name, "default", dtype)
     contract = _contract(family, built.config)
-    files = sorted(f for f in os.listdir(built.path) if f.endswith(".onnx"))
-    assert files == sorted(ModelPackage.filename(key) for key in contract)
+    assert set(built.serialized) | set(built.package.models) == set(contract)  # files
     for key, io in contract.items():
-        path = os.path.join(built.path, ModelPackage.filename(key))
-        onnx.checker.check_model(path, full_check=True)
-        model = onnx.load(path, load_external_data=False)
+        data = built.onnx_bytes(key)
+        onnx.checker.check_model(data, full_check=True)
+        model = onnx.ModelProto.FromString(data)
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
         assert len(inferred.graph.output) == len(model.graph.output)
         _check_contract(key, model.graph, io, DTYPES[dtype])
