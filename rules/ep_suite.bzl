@@ -90,7 +90,8 @@ def ep_suite_builds(name):
         name = name,
         eps = sorted(EP_PRIMARY_DTYPES.keys()),
         testonly = True,
-        visibility = ["//ep:__subpackages__"],
+        # the MoE families' L1 tests read every EP's builds of their presets
+        visibility = ["//ep:__subpackages__", "//mobius/models:__pkg__"],
     )
 
 def _ep_generic_runs_impl(ctx):

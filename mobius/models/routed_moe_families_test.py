@@ -31,6 +31,7 @@ from mobius.ep.registry import ep_registry
 from mobius.errors import ConfigError, WeightsError
 from mobius.models import ernie4_5_moe
 from mobius.models import routed_moe_families_cases as cases
+from mobius.models.registry import FAMILIES
 from mobius.models.routed_moe_families_cases import CONFIGS, ERNIE, GLM
 from mobius.optimize.histogram import op_histogram
 from mobius.tiny.presets import TINY_PRESETS
@@ -38,6 +39,7 @@ from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 from testing.model_runs import (BuiltPackage, assert_low_precision_parity,
                                  f32_parity)
 from testing.checkpoint_runs import checkpoint, reference
+from testing.ep_suite import Builds, Checkpoints
 
 TOLERANCE = 1e-4
 CHANGED = 1e-3  # a reverted switch must move some logit by at least this much
@@ -179,26 +181,31 @@ def test_the_correction_bias_matters(tmp_path, preset):
     assert run.max_abs_diff > CHANGED, f"{preset}: the bias changes nothing"
 
 
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory) -> Builds:
+    """The EP suites' builds of the families' tiny presets: under Bazel the ``ep_builds``
+    action made them once (//ep:suite_builds), elsewhere they are built here."""
+    return Builds(Checkpoints(tmp_path_factory.mktemp("checkpoints")))
+
+
 L1_CASES = [(preset, caps.name, SHORT_NAMES[dtype]) for preset in sorted(PRESETS)
             for caps in ep_registry if caps.tasks is None or "text-generation" in caps.tasks
             for dtype in sorted(caps.dtypes, key=lambda d: SHORT_NAMES[d])]
 
 
 @pytest.mark.parametrize("preset,ep,dtype", L1_CASES, ids=["-".join(c) for c in L1_CASES])
-def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(tmp_path, preset, ep, dtype):
-    case = next(c for c, (p, o) in CONFIGS.items() if p == preset and not o)
-    package = build(checkpoint(cases, case), execution_provider=ep, dtype=dtype)
-    histogram = op_histogram(package.models["model"])
+def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(builds, preset, ep, dtype):
+    built = builds.get(next(f.name for f in FAMILIES if f.tiny_preset == preset), ep, dtype)
+    histogram = op_histogram(built.model)
     caps = ep_registry.get(ep)
-    blocks = _sparse_layers(preset, package.config)
+    blocks = _sparse_layers(preset, built.config)
     if caps.fuses_moe(parse_dtype(dtype)):
         assert histogram[MOE] == blocks, histogram
         assert not histogram.get("NonZero") and not histogram.get("ScatterND"), histogram
     else:
         assert not histogram.get(MOE), histogram
         assert histogram["NonZero"] == histogram["ScatterND"] > 0, histogram
-    path = package.save(str(tmp_path / "pkg"), overwrite=True)
-    onnx.checker.check_model(os.path.join(path, "model.onnx"), full_check=True)
+    onnx.checker.check_model(built.onnx_bytes(), full_check=True)
 
 
 @pytest.mark.parametrize("case", ["ernie", "ernie_interval_norm_min", "glm", "glm_all_sparse"])

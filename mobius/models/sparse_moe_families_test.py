@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import os
 
 import onnx
 import pytest
@@ -32,6 +31,7 @@ from mobius.optimize.histogram import op_histogram
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 from testing.model_runs import BuiltPackage, f32_parity
 from testing.checkpoint_runs import checkpoint, reference
+from testing.ep_suite import Builds, Checkpoints
 
 FAMILIES = {f.name: f for f in (olmoe.FAMILY, granitemoe.FAMILY, phimoe.FAMILY, gpt_oss.FAMILY)}
 FUSED = ("olmoe", "granitemoe", "phimoe", "gpt_oss")  # fused where the EP has the MoE kernel
@@ -41,6 +41,13 @@ MOE = "com.microsoft::MoE"
 
 def _experts(config) -> int:
     return config.raw.get("num_local_experts") or config.raw["num_experts"]
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory) -> Builds:
+    """The EP suites' builds of the families' tiny presets: under Bazel the ``ep_builds``
+    action made them once (//ep:suite_builds), elsewhere they are built here."""
+    return Builds(Checkpoints(tmp_path_factory.mktemp("checkpoints")))
 
 
 L1_CASES = [
@@ -53,10 +60,10 @@ L1_CASES = [
 
 
 @pytest.mark.parametrize("family,ep,dtype", L1_CASES, ids=["-".join(c) for c in L1_CASES])
-def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(tmp_path, family, ep, dtype):
-    package = build(checkpoint(cases, family), execution_provider=ep, dtype=dtype)
-    histogram = op_histogram(package.models["model"])
-    config = package.config
+def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(builds, family, ep, dtype):
+    built = builds.get(family, ep, dtype)
+    histogram = op_histogram(built.model)
+    config = built.config
     caps = ep_registry.get(ep)
     layers = config.num_hidden_layers
     if family in FUSED and caps.fuses_moe(parse_dtype(dtype)):
@@ -65,8 +72,7 @@ def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(tmp_path, family
     else:
         assert not histogram.get(MOE), histogram
         assert histogram["NonZero"] == histogram["ScatterND"] == layers * _experts(config)
-    path = package.save(str(tmp_path / "pkg"), overwrite=True)
-    onnx.checker.check_model(os.path.join(path, "model.onnx"), full_check=True)
+    onnx.checker.check_model(built.onnx_bytes(), full_check=True)
 
 
 def _parity(folder, tmp_path, ep, ref, *, steps=3):
