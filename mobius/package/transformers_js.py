@@ -11,6 +11,12 @@ The suffix is transformers.js's dtype name: ``--quant int4`` writes its "q4"
 file (4-bit block weights, f32 activations: ``model_q4.onnx``) or "q4f16"
 (``model_q4f16.onnx``); its other quantized kinds (q8, int8, bnb4) are
 different schemes, so int8 is refused.
+
+Encoder-decoders (text2text-generation: t5, mt5, bart, marian;
+automatic-speech-recognition: whisper) are ``onnx/encoder_model.onnx`` and
+``onnx/decoder_model_merged.onnx`` with Optimum's I/O names
+(mobius/package/optimum_layout.py): the decoder is the If-merged pair of the
+first-step and with-past decoders (mobius/package/merged_decoder.py).
 """
 
 from __future__ import annotations
@@ -24,16 +30,19 @@ from typing import Any
 from mobius.ep.capabilities import EpCapabilities
 from mobius.errors import MobiusError
 from mobius.package.hf_folder import write_model_folder
-from mobius.package.optimum_layout import OPTIMUM, check_optimum, optimum_capabilities
+from mobius.package.merged_decoder import merge_decoder_files
+from mobius.package.optimum_layout import (OPTIMUM, SEQ2SEQ, check_optimum, optimum_capabilities,
+                                           to_optimum_names)
 
 GENAI = "genai"
 TRANSFORMERS_JS = "transformers.js"
 LAYOUTS = (GENAI, TRANSFORMERS_JS, OPTIMUM)
 #: tasks whose transformers.js pipeline loads a single onnx/model*.onnx (its
-#: encoder-only and decoder-only model classes; CLIPModel takes text and pixels in one)
+#: encoder-only and decoder-only model classes; CLIPModel takes text and pixels in one),
+#: and the encoder-decoders' (encoder_model + decoder_model_merged)
 TASKS = ("text-generation", "feature-extraction", "text-classification", "token-classification",
          "fill-mask", "image-classification", "image-feature-extraction",
-         "zero-shot-image-classification")
+         "zero-shot-image-classification", *SEQ2SEQ)
 #: build dtype -> transformers.js file-name suffix (its dtype names: fp32, fp16)
 DTYPE_SUFFIX = {"f32": ("fp32", ""), "f16": ("fp16", "_fp16")}
 #: the same with int4 weights (its q4 / q4f16)
@@ -76,8 +85,18 @@ def client_capabilities(caps: EpCapabilities, layout: str) -> EpCapabilities:
 
 def cross_kv_in_decoder(layout: str) -> bool:
     """Whether the layout's client runs encoder-decoders with the cross K/V projected in
-    the first decoder step (mobius/tasks/cross_kv_split.py): Optimum's."""
-    return layout == OPTIMUM
+    the first decoder step (mobius/tasks/cross_kv_split.py): Optimum's and transformers.js'."""
+    return layout in (OPTIMUM, TRANSFORMERS_JS)
+
+
+def to_client_files(package, layout: str) -> None:
+    """The layout's file and I/O names of the package's graphs: Optimum's; transformers.js'
+    (Optimum's names, the encoder-decoder's two decoders merged into one)."""
+    if layout not in (OPTIMUM, TRANSFORMERS_JS):
+        return
+    to_optimum_names(package)
+    if layout == TRANSFORMERS_JS and package.task in SEQ2SEQ:
+        package.models = merge_decoder_files(package.models)
 
 
 def js_dtype(dtype: str, quant: str | None = None) -> tuple[str, str]:
