@@ -88,8 +88,8 @@ def test_generation_config_from_config_when_checkpoint_has_none():
 @pytest.mark.parametrize("layout,dtype,task,quant,message", [
     ("onnxjs", "f32", None, None, "unknown layout 'onnxjs'"),
     ("transformers.js", "bf16", None, None, "not bf16"),
-    ("transformers.js", "f32", "automatic-speech-recognition", None,
-     "'automatic-speech-recognition'"),
+    ("transformers.js", "f32", "automatic-speech-recognition-ctc", None,
+     "'automatic-speech-recognition-ctc'"),
     ("transformers.js", "f32", None, "int8", "not int8"),
 ])
 def test_rejections(layout, dtype, task, quant, message):
