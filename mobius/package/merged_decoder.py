@@ -11,6 +11,11 @@ three-file form runs. The branches read the decoder's inputs and weights from
 the outer graph: each weight is stored once, as an initializer of the merged
 graph (the same bytes in both branches are one tensor).
 
+The first-step branch reads no past, so the merged graph's past inputs leave the
+head count and head size unnamed: a client feeds that step an empty past of its own
+sizing (Optimum: hidden_size / heads, not t5's ``d_kv``; transformers.js: the
+input's dims, an unnamed one as 0), which the step never reads.
+
 The with-past branch returns empty ``present.{i}.encoder.*`` (an If's branches
 return the same outputs): its clients keep the cross K/V they fed, as Optimum's
 own merged decoders expect (transformers.js' getPastKeyValues), and the step
@@ -25,6 +30,7 @@ import numpy as np
 import onnx_ir as ir
 
 USE_CACHE_BRANCH = "use_cache_branch"
+PAST = "past_key_values."
 #: the three-file form's decoders (optimum_layout.SEQ2SEQ_FILES) and the merged one's name
 FIRST_STEP, WITH_PAST, MERGED = "decoder_model", "decoder_with_past_model", "decoder_model_merged"
 
@@ -67,8 +73,11 @@ def _outer_inputs(first: ir.Graph, past: ir.Graph) -> dict[str, ir.Value]:
     inputs: dict[str, ir.Value] = {}
     for value in (*first.inputs, *past.inputs):
         if value.name not in inputs:
+            dims = list(value.shape)
+            if value.name.startswith(PAST) and len(dims) == 4:
+                dims[1], dims[3] = "past_num_heads", "past_head_size"
             inputs[value.name] = ir.Value(name=value.name, type=value.type,
-                                          shape=ir.Shape(list(value.shape)))
+                                          shape=ir.Shape(dims))
     return inputs
 
 

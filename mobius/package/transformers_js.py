@@ -90,12 +90,12 @@ def cross_kv_in_decoder(layout: str) -> bool:
 
 
 def to_client_files(package, layout: str) -> None:
-    """The layout's file and I/O names of the package's graphs: Optimum's; transformers.js'
-    (Optimum's names, the encoder-decoder's two decoders merged into one)."""
+    """The file and I/O names Optimum and transformers.js load (an encoder-decoder's two
+    decoders merged into one)."""
     if layout not in (OPTIMUM, TRANSFORMERS_JS):
         return
     to_optimum_names(package)
-    if layout == TRANSFORMERS_JS and package.task in SEQ2SEQ:
+    if package.task in SEQ2SEQ:
         package.models = merge_decoder_files(package.models)
 
 
