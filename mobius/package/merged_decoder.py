@@ -12,9 +12,10 @@ the outer graph: each weight is stored once, as an initializer of the merged
 graph (the same bytes in both branches are one tensor).
 
 The first-step branch reads no past, so the merged graph's past inputs leave the
-head count and head size unnamed: a client feeds that step an empty past of its own
-sizing (Optimum: hidden_size / heads, not t5's ``d_kv``; transformers.js: the
-input's dims, an unnamed one as 0), which the step never reads.
+head count, head size and length symbolic (whisper's cross cache has a fixed
+length): a client feeds that step an empty past of its own sizing (Optimum:
+[batch, heads, 0, hidden_size / heads], not t5's ``d_kv``; transformers.js: the
+input's dims, a symbolic one as 0), which the step never reads.
 
 The with-past branch returns empty ``present.{i}.encoder.*`` (an If's branches
 return the same outputs): its clients keep the cross K/V they fed, as Optimum's
@@ -74,8 +75,10 @@ def _outer_inputs(first: ir.Graph, past: ir.Graph) -> dict[str, ir.Value]:
     for value in (*first.inputs, *past.inputs):
         if value.name not in inputs:
             dims = list(value.shape)
-            if value.name.startswith(PAST) and len(dims) == 4:
+            if value.name.startswith(PAST) and len(dims) == 4:  # see the module's doc
                 dims[1], dims[3] = "past_num_heads", "past_head_size"
+                if not isinstance(dims[2], str):  # whisper's fixed encoder length
+                    dims[2] = "encoder_sequence_length"
             inputs[value.name] = ir.Value(name=value.name, type=value.type,
                                           shape=ir.Shape(dims))
     return inputs

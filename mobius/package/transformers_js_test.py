@@ -68,15 +68,20 @@ def test_f16_file_name(llama, tmp_path):
                                                              "model_fp16.onnx_data"]
 
 
-@pytest.mark.parametrize("dtype,name,js", [("f32", "model_q4", "q4"), ("f16", "model_q4f16", "q4f16")])
-def test_int4_file_names_are_transformers_js_q4(llama, tmp_path, dtype, name, js):
-    out = build(llama, execution_provider="webgpu", dtype=dtype, quant="int4",
+@pytest.mark.parametrize("dtype,quant,name,js,bits", [
+    ("f32", "int4", "model_q4", "q4", 4), ("f16", "int4", "model_q4f16", "q4f16", 4),
+    ("f32", "int8", "model_quantized", "q8", 8)])
+def test_quantized_file_names_are_transformers_js_dtypes(llama, tmp_path, dtype, quant, name,
+                                                         js, bits):
+    out = build(llama, execution_provider="webgpu", dtype=dtype, quant=quant,
                 layout="transformers.js").save(str(tmp_path / "pkg"))
     assert sorted(os.listdir(os.path.join(out, "onnx"))) == [f"{name}.onnx", f"{name}.onnx_data"]
     with open(os.path.join(out, "config.json")) as f:
         assert json.load(f)["transformers.js_config"]["dtype"] == js
     model = onnx.load(os.path.join(out, "onnx", f"{name}.onnx"), load_external_data=False)
-    assert any(n.op_type == "MatMulNBits" for n in model.graph.node)
+    found = {a.i for n in model.graph.node if n.op_type == "MatMulNBits"
+             for a in n.attribute if a.name == "bits"}
+    assert bits in found and found <= {bits, 8}, found  # int4: an 8-bit lm_head by default
 
 
 def test_generation_config_from_config_when_checkpoint_has_none():
@@ -90,7 +95,8 @@ def test_generation_config_from_config_when_checkpoint_has_none():
     ("transformers.js", "bf16", None, None, "not bf16"),
     ("transformers.js", "f32", "automatic-speech-recognition-ctc", None,
      "'automatic-speech-recognition-ctc'"),
-    ("transformers.js", "f32", None, "int8", "not int8"),
+    ("transformers.js", "f32", None, "int3", "not int3"),
+    ("transformers.js", "f16", None, "int8", "no int8 f16 dtype"),
 ])
 def test_rejections(layout, dtype, task, quant, message):
     with pytest.raises(MobiusError, match=message):
