@@ -144,6 +144,8 @@ def write_transformers_js(package, folder: str, save_model, progress: bool) -> N
                    data_name=filename + "_data")
         filenames.append(filename)
     raw = package.hf_configs.get("config.json", {})
+    if package.task in SEQ2SEQ:  # transformers.js sizes its cache only for this flag
+        raw = {**raw, "is_encoder_decoder": True}  # (transformers' classes default it)
     _write_json(os.path.join(folder, "config.json"), transformers_js_config(raw, dtype, filenames, quant))
     _write_json(os.path.join(folder, "generation_config.json"),
                 generation_config(raw, package.hf_configs.get("generation_config.json", {})))

@@ -110,3 +110,18 @@ def test_cli_rejects_bf16_before_reading_the_model(tmp_path, capsys):
     code = main(["build", "--model", str(tmp_path / "missing"), str(out), "--dtype", "bf16",
                  "--layout", "transformers.js"])
     assert code == 1 and "not bf16" in capsys.readouterr().err and not out.exists()
+
+
+def test_encoder_decoder_folder_states_is_encoder_decoder(tmp_path):
+    """transformers.js builds an encoder-decoder's empty cache only when config.json says
+    is_encoder_decoder, which mobius' tiny t5 config (like transformers' defaults) omits."""
+    ckpt = make_tiny_checkpoint("tiny-t5", str(tmp_path / "ckpt"))
+    with open(os.path.join(ckpt, "config.json")) as f:
+        assert "is_encoder_decoder" not in json.load(f)
+    out = build(ckpt, execution_provider="webgpu", layout="transformers.js").save(
+        str(tmp_path / "pkg"))
+    assert sorted(os.listdir(os.path.join(out, "onnx"))) == [
+        "decoder_model_merged.onnx", "decoder_model_merged.onnx_data",
+        "encoder_model.onnx", "encoder_model.onnx_data"]
+    with open(os.path.join(out, "config.json")) as f:
+        assert json.load(f)["is_encoder_decoder"] is True
