@@ -25,8 +25,7 @@ from mobius.package.model_package import ModelPackage
 from mobius.package.provider_options import genai_provider_options
 from mobius.package.sliding_window import apply_sliding_window_cache
 from mobius.package.tokenizer_files import find_tokenizer_files
-from mobius.package.optimum_layout import OPTIMUM, to_optimum_names
-from mobius.package.transformers_js import GENAI, TRANSFORMERS_JS, check_layout
+from mobius.package.transformers_js import GENAI, TRANSFORMERS_JS, check_layout, to_client_files
 from mobius.quantize.calibration import load_calibration
 from mobius.quantize.prequantized import prequantized_spec
 from mobius.quantize.spec import QuantSpec, check_overrides_match
@@ -130,8 +129,7 @@ def build_request(request: BuildRequest) -> ModelPackage:
                                             target.caps.static_context_length)
     _client_options(package, family.task, target.caps, runtime, context_length)
     _package_files(package, source, request, target, context_length)
-    if runtime.layout == OPTIMUM:
-        to_optimum_names(package)
+    to_client_files(package, runtime.layout)
     return package
 
 

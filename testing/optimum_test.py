@@ -10,10 +10,10 @@ on the same tiny checkpoint (recorded at build time: testing/optimum_cases.py):
   cache by hidden_size / heads) until ``embed_size_per_head`` is set to head_dim, as
   docs/clients/optimum.md says;
 * encoder-decoders in the optimum layout (t5 on the default and cpu EPs; mt5, bart, marian
-  and whisper on cpu): ORTModelForSeq2SeqLM / ORTModelForSpeechSeq2Seq load the three files, their
+  and whisper on cpu): ORTModelForSeq2SeqLM / ORTModelForSpeechSeq2Seq load the encoder and the merged decoder, their
   logits on a decoder prompt match, and ``generate`` gives transformers' greedy tokens
   (each step's logits too); tiny-t5's d_kv is not hidden / heads, the size Optimum gives
-  an empty cache, which the layout's first-step decoder never takes;
+  an empty cache, which the merged decoder's first-step branch never reads;
 * encoders (feature extraction, sequence / token classification, fill-mask, image
   classification) in the optimum layout, and one in the default layout;
 * docs/clients/optimum.md's build lines and examples (a decoder, t5), run as written.
@@ -191,7 +191,7 @@ def test_page_example_generates_transformers_tokens(results, index):
 
 def test_t5_cache_is_not_sized_as_optimum_sizes_an_empty_one():
     """Optimum sizes an empty cache hidden / heads wide; tiny-t5's d_kv differs, so its
-    generate above shows the first step takes no such cache (docs/clients/optimum.md)."""
+    generate above shows the first step reads no such cache (docs/clients/optimum.md)."""
     with open(os.path.join(optimum_cases.checkpoint("t5"), "config.json")) as f:
         config = json.load(f)
     assert config["d_kv"] != config["d_model"] // config["num_heads"]

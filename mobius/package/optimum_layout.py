@@ -19,17 +19,16 @@ builds for:
   tokens diverge on another checkpoint; without GQA they match within 1e-5).
 
 Encoder-decoders (``ORTModelForSeq2SeqLM``: t5, mt5, bart, marian;
-``ORTModelForSpeechSeq2Seq``: whisper) load as three files, the form optimum-onnx
-0.1.0 falls back to when it finds no ``decoder_model_merged.onnx``:
-``encoder_model.onnx`` (-> ``last_hidden_state``; whisper's input is
-``input_features``), ``decoder_model.onnx`` (the first step: it takes
+``ORTModelForSpeechSeq2Seq``: whisper) are built as three graphs:
+``encoder_model`` (-> ``last_hidden_state``; whisper's input is
+``input_features``), ``decoder_model`` (the first step: it takes
 ``encoder_hidden_states`` and returns ``present.{i}.encoder.*`` beside
-``present.{i}.decoder.*``) and ``decoder_with_past_model.onnx`` (fed
+``present.{i}.decoder.*``) and ``decoder_with_past_model`` (fed
 ``past_key_values.{i}.decoder.*`` / ``.encoder.*``, in that per-layer order, the
 order Optimum zips its cache with). The task builds that split
-(mobius/tasks/cross_kv_split.py); this module names its files and I/O. The first
-step has no past input, so Optimum's empty-cache sizing (hidden / heads, not t5's
-``d_kv``) is never fed to it.
+(mobius/tasks/cross_kv_split.py); this module names its files and I/O; the two
+decoders are then written as one ``decoder_model_merged.onnx``
+(mobius/package/merged_decoder.py), which Optimum and transformers.js load.
 
 No genai_config.json is written: the folder is not tuned for onnxruntime-genai.
 """

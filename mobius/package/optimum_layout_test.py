@@ -47,36 +47,38 @@ def _names(values) -> list[str]:
 
 
 def test_encoder_decoder_files_and_names_are_optimums(tmp_path):
-    """t5: encoder_model / decoder_model (first step: takes the encoder's states, returns
-    both caches) / decoder_with_past_model (each layer's decoder then encoder cache)."""
+    """t5: encoder_model / decoder_model_merged (use_cache_branch false: the first step,
+    which takes the encoder's states and returns both caches; true: fed each layer's
+    decoder then encoder cache)."""
     ckpt = make_tiny_checkpoint("tiny-t5", str(tmp_path / "ckpt"))
     package = build(ckpt, execution_provider="cpu", layout="optimum")
     out = package.save(str(tmp_path / "pkg"))
-    assert {"encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx",
-            "config.json"} <= set(os.listdir(out))
-    encoder, first, decoder = (package.models[k].graph for k in
-                               ("encoder_model", "decoder_model", "decoder_with_past_model"))
+    assert {"encoder_model.onnx", "decoder_model_merged.onnx", "config.json"} <= set(
+        os.listdir(out))
+    assert sorted(package.models) == ["decoder_model_merged", "encoder_model"]
+    encoder, decoder = (package.models[k].graph for k in ("encoder_model", "decoder_model_merged"))
     assert _names(encoder.inputs) == ["input_ids", "attention_mask"]
     assert _names(encoder.outputs) == ["last_hidden_state"]
-    assert _names(first.inputs) == ["input_ids", "encoder_attention_mask",
-                                    "encoder_hidden_states"]
     cache = [f"{i}.{a}.{p}" for i in range(2) for a in ("decoder", "encoder")
              for p in ("key", "value")]
-    assert _names(first.outputs) == ["logits", *(f"present.{c}" for c in cache
-                                                 if ".decoder." in c),
-                                     *(f"present.{c}" for c in cache if ".encoder." in c)]
     assert _names(decoder.inputs) == ["input_ids", "encoder_attention_mask",
-                                      *(f"past_key_values.{c}" for c in cache)]
+                                      "encoder_hidden_states",
+                                      *(f"past_key_values.{c}" for c in cache),
+                                      "use_cache_branch"]
     assert _names(decoder.outputs) == ["logits", *(f"present.{c}" for c in cache
-                                                   if ".decoder." in c)]
+                                                   if ".decoder." in c),
+                                       *(f"present.{c}" for c in cache if ".encoder." in c)]
+    # Optimum sizes the empty past it feeds the first step hidden / heads wide (not d_kv)
+    assert [d if isinstance(d, int) else None for d in decoder.inputs[3].shape] == [
+        None, None, None, None]
 
 
 def test_whisper_encoder_takes_input_features(tmp_path):
     ckpt = make_tiny_checkpoint("tiny-whisper", str(tmp_path / "ckpt"))
     models = build(ckpt, execution_provider="cpu", layout="optimum").models
-    assert sorted(models) == ["decoder_model", "decoder_with_past_model", "encoder_model"]
+    assert sorted(models) == ["decoder_model_merged", "encoder_model"]
     assert _names(models["encoder_model"].graph.inputs) == ["input_features"]
-    assert "encoder_attention_mask" not in _names(models["decoder_model"].graph.inputs)
+    assert "encoder_attention_mask" not in _names(models["decoder_model_merged"].graph.inputs)
 
 
 @pytest.mark.parametrize("kwargs,message", [

@@ -9,8 +9,16 @@ transformers.js loads a local model folder the way it loads a hub repository:
 so an EP that lowers graph I/O to int32 keeps int64 I/O in this layout.
 The suffix is transformers.js's dtype name: ``--quant int4`` writes its "q4"
 file (4-bit block weights, f32 activations: ``model_q4.onnx``) or "q4f16"
-(``model_q4f16.onnx``); its other quantized kinds (q8, int8, bnb4) are
-different schemes, so int8 is refused.
+(``model_q4f16.onnx``); ``--quant int8`` its "q8" (``model_quantized.onnx``:
+8-bit block weights in MatMulNBits, which the onnxruntime-node it ships runs;
+its own q8 files are dynamically quantized, but it picks the file by name). It
+has no 8-bit f16 dtype, so int8 with f16 is refused.
+
+Encoder-decoders (text2text-generation: t5, mt5, bart, marian;
+automatic-speech-recognition: whisper) are ``onnx/encoder_model.onnx`` and
+``onnx/decoder_model_merged.onnx`` with Optimum's I/O names
+(mobius/package/optimum_layout.py): the decoder is the If-merged pair of the
+first-step and with-past decoders (mobius/package/merged_decoder.py).
 """
 
 from __future__ import annotations
@@ -24,22 +32,27 @@ from typing import Any
 from mobius.ep.capabilities import EpCapabilities
 from mobius.errors import MobiusError
 from mobius.package.hf_folder import write_model_folder
-from mobius.package.optimum_layout import OPTIMUM, check_optimum, optimum_capabilities
+from mobius.package.merged_decoder import merge_decoder_files
+from mobius.package.optimum_layout import (OPTIMUM, SEQ2SEQ, check_optimum, optimum_capabilities,
+                                           to_optimum_names)
 
 GENAI = "genai"
 TRANSFORMERS_JS = "transformers.js"
 LAYOUTS = (GENAI, TRANSFORMERS_JS, OPTIMUM)
 #: tasks whose transformers.js pipeline loads a single onnx/model*.onnx (its
-#: encoder-only and decoder-only model classes; CLIPModel takes text and pixels in one)
+#: encoder-only and decoder-only model classes; CLIPModel takes text and pixels in one),
+#: and the encoder-decoders' (encoder_model + decoder_model_merged)
 TASKS = ("text-generation", "feature-extraction", "text-classification", "token-classification",
          "fill-mask", "image-classification", "image-feature-extraction",
-         "zero-shot-image-classification")
+         "zero-shot-image-classification", *SEQ2SEQ)
 #: build dtype -> transformers.js file-name suffix (its dtype names: fp32, fp16)
 DTYPE_SUFFIX = {"f32": ("fp32", ""), "f16": ("fp16", "_fp16")}
 #: the same with int4 weights (its q4 / q4f16)
 INT4_SUFFIX = {"f32": ("q4", "_q4"), "f16": ("q4f16", "_q4f16")}
-#: weight quantizations the layout holds
-QUANTS = (None, "int4")
+#: the same with int8 weights (its q8; it has no 8-bit f16 dtype)
+INT8_SUFFIX = {"f32": ("q8", "_quantized")}
+#: quantization -> its dtype table
+QUANT_SUFFIX = {None: DTYPE_SUFFIX, "int4": INT4_SUFFIX, "int8": INT8_SUFFIX}
 SUBFOLDER = "onnx"
 
 
@@ -56,9 +69,13 @@ def check_layout(layout: str, dtype: str | None = None, task: str | None = None,
     if dtype is not None and dtype not in DTYPE_SUFFIX:
         raise MobiusError(f"the transformers.js layout holds {' or '.join(DTYPE_SUFFIX)} "
                           f"models, not {dtype}")
-    if quant not in QUANTS:
-        raise MobiusError(f"the transformers.js layout holds float or int4 (its q4 / q4f16) "
-                          f"models, not {quant}")
+    if quant not in QUANT_SUFFIX:
+        raise MobiusError(f"the transformers.js layout holds float, int4 (its q4 / q4f16) or "
+                          f"int8 (its q8) models, not {quant}")
+    if dtype is not None and dtype not in QUANT_SUFFIX[quant]:
+        raise MobiusError(f"the transformers.js layout holds {quant} models of "
+                          f"{' or '.join(QUANT_SUFFIX[quant])} activations (transformers.js "
+                          f"has no {quant} {dtype} dtype), not {dtype}")
     if task is not None and task not in TASKS:
         raise MobiusError(f"the transformers.js layout holds {' or '.join(TASKS)} models; "
                           f"this is a {task!r} model")
@@ -76,13 +93,23 @@ def client_capabilities(caps: EpCapabilities, layout: str) -> EpCapabilities:
 
 def cross_kv_in_decoder(layout: str) -> bool:
     """Whether the layout's client runs encoder-decoders with the cross K/V projected in
-    the first decoder step (mobius/tasks/cross_kv_split.py): Optimum's."""
-    return layout == OPTIMUM
+    the first decoder step (mobius/tasks/cross_kv_split.py): Optimum's and transformers.js'."""
+    return layout in (OPTIMUM, TRANSFORMERS_JS)
+
+
+def to_client_files(package, layout: str) -> None:
+    """The file and I/O names Optimum and transformers.js load (an encoder-decoder's two
+    decoders merged into one)."""
+    if layout not in (OPTIMUM, TRANSFORMERS_JS):
+        return
+    to_optimum_names(package)
+    if package.task in SEQ2SEQ:
+        package.models = merge_decoder_files(package.models)
 
 
 def js_dtype(dtype: str, quant: str | None = None) -> tuple[str, str]:
     """(transformers.js dtype name, file-name suffix) of a build dtype and quantization."""
-    return (INT4_SUFFIX if quant == "int4" else DTYPE_SUFFIX)[dtype]
+    return QUANT_SUFFIX[quant][dtype]
 
 
 def onnx_filename(key: str, dtype: str, quant: str | None = None) -> str:
@@ -117,6 +144,8 @@ def write_transformers_js(package, folder: str, save_model, progress: bool) -> N
                    data_name=filename + "_data")
         filenames.append(filename)
     raw = package.hf_configs.get("config.json", {})
+    if package.task in SEQ2SEQ:  # transformers.js sizes its cache only for this flag
+        raw = {**raw, "is_encoder_decoder": True}  # (transformers' classes default it)
     _write_json(os.path.join(folder, "config.json"), transformers_js_config(raw, dtype, filenames, quant))
     _write_json(os.path.join(folder, "generation_config.json"),
                 generation_config(raw, package.hf_configs.get("generation_config.json", {})))

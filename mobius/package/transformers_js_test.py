@@ -68,15 +68,20 @@ def test_f16_file_name(llama, tmp_path):
                                                              "model_fp16.onnx_data"]
 
 
-@pytest.mark.parametrize("dtype,name,js", [("f32", "model_q4", "q4"), ("f16", "model_q4f16", "q4f16")])
-def test_int4_file_names_are_transformers_js_q4(llama, tmp_path, dtype, name, js):
-    out = build(llama, execution_provider="webgpu", dtype=dtype, quant="int4",
+@pytest.mark.parametrize("dtype,quant,name,js,bits", [
+    ("f32", "int4", "model_q4", "q4", 4), ("f16", "int4", "model_q4f16", "q4f16", 4),
+    ("f32", "int8", "model_quantized", "q8", 8)])
+def test_quantized_file_names_are_transformers_js_dtypes(llama, tmp_path, dtype, quant, name,
+                                                         js, bits):
+    out = build(llama, execution_provider="webgpu", dtype=dtype, quant=quant,
                 layout="transformers.js").save(str(tmp_path / "pkg"))
     assert sorted(os.listdir(os.path.join(out, "onnx"))) == [f"{name}.onnx", f"{name}.onnx_data"]
     with open(os.path.join(out, "config.json")) as f:
         assert json.load(f)["transformers.js_config"]["dtype"] == js
     model = onnx.load(os.path.join(out, "onnx", f"{name}.onnx"), load_external_data=False)
-    assert any(n.op_type == "MatMulNBits" for n in model.graph.node)
+    found = {a.i for n in model.graph.node if n.op_type == "MatMulNBits"
+             for a in n.attribute if a.name == "bits"}
+    assert bits in found and found <= {bits, 8}, found  # int4: an 8-bit lm_head by default
 
 
 def test_generation_config_from_config_when_checkpoint_has_none():
@@ -88,9 +93,10 @@ def test_generation_config_from_config_when_checkpoint_has_none():
 @pytest.mark.parametrize("layout,dtype,task,quant,message", [
     ("onnxjs", "f32", None, None, "unknown layout 'onnxjs'"),
     ("transformers.js", "bf16", None, None, "not bf16"),
-    ("transformers.js", "f32", "automatic-speech-recognition", None,
-     "'automatic-speech-recognition'"),
-    ("transformers.js", "f32", None, "int8", "not int8"),
+    ("transformers.js", "f32", "automatic-speech-recognition-ctc", None,
+     "'automatic-speech-recognition-ctc'"),
+    ("transformers.js", "f32", None, "int3", "not int3"),
+    ("transformers.js", "f16", None, "int8", "no int8 f16 dtype"),
 ])
 def test_rejections(layout, dtype, task, quant, message):
     with pytest.raises(MobiusError, match=message):
@@ -104,3 +110,18 @@ def test_cli_rejects_bf16_before_reading_the_model(tmp_path, capsys):
     code = main(["build", "--model", str(tmp_path / "missing"), str(out), "--dtype", "bf16",
                  "--layout", "transformers.js"])
     assert code == 1 and "not bf16" in capsys.readouterr().err and not out.exists()
+
+
+def test_encoder_decoder_folder_states_is_encoder_decoder(tmp_path):
+    """transformers.js builds an encoder-decoder's empty cache only when config.json says
+    is_encoder_decoder, which mobius' tiny t5 config (like transformers' defaults) omits."""
+    ckpt = make_tiny_checkpoint("tiny-t5", str(tmp_path / "ckpt"))
+    with open(os.path.join(ckpt, "config.json")) as f:
+        assert "is_encoder_decoder" not in json.load(f)
+    out = build(ckpt, execution_provider="webgpu", layout="transformers.js").save(
+        str(tmp_path / "pkg"))
+    assert sorted(os.listdir(os.path.join(out, "onnx"))) == [
+        "decoder_model_merged.onnx", "decoder_model_merged.onnx_data",
+        "encoder_model.onnx", "encoder_model.onnx_data"]
+    with open(os.path.join(out, "config.json")) as f:
+        assert json.load(f)["is_encoder_decoder"] is True

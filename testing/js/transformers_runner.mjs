@@ -4,6 +4,11 @@
 //     -> {"text": pipeline('text-generation') output, "tokens": greedy generate() ids}
 //   node transformers_runner.mjs TASK FOLDER CACHE_DIR ARGS_JSON [OPTIONS_JSON]
 //     -> pipeline(TASK)(...ARGS, OPTIONS): its output, a tensor as {"dims", "data"}
+//   (OPTIONS' "dtype", if any, is pipeline()'s: q4, q8, ...)
+//   TASK text2text-generation or automatic-speech-recognition (ARGS: [text] or [path of
+//   raw float32 16 kHz samples]) -> {"output": the pipeline's, "tokens": greedy generate()
+//   ids of its tokenizer's / processor's inputs}
+import { readFileSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { load } from './modules.mjs';
 
@@ -35,8 +40,19 @@ if (mode === 'generate') {
   const inputs = generator.tokenizer(text);
   const ids = await generator.model.generate({ ...inputs, ...settings });
   console.log(JSON.stringify({ text: output.generated_text, tokens: Array.from(ids.data, Number) }));
+} else if (mode === 'text2text-generation' || mode === 'automatic-speech-recognition') {
+  const { dtype, ...settings } = JSON.parse(extra ?? '{}');
+  const task = await pipeline(mode, basename(folder), dtype ? { ...options, dtype } : options);
+  const [input] = JSON.parse(text);
+  const speech = mode === 'automatic-speech-recognition';
+  const source = speech ? new Float32Array(new Uint8Array(readFileSync(input)).buffer) : input;
+  const output = await task(source, settings);
+  const inputs = speech ? await task.processor(source) : task.tokenizer(source);
+  const ids = await task.model.generate({ ...inputs, ...settings });
+  console.log(JSON.stringify({ output: plain(output), tokens: Array.from(ids.data, Number) }));
 } else {
-  const task = await pipeline(mode, basename(folder), options);
-  const output = await task(...JSON.parse(text), JSON.parse(extra ?? '{}'));
+  const { dtype, ...settings } = JSON.parse(extra ?? '{}');
+  const task = await pipeline(mode, basename(folder), dtype ? { ...options, dtype } : options);
+  const output = await task(...JSON.parse(text), settings);
   console.log(JSON.stringify(plain(output)));
 }
