@@ -153,8 +153,8 @@ def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
         output_group = ep_dir,
         tags = tags,
         testonly = True,
-        # //mobius/models:families_test reads the default EP's builds (its L1 contract checks)
-        visibility = ["//ep:__subpackages__", "//mobius/models:__pkg__"],
+        # read by //mobius/models:families_test (default) and //mobius/quantize:quality_test (cpu)
+        visibility = ["//ep:__subpackages__", "//mobius/models:__pkg__", "//mobius/quantize:__pkg__"],
     )
     builds = [":builds"] + ([] if ep_dir == "default" else [_GENERIC_BUILDS])
     mobius_py_test(

@@ -42,27 +42,28 @@ def _session(path_or_model):
     return ep_parity.session(path_or_model)
 
 
-def _logits(package) -> np.ndarray:
-    config = package.config
+def _logits(built: ep_suite.Built) -> np.ndarray:
+    """The prompt's last-position logits (the builds keep every position's)."""
+    config = built.config
     ids, mask = parity.make_batch(config.vocab_size, 8, 0, 0)
-    run, _ = ep_parity.run(_session(package.model), config, ids, mask, 0, np.float32)
-    return run.logits[0]
+    run, _ = ep_parity.run(ep_parity.session(built.onnx_bytes()), config, ids, mask, 0,
+                           np.float32)
+    return run.logits[0][:, -1]
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    return ep_suite.Checkpoints(tmp_path_factory.mktemp("checkpoints"))
+def builds(tmp_path_factory) -> ep_suite.Builds:
+    """The cpu EP suite's f32 and int4 builds (under Bazel made once by //ep:suite_builds)."""
+    return ep_suite.Builds(ep_suite.Checkpoints(tmp_path_factory.mktemp("checkpoints")))
 
 
 @pytest.mark.parametrize("family", ep_suite.family_params(ep_suite.decoder_family_names()))
-def test_logit_error_per_family(checkpoints, family):
-    folder = checkpoints.folder(family)
-    reference = _logits(mobius.build(folder, execution_provider=EP))
+def test_logit_error_per_family(builds, family):
+    reference = _logits(builds.get(family, EP, "f32"))
     scale = float(np.abs(reference).max())
-    int4 = float(np.abs(_logits(mobius.build(folder, execution_provider=EP, quant="int4"))
-                        - reference).max())
-    int8 = float(np.abs(_logits(mobius.build(folder, execution_provider=EP, quant="int8"))
-                        - reference).max())
+    int4 = float(np.abs(_logits(builds.get(family, EP, "f32", "int4")) - reference).max())
+    int8_build = ep_suite.build(builds.checkpoints.folder(family), family, EP, "f32", "int8")
+    int8 = float(np.abs(_logits(int8_build) - reference).max())
     ERRORS[family] = (scale, int4, int8)
     print(f"\n{family:12s} max|logit| {scale:8.4f}  int4 err {int4:.4f} ({int4 / scale:.2%})"
           f"  int8 err {int8:.5f} ({int8 / scale:.3%})")
