@@ -13,8 +13,9 @@ from mobius.ep import registry as registry_module
 from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import EpRegistry, ep_registry, get_ep, register_ep
 
-BUILTIN = ["default", "cpu", "cuda", "dml", "webgpu", "mlx", "trt-rtx", "onnx-standard",
-           "openvino", "qnn"]
+#: the EP modules of mobius/ep the registry discovers, in module-name order
+BUILTIN = ["cpu", "cuda", "default", "dml", "mlx", "onnx-standard", "openvino", "qnn", "trt-rtx",
+           "webgpu"]
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def test_get_ep_accepts_names_and_capabilities():
     assert get_ep(cuda) is cuda
     custom = EpCapabilities(name="not-registered")
     assert get_ep(custom) is custom  # an instance is used as is, registered or not
-    with pytest.raises(ValueError, match="registered: default, cpu, cuda"):
+    with pytest.raises(ValueError, match="registered: cpu, cuda, default"):
         get_ep("tpu")
 
 
