@@ -190,6 +190,25 @@ def test_build_accepts_a_registered_custom_ep(isolated_registry, tiny_llama):
     assert package.genai_config["search"]["past_present_share_buffer"] is True
 
 
+def test_a_registered_ep_runs_end_to_end(isolated_registry, tiny_llama, tmp_path):
+    """An out-of-tree EP goes the whole way like a built-in one: a register_ep() copy of the
+    CPU EP's capabilities gives the CPU EP's graph, and onnxruntime-genai greedy-generates the
+    same tokens with its saved package."""
+    from testing.genai_harness import genai_generate
+
+    register_ep(dataclasses.replace(get_ep("cpu"), name="my-cpu", description="a copy"))
+    tokens, ops = {}, {}
+    for ep in ("cpu", "my-cpu"):
+        package = mobius.build(tiny_llama, execution_provider=ep)
+        ops[ep] = sorted((n.domain, n.op_type) for n in package.model.graph)
+        package.save(str(tmp_path / ep))
+        tokens[ep] = genai_generate(str(tmp_path / ep), [[5, 9, 2, 7]], 6,
+                                    intra_op_num_threads=1)
+    assert ("com.microsoft", "GroupQueryAttention") in ops["my-cpu"]
+    assert ops["my-cpu"] == ops["cpu"]
+    assert len(tokens["my-cpu"][0]) == 6 and tokens["my-cpu"] == tokens["cpu"]
+
+
 def test_build_rejects_the_custom_ep_once_it_is_gone(tiny_llama):
     with pytest.raises(ValueError, match="unknown execution provider 'my-gqa-npu'"):
         mobius.build(tiny_llama, execution_provider="my-gqa-npu")
