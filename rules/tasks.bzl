@@ -26,9 +26,6 @@ TASK_DEPS = {
         "//third_party:onnx_ir",
         "//third_party:onnxscript",
     ],
-    "demo_fill_mask": [
-        ":fill_mask",
-    ],
     "encoder": [
         ":sentence_pooling",
         ":task",
