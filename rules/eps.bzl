@@ -25,6 +25,10 @@ EP_DEPS = {
         ":contrib_ops",
         "//third_party:onnx_ir",
     ],
+    "myep": [
+        ":contrib_ops",
+        "//third_party:onnx_ir",
+    ],
     "onnx_standard": [],
     "openvino": [
         ":contrib_ops",
@@ -47,6 +51,7 @@ EP_PRIMARY_DTYPES = {
     "default": "f32",
     "dml": "f16",
     "mlx": "f16",
+    "myep": "f32",
     "onnx-standard": "f32",
     "openvino": "f32",
     "qnn": "f32",
@@ -60,6 +65,7 @@ EP_TASKS = {
     "default": None,
     "dml": None,
     "mlx": ["text-generation"],
+    "myep": None,
     "onnx-standard": None,
     "openvino": None,
     "qnn": ["text-generation"],
