@@ -25,10 +25,6 @@ EP_DEPS = {
         ":contrib_ops",
         "//third_party:onnx_ir",
     ],
-    "myep": [
-        ":contrib_ops",
-        "//third_party:onnx_ir",
-    ],
     "onnx_standard": [],
     "openvino": [
         ":contrib_ops",
@@ -51,7 +47,6 @@ EP_PRIMARY_DTYPES = {
     "default": "f32",
     "dml": "f16",
     "mlx": "f16",
-    "myep": "f32",
     "onnx-standard": "f32",
     "openvino": "f32",
     "qnn": "f32",
@@ -65,7 +60,6 @@ EP_TASKS = {
     "default": None,
     "dml": None,
     "mlx": ["text-generation"],
-    "myep": None,
     "onnx-standard": None,
     "openvino": None,
     "qnn": ["text-generation"],
