@@ -1,18 +1,21 @@
-"""ep_suite(): the standard test targets of one built-in EP under ep/<dir>/.
+"""ep_suite(): the standard test targets of one built-in EP, in its folder ep/<dir>/.
 
     load("//rules:ep_suite.bzl", "ep_suite")
-    ep_suite(ep_dir = "cpu")
+    ep_suite()      # in ep/<dir>/BUILD.bazel (//tools:eps writes it for a new EP)
 
 expands into
   :builds       every build the three below look at, made once: this EP's share of
                 //ep:suite_builds (ep_suite_builds(), testing/write_ep_builds.py)
-  :fusion       L2 expectation table per build dtype (<dir>_fusion_test.py)
-  :parity       L3 EP graph vs generic graph on onnxruntime's CPU EP (<dir>_parity_test.py),
-                the generic graph's side read from //ep:generic_runs (ep_generic_runs())
+  :fusion       L2 expectation table per build dtype (<dir>_fusion_test.py, the EP's one
+                hand-written test file)
+  :parity       L3 EP graph vs generic graph on onnxruntime's CPU EP (the shared
+                ep/parity_test.py, or <dir>_parity_test.py where the EP has its own), the
+                generic graph's side read from //ep:generic_runs (ep_generic_runs())
   :golden       L5 op-histogram snapshots in golden/<family>.json, and the --quant int4
                 build's checks (ep/int4_checks.py) and snapshots in golden_int4/<family>.json
-                (a test_suite over :golden_test: a test named "golden" would shadow the
-                golden/ data folder in its runfiles)
+                (the shared ep/golden_test.py; a test_suite over :golden_test: a test named
+                "golden" would shadow the golden/ data folder in its runfiles)
+The shared test files read the EP's name from $MOBIUS_EP, which the macro sets.
 
 Shards default to 1: eight EPs already give 24 targets to run side by side, and
 on a 2-core machine a shard only adds a test process (~3 s of imports) without
@@ -20,7 +23,7 @@ shortening the suite. Shard a suite only when it alone is the suite's tail.
 """
 
 load("//rules:defs.bzl", "mobius_py_test")
-load("//rules:families.bzl", "EP_PRIMARY_DTYPES")
+load("//rules:eps.bzl", "EP_PRIMARY_DTYPES")
 
 # transformers' tiny checkpoints, built once (testing/ep_suite.Checkpoints reads them).
 _DATA = ["//testing/tiny:hf"]
@@ -144,7 +147,21 @@ _DEPS = [
     "//third_party:transformers",
 ]
 
-def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
+def _own_or_shared(ep_dir, tier):
+    """<dir>_<tier>_test.py where the EP has its own, else //ep:<tier>_test.py."""
+    own = native.glob(["%s_%s_test.py" % (ep_dir, tier)], allow_empty = True)
+    return own or ["//ep:%s_test.py" % tier]
+
+def ep_suite(fusion_shards = 1, parity_shards = 1, golden_shards = 1):
+    ep_dir = native.package_name().split("/")[-1]
+    names = [ep for ep in EP_PRIMARY_DTYPES if _dir_of(ep) == ep_dir]
+    if not names:
+        fail("ep_suite() in %s: no EP file mobius/ep/%s.py (rules/eps.bzl)" % (
+            native.package_name(),
+            ep_dir,
+        ))
+    env = {"MOBIUS_EP": names[0]}
+
     # "ep:<dir>" is the scope tag //tools:affected matches against //mobius/ep:<dir>.
     tags = ["ep:" + ep_dir]
     native.filegroup(
@@ -160,18 +177,20 @@ def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
     mobius_py_test(
         name = "fusion",
         size = "medium",
-        srcs = ["__init__.py", ep_dir + "_fusion_test.py"],
+        srcs = [ep_dir + "_fusion_test.py"],
         shard_count = fusion_shards,
         tags = tags,
+        env = env,
         data = _DATA + builds,
         deps = _DEPS + ["//ep:fusion_suite"],
     )
     mobius_py_test(
         name = "parity",
         size = "medium",
-        srcs = ["__init__.py", ep_dir + "_parity_test.py"],
+        srcs = _own_or_shared(ep_dir, "parity"),
         shard_count = parity_shards,
         tags = tags,
+        env = env,
         data = _DATA + builds + ([] if ep_dir == "default" else [_GENERIC_RUNS]),
         deps = _DEPS + ["//ep:parity_suite", "//testing:ep_parity"],
     )
@@ -182,9 +201,13 @@ def ep_suite(ep_dir, fusion_shards = 1, parity_shards = 1, golden_shards = 1):
     mobius_py_test(
         name = "golden_test",
         size = "medium",
-        srcs = ["__init__.py", ep_dir + "_golden_test.py"],
+        srcs = _own_or_shared(ep_dir, "golden"),
         shard_count = golden_shards,
         tags = tags,
-        data = _DATA + [":builds"] + native.glob(["golden/*.json", "golden_int4/*.json"]),
+        env = env,
+        data = _DATA + [":builds"] + native.glob(
+            ["golden/*.json", "golden_int4/*.json"],
+            allow_empty = True,
+        ),
         deps = _DEPS + ["//ep:golden_suite", "//testing:golden"],
     )

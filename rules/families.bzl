@@ -6,8 +6,6 @@ FAMILY_DEPS: each family module's py_library deps, from its imports (mobius_mode
 :family and :init). TINY_PRESET_FAMILIES: each tiny preset -> the module that declares it
 (the family:<module> scope tag of its packages, //tools:affected). TINY_PRESET_TASKS:
 each tiny preset -> its family's task (the zoo leaves out EPs that do not serve it).
-EP_PRIMARY_DTYPES / EP_TASKS: each built-in EP's deployment dtype (the zoo's packages) and
-the tasks it serves (None: every task), from its EpCapabilities.
 """
 
 FAMILY_DEPS = {
@@ -1220,30 +1218,4 @@ TINY_PRESET_TASKS = {
     "tiny-xlm-roberta-mlm": "fill-mask",
     "tiny-xlm-roberta-seq-cls": "text-classification",
     "tiny-xlm-roberta-tok-cls": "token-classification",
-}
-
-EP_PRIMARY_DTYPES = {
-    "default": "f32",
-    "cpu": "f32",
-    "cuda": "f16",
-    "dml": "f16",
-    "webgpu": "f16",
-    "mlx": "f16",
-    "trt-rtx": "f16",
-    "onnx-standard": "f32",
-    "openvino": "f32",
-    "qnn": "f32",
-}
-
-EP_TASKS = {
-    "default": None,
-    "cpu": None,
-    "cuda": None,
-    "dml": None,
-    "webgpu": None,
-    "mlx": ["text-generation"],
-    "trt-rtx": None,
-    "onnx-standard": None,
-    "openvino": None,
-    "qnn": ["text-generation"],
 }

@@ -1,13 +1,14 @@
 """Shared machinery of the per-EP test suites under ep/<name>/.
 
-Each EP folder holds three small test files that import this module:
+Each EP folder holds one test file of its own, and ep_suite() (rules/ep_suite.bzl) runs two
+shared ones for it, naming the EP in $MOBIUS_EP (:func:`suite_ep`):
 
 * ``<ep>_fusion_test.py`` (L2): an expectation table -- *data* -- mapping the
   EP's build dtypes to :class:`Check` objects (testing/ep_checks.py), applied
   to every model family.
-* ``<ep>_parity_test.py`` (L3): the EP graph against the generic ("default")
+* ``ep/parity_test.py`` (L3): the EP graph against the generic ("default")
   graph on onnxruntime's CPU EP (see testing/ep_parity.py).
-* ``<ep>_golden_test.py`` (L5): op-histogram snapshots (see testing/golden.py).
+* ``ep/golden_test.py`` (L5): op-histogram snapshots (see testing/golden.py).
 
 Checkpoints are tiny random models written by transformers itself
 (testing/hf_checkpoints.py), one per family and test module (see
@@ -56,6 +57,16 @@ def _suite_dtypes(ep: str) -> tuple[str, ...]:
     primary = SHORT_NAMES[get_ep(ep).primary_dtype]
     rest = [d for d in ("f32", "f16", "bf16") if d != primary and d in expected_dtypes(ep)]
     return (primary, *rest)
+
+
+def suite_ep() -> str:
+    """The EP a shared suite file (ep/parity_test.py, ep/golden_test.py) tests: $MOBIUS_EP,
+    which ep_suite() sets (outside Bazel: MOBIUS_EP=cpu python -m pytest ep/parity_test.py)."""
+    name = os.environ.get("MOBIUS_EP")
+    if not name:
+        raise RuntimeError("set MOBIUS_EP to the EP this suite tests, e.g. MOBIUS_EP=cpu; "
+                           f"built-in EPs: {', '.join(ep_registry.names())}")
+    return get_ep(name).name
 
 
 #: The dtypes each built-in EP is tested with, primary (golden) dtype first.

@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+from mobius.ep.registry import ep_registry
+from mobius.weights.dtypes import SHORT_NAMES
 from tools.affected import Node, select
 from tools.build_graph import BuildGraph
 
@@ -82,10 +84,10 @@ def test_ep_change_does_not_select_family_scoped_tests(affected):
 
 
 def test_packages_follow_the_family_and_ep_of_the_change(affected):
-    assert affected("//mobius/models:whisper.py")["packages"] == [
-        f"//zoo:tiny-whisper-{ep}" for ep in (
-            "cpu-f32", "cuda-f16", "default-f32", "dml-f16", "onnx-standard-f32", "openvino-f32",
-            "trt-rtx-f16", "webgpu-f16")]  # mlx and qnn serve text generation only
+    assert affected("//mobius/models:whisper.py")["packages"] == sorted(
+        f"//zoo:tiny-whisper-{caps.name}-{SHORT_NAMES[caps.primary_dtype]}"
+        for caps in ep_registry  # not mlx, qnn: text generation only
+        if caps.tasks is None or "automatic-speech-recognition" in caps.tasks)
     webgpu = affected("//mobius/ep:webgpu.py")["packages"]
     assert webgpu and all(p.endswith("-webgpu-f16") for p in webgpu)
     every_package = {t.label for t in BuildGraph(ROOT).targets.values()

@@ -81,6 +81,9 @@ class _Native:
     def glob(self, *args, **kwargs):
         return self._package.glob(*args, **kwargs)
 
+    def package_name(self):
+        return self._package.package
+
     def __getattr__(self, kind):
         return self._package.rule(kind)
 

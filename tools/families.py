@@ -13,7 +13,6 @@ which module declares each tiny preset (its family:<module> scope tag) and its t
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -32,8 +31,6 @@ FAMILY_DEPS: each family module's py_library deps, from its imports (mobius_mode
 :family and :init). TINY_PRESET_FAMILIES: each tiny preset -> the module that declares it
 (the family:<module> scope tag of its packages, //tools:affected). TINY_PRESET_TASKS:
 each tiny preset -> its family's task (the zoo leaves out EPs that do not serve it).
-EP_PRIMARY_DTYPES / EP_TASKS: each built-in EP's deployment dtype (the zoo's packages) and
-the tasks it serves (None: every task), from its EpCapabilities.
 """
 '''
 
@@ -47,10 +44,8 @@ def family_deps(root: str, module: str, families: set[str], graph: BuildGraph) -
 
 
 def render(root: str) -> str:
-    from mobius.ep.registry import ep_registry
     from mobius.models.registry import FAMILY_MODULES, family_for
     from mobius.tiny.presets import PRESET_MODULES, TINY_PRESETS
-    from mobius.weights.dtypes import SHORT_NAMES
 
     families = [m.__name__.rsplit(".", 1)[-1] for m in FAMILY_MODULES]
     graph = BuildGraph(root)
@@ -63,11 +58,6 @@ def render(root: str) -> str:
     lines += ["}", "", "TINY_PRESET_TASKS = {"]
     lines += [f'    "{preset}": "{family_for(TINY_PRESETS[preset]).task.name}",'
               for preset in sorted(TINY_PRESETS)]
-    lines += ["}", "", "EP_PRIMARY_DTYPES = {"]
-    lines += [f'    "{caps.name}": "{SHORT_NAMES[caps.primary_dtype]}",' for caps in ep_registry]
-    lines += ["}", "", "EP_TASKS = {"]
-    lines += [f'    "{caps.name}": {json.dumps(sorted(caps.tasks)) if caps.tasks else None},'
-              for caps in ep_registry]
     lines += ["}", ""]
     return "\n".join(lines)
 

@@ -1,8 +1,16 @@
-"""EpRegistry: the named EPs a build may target."""
+"""EpRegistry: the named EPs a build may target.
+
+A built-in EP is one module of mobius.ep defining ``CAPABILITIES``; the registry discovers it
+(module-name order), so adding one touches its file only. Bazel cannot import Python:
+//tools:eps writes the modules' targets into rules/eps.bzl.
+"""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import threading
+from types import ModuleType
 from typing import Iterator
 
 from mobius.ep.capabilities import EpCapabilities
@@ -48,13 +56,34 @@ class EpRegistry:
         return len(self._eps)
 
 
-def _builtin_registry() -> EpRegistry:
-    from mobius.ep import (cpu, cuda, default, dml, mlx, onnx_standard, openvino, qnn,
-                           trt_rtx, webgpu)
+#: modules of mobius.ep that are its machinery, not an EP
+_MACHINERY = ("capabilities", "catalog", "contrib_ops", "registry")
+#: test-side modules that sit beside the EPs
+_TEST_SUFFIXES = ("_test", "_cases")
 
+
+def ep_modules() -> tuple[ModuleType, ...]:
+    """Every built-in EP's module (mobius/ep/<module>.py with CAPABILITIES), by name."""
+    from mobius import ep
+
+    names = sorted(info.name for info in pkgutil.iter_modules(ep.__path__)
+                   if info.name not in _MACHINERY and not info.name.endswith(_TEST_SUFFIXES))
+    modules = tuple(importlib.import_module(f"{ep.__name__}.{name}") for name in names)
+    for module in modules:
+        caps = getattr(module, "CAPABILITIES", None)
+        if not isinstance(caps, EpCapabilities):
+            raise TypeError(f"{module.__name__} defines no CAPABILITIES = EpCapabilities(...); "
+                            f"mobius/ep holds EP modules and {', '.join(_MACHINERY)} only")
+        if caps.name.replace("-", "_") != module.__name__.rsplit(".", 1)[-1]:
+            # ep/<module>/ holds the EP's suite and goldens (testing/golden.ep_dir)
+            raise ValueError(f"{module.__name__} declares EP {caps.name!r}: name the module "
+                             f"{caps.name.replace('-', '_')}.py")
+    return modules
+
+
+def _builtin_registry() -> EpRegistry:
     registry = EpRegistry()
-    for module in (default, cpu, cuda, dml, webgpu, mlx, trt_rtx, onnx_standard, openvino,
-                   qnn):
+    for module in ep_modules():
         registry.register(module.CAPABILITIES)
     return registry
 

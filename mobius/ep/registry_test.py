@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import os
+import re
 
 import onnx_ir as ir
 import pytest
@@ -13,8 +16,20 @@ from mobius.ep import registry as registry_module
 from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import EpRegistry, ep_registry, get_ep, register_ep
 
-BUILTIN = ["default", "cpu", "cuda", "dml", "webgpu", "mlx", "trt-rtx", "onnx-standard",
-           "openvino", "qnn"]
+#: modules of mobius/ep that are not EPs
+_MACHINERY = {"__init__", "capabilities", "catalog", "contrib_ops", "registry"}
+
+
+def _ep_files() -> list[str]:
+    """The EP each file of mobius/ep declares (its CAPABILITIES.name), by file name: what the
+    registry must discover, read from the folder rather than from the registry."""
+    folder = os.path.dirname(os.path.abspath(registry_module.__file__))
+    modules = sorted(f[:-3] for f in os.listdir(folder) if f.endswith(".py"))
+    return [importlib.import_module(f"mobius.ep.{m}").CAPABILITIES.name for m in modules
+            if m not in _MACHINERY and not m.endswith(("_test", "_cases"))]
+
+
+BUILTIN = _ep_files()
 
 
 @pytest.fixture
@@ -41,6 +56,8 @@ def tiny_llama(tmp_path_factory):
 def test_builtin_names_in_order():
     assert ep_registry.names() == BUILTIN
     assert len(ep_registry) == len(BUILTIN)
+    # the generic reference and the CPU EP every suite runs on are among them
+    assert {"default", "cpu"} <= set(BUILTIN)
 
 
 def test_iteration_yields_capabilities_in_registration_order():
@@ -73,7 +90,7 @@ def test_get_ep_accepts_names_and_capabilities():
     assert get_ep(cuda) is cuda
     custom = EpCapabilities(name="not-registered")
     assert get_ep(custom) is custom  # an instance is used as is, registered or not
-    with pytest.raises(ValueError, match="registered: default, cpu, cuda"):
+    with pytest.raises(ValueError, match=re.escape("registered: " + ", ".join(BUILTIN))):
         get_ep("tpu")
 
 
@@ -187,6 +204,25 @@ def test_build_accepts_a_registered_custom_ep(isolated_registry, tiny_llama):
     session = package.genai_config["model"]["decoder"]["session_options"]
     assert session["provider_options"] == [{"my_npu": {"mode": "fast"}}]
     assert package.genai_config["search"]["past_present_share_buffer"] is True
+
+
+def test_a_registered_ep_runs_end_to_end(isolated_registry, tiny_llama, tmp_path):
+    """An out-of-tree EP goes the whole way like a built-in one: a register_ep() copy of the
+    CPU EP's capabilities gives the CPU EP's graph, and onnxruntime-genai greedy-generates the
+    same tokens with its saved package."""
+    from testing.genai_harness import genai_generate
+
+    register_ep(dataclasses.replace(get_ep("cpu"), name="my-cpu", description="a copy"))
+    tokens, ops = {}, {}
+    for ep in ("cpu", "my-cpu"):
+        package = mobius.build(tiny_llama, execution_provider=ep)
+        ops[ep] = sorted((n.domain, n.op_type) for n in package.model.graph)
+        package.save(str(tmp_path / ep))
+        tokens[ep] = genai_generate(str(tmp_path / ep), [[5, 9, 2, 7]], 6,
+                                    intra_op_num_threads=1)
+    assert ("com.microsoft", "GroupQueryAttention") in ops["my-cpu"]
+    assert ops["my-cpu"] == ops["cpu"]
+    assert len(tokens["my-cpu"][0]) == 6 and tokens["my-cpu"] == tokens["cpu"]
 
 
 def test_build_rejects_the_custom_ep_once_it_is_gone(tiny_llama):

@@ -16,7 +16,7 @@ with its own cache (recorded at build time: llava_parity_cases.py). Compared, ea
   transformers forward (pixel_values in), i.e. the whole chain end to end.
 
 Also: the cpu build (GQA, packed QKV, fused norms) agrees with the portable
-default build on onnxruntime's CPU EP (like ep/cpu/cpu_parity_test.py: decode
+default build on onnxruntime's CPU EP (like ep/parity_test.py for the cpu EP: decode
 steps on an unpadded batch, the prefill only on a left-padded one, because ORT's
 GQA kernel rotates a left-padded row's decode steps wrongly when it applies
 RoPE itself), GQA appears in the decoder only, and the checkpoint spellings of

@@ -1,29 +1,33 @@
-"""The task registry: Hugging Face pipeline tag -> Task. Adding a task is one file
-under mobius/tasks and one line here."""
+"""The task registry: Hugging Face pipeline tag -> Task.
+
+A task is one module of mobius.tasks defining ``TASK = Task(...)``; the registry discovers it
+(module-name order), so adding one touches its file and its test only. Bazel cannot import
+Python: //tools:tasks writes the task modules' targets into rules/tasks.bzl.
+"""
 
 from __future__ import annotations
 
-from mobius.tasks import (causal_lm, ctc, encoder, fill_mask, speech_seq2seq, text_classification,
-                          token_classification, vision_language)
-from mobius.tasks import image_classification, image_feature_extraction
-from mobius.tasks import zero_shot_image_classification
-from mobius.tasks import text2text
+import importlib
+import pkgutil
+from types import ModuleType
+
+from mobius import tasks
 from mobius.tasks.task import Task
 
-TASKS: dict[str, Task] = {task.name: task for task in (
-    causal_lm.TASK,
-    encoder.TASK,
-    text_classification.TASK,
-    token_classification.TASK,
-    fill_mask.TASK,
-    vision_language.TASK,
-    speech_seq2seq.TASK,
-    image_classification.TASK,
-    image_feature_extraction.TASK,
-    zero_shot_image_classification.TASK,
-    ctc.TASK,
-    text2text.TASK,
-)}
+#: test-side modules that sit beside the tasks
+_TEST_SUFFIXES = ("_test", "_cases")
+
+
+def task_modules() -> tuple[ModuleType, ...]:
+    """Every module of mobius.tasks that defines TASK (a Task), by name; the others are the
+    tasks' helpers."""
+    names = sorted(info.name for info in pkgutil.iter_modules(tasks.__path__)
+                   if not info.name.endswith(_TEST_SUFFIXES) and info.name != "registry")
+    modules = (importlib.import_module(f"{tasks.__name__}.{name}") for name in names)
+    return tuple(m for m in modules if isinstance(getattr(m, "TASK", None), Task))
+
+
+TASKS: dict[str, Task] = {module.TASK.name: module.TASK for module in task_modules()}
 
 
 def get_task(task: str | Task) -> Task:
