@@ -8,7 +8,8 @@ import pytest
 from testing.ep_suite import Builds, Checkpoints
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def builds(tmp_path_factory) -> Builds:
-    """Checkpoints and builds shared by all tests of one module."""
+    """Checkpoints and builds shared by all tests of the process: an EP's fusion, parity
+    and golden modules run in one (rules/ep_suite.bzl) and parse each build once."""
     return Builds(Checkpoints(tmp_path_factory.mktemp("checkpoints")))

@@ -1,25 +1,29 @@
-"""ep_suite(): the standard test targets of one built-in EP, in its folder ep/<dir>/.
+"""ep_suite(): the standard test target of one built-in EP, in its folder ep/<dir>/.
 
     load("//rules:ep_suite.bzl", "ep_suite")
     ep_suite()      # in ep/<dir>/BUILD.bazel (//tools:eps writes it for a new EP)
 
 expands into
-  :builds       every build the three below look at, made once: this EP's share of
+  :builds       every build the suite looks at, made once: this EP's share of
                 //ep:suite_builds (ep_suite_builds(), testing/write_ep_builds.py)
-  :fusion       L2 expectation table per build dtype (<dir>_fusion_test.py, the EP's one
-                hand-written test file)
-  :parity       L3 EP graph vs generic graph on onnxruntime's CPU EP (the shared
+  :suite        one pytest process over the EP's three tiers:
+                L2 fusion: expectation table per build dtype (<dir>_fusion_test.py, the
+                EP's one hand-written test file);
+                L3 parity: EP graph vs generic graph on onnxruntime's CPU EP (the shared
                 ep/parity_test.py, or <dir>_parity_test.py where the EP has its own), the
-                generic graph's side read from //ep:generic_runs (ep_generic_runs())
-  :golden       L5 op-histogram snapshots in golden/<family>.json, and the --quant int4
-                build's checks (ep/int4_checks.py) and snapshots in golden_int4/<family>.json
-                (the shared ep/golden_test.py; a test_suite over :golden_test: a test named
-                "golden" would shadow the golden/ data folder in its runfiles)
+                generic graph's side read from //ep:generic_runs (ep_generic_runs());
+                L5 golden: op-histogram snapshots in golden/<family>.json, and the --quant
+                int4 build's checks (ep/int4_checks.py) and snapshots in
+                golden_int4/<family>.json (the shared ep/golden_test.py)
+  :fusion, :parity, :golden   test_suites naming :suite (what the tiers were called when
+                each was its own process)
 The shared test files read the EP's name from $MOBIUS_EP, which the macro sets.
 
-Shards default to 1: eight EPs already give 24 targets to run side by side, and
-on a 2-core machine a shard only adds a test process (~3 s of imports) without
-shortening the suite. Shard a suite only when it alone is the suite's tail.
+Why one process for three tiers: the tiers read the same builds, and parsing a stored
+build into onnx_ir (~25 ms a model, ~700 models an EP) plus the ~5 s of imports was
+paid three times per EP; ep/conftest.py's session-scoped `builds` fixture parses each
+once. Run one tier alone with pytest's -k through --test_arg, or plain pytest on its
+file with MOBIUS_EP set.
 """
 
 load("//rules:defs.bzl", "mobius_py_test")
@@ -152,7 +156,7 @@ def _own_or_shared(ep_dir, tier):
     own = native.glob(["%s_%s_test.py" % (ep_dir, tier)], allow_empty = True)
     return own or ["//ep:%s_test.py" % tier]
 
-def ep_suite(fusion_shards = 1, parity_shards = 1, golden_shards = 1):
+def ep_suite(shards = 1):
     ep_dir = native.package_name().split("/")[-1]
     names = [ep for ep in EP_PRIMARY_DTYPES if _dir_of(ep) == ep_dir]
     if not names:
@@ -160,7 +164,6 @@ def ep_suite(fusion_shards = 1, parity_shards = 1, golden_shards = 1):
             native.package_name(),
             ep_dir,
         ))
-    env = {"MOBIUS_EP": names[0]}
 
     # "ep:<dir>" is the scope tag //tools:affected matches against //mobius/ep:<dir>.
     tags = ["ep:" + ep_dir]
@@ -173,41 +176,30 @@ def ep_suite(fusion_shards = 1, parity_shards = 1, golden_shards = 1):
         # read by //mobius/models:families_test (default) and //mobius/quantize:quality_test (cpu)
         visibility = ["//ep:__subpackages__", "//mobius/models:__pkg__", "//mobius/quantize:__pkg__"],
     )
-    builds = [":builds"] + ([] if ep_dir == "default" else [_GENERIC_BUILDS])
+    generic = [] if ep_dir == "default" else [_GENERIC_BUILDS, _GENERIC_RUNS]
     mobius_py_test(
-        name = "fusion",
+        name = "suite",
         size = "medium",
-        srcs = [ep_dir + "_fusion_test.py"],
-        shard_count = fusion_shards,
+        srcs = [ep_dir + "_fusion_test.py"] + _own_or_shared(ep_dir, "parity") +
+               _own_or_shared(ep_dir, "golden"),
+        shard_count = shards,
         tags = tags,
-        env = env,
-        data = _DATA + builds,
-        deps = _DEPS + ["//ep:fusion_suite"],
-    )
-    mobius_py_test(
-        name = "parity",
-        size = "medium",
-        srcs = _own_or_shared(ep_dir, "parity"),
-        shard_count = parity_shards,
-        tags = tags,
-        env = env,
-        data = _DATA + builds + ([] if ep_dir == "default" else [_GENERIC_RUNS]),
-        deps = _DEPS + ["//ep:parity_suite", "//testing:ep_parity"],
-    )
-    native.test_suite(
-        name = "golden",
-        tests = [":golden_test"],
-    )
-    mobius_py_test(
-        name = "golden_test",
-        size = "medium",
-        srcs = _own_or_shared(ep_dir, "golden"),
-        shard_count = golden_shards,
-        tags = tags,
-        env = env,
-        data = _DATA + [":builds"] + native.glob(
+        env = {"MOBIUS_EP": names[0]},
+        data = _DATA + [":builds"] + generic + native.glob(
             ["golden/*.json", "golden_int4/*.json"],
             allow_empty = True,
         ),
-        deps = _DEPS + ["//ep:golden_suite", "//testing:golden"],
+        deps = _DEPS + [
+            "//ep:fusion_suite",
+            "//ep:golden_suite",
+            "//ep:parity_suite",
+            "//testing:ep_parity",
+            "//testing:golden",
+        ],
     )
+    for tier in ("fusion", "parity", "golden"):
+        native.test_suite(
+            name = tier,
+            tests = [":suite"],
+            tags = tags,
+        )

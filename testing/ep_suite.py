@@ -11,9 +11,9 @@ shared ones for it, naming the EP in $MOBIUS_EP (:func:`suite_ep`):
 * ``ep/golden_test.py`` (L5): op-histogram snapshots (see testing/golden.py).
 
 Checkpoints are tiny random models written by transformers itself
-(testing/hf_checkpoints.py), one per family and test module (see
-:class:`Checkpoints`); graphs are built with ``mobius.build`` exactly as the
-CLI does, and cached per (family, EP, dtype) for the module.
+(testing/hf_checkpoints.py), one per family (see :class:`Checkpoints`); graphs are
+built with ``mobius.build`` exactly as the CLI does (under Bazel, once by the
+``ep_builds`` action), and cached per (family, EP, dtype) for the test process.
 """
 
 from __future__ import annotations
@@ -155,8 +155,8 @@ class Checkpoints:
     """Tiny transformers checkpoints: the Bazel-built ones (//testing/tiny:hf), else written
     under ``root`` on first use.
 
-    Use one instance per test module (a module-scoped fixture), so each
-    family's checkpoint is written once per module.
+    Use one instance per test process (ep/conftest.py's session-scoped fixture), so each
+    family's checkpoint is written once.
     """
 
     def __init__(self, root: str | os.PathLike):
@@ -241,7 +241,7 @@ class Built:
 
 
 class Builds:
-    """(family, EP, dtype, quant) builds, once per test module.
+    """(family, EP, dtype, quant) builds, once per test process.
 
     Under Bazel the ``ep_builds`` actions (testing/write_ep_builds.py) built them already,
     once for the EP's fusion, parity and golden targets: they are loaded from its output,

@@ -23,7 +23,7 @@ def affected():
 
 
 def _suites(ep):
-    return {f"//ep/{ep}:fusion", f"//ep/{ep}:parity", f"//ep/{ep}:golden_test"}
+    return {f"//ep/{ep}:suite"}
 
 
 def test_rule_change_selects_its_tests_and_the_ep_suites_not_other_families(affected):
