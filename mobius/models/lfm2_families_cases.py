@@ -47,7 +47,19 @@ CONFIGS: dict[str, tuple[str, dict]] = {
                           "rope_parameters": {**LFM3_ROPE, "full_attention": {
                               "rope_type": "default", "rope_theta": 40000.0,
                               "partial_rotary_factor": 0.5}}}),
+    # Lfm3Config's defaults (DEFAULTED keys left out of config.json): 5 layers conv, conv,
+    # full, conv, sliding; window 256; head_dim 128; kernel 7; gates, sandwich norms, tied
+    "lfm3_defaults": (LFM3, {"num_hidden_layers": 5, "layer_types": None,
+                             "rope_parameters": None, "head_dim": 128, "sliding_window": 256,
+                             "conv_L_cache": 7, "attention_bias": False}),
 }
+
+#: case -> the config.json keys left out after transformers wrote it (both sides then
+#: read their defaults)
+DEFAULTED = {"lfm3_defaults": (
+    "rope_parameters", "layer_types", "sliding_window", "use_sandwich_norm",
+    "use_attention_gate", "attention_bias", "tie_word_embeddings", "head_dim", "norm_eps",
+    "conv_bias", "conv_L_cache")}
 
 CASES = [*sorted(CONFIGS), "lfm2_no_rope"]
 
@@ -88,7 +100,9 @@ def _checkpoint(folder: str, case: str) -> str:
     from testing.random_checkpoint import random_checkpoint
 
     preset, overrides = CONFIGS[case]
-    return randomize_zero_tensors(random_checkpoint(folder, preset, **overrides))
+    folder = randomize_zero_tensors(random_checkpoint(folder, preset, **overrides))
+    edit(folder, dict.fromkeys(DEFAULTED.get(case, ())))
+    return folder
 
 
 def _bare(folder: str) -> str:
