@@ -108,7 +108,7 @@ def normalize_minimax_m2(raw: Mapping[str, Any]) -> dict[str, Any]:
     if "rope_theta" not in out and "rope_theta" not in params:
         out["rope_theta"] = 5e6
     rotary_dim = out.get("rotary_dim")
-    if rotary_dim is not None and "partial_rotary_factor" not in params:
+    if rotary_dim is not None and "partial_rotary_factor" not in {**out, **params}:
         positive_int("rotary_dim", rotary_dim)
         out["partial_rotary_factor"] = rotary_dim / positive_int("head_dim", out["head_dim"])
     return out
