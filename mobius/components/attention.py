@@ -41,6 +41,7 @@ class Attention(nn.Module):
         qk_norm_after_rope: bool = False,
         sinks: bool = False,
         output_gate: bool = False,
+        head_gate: bool = False,
     ):
         """q_norm/k_norm: optional norms of the projected queries/keys, applied
         per head ([.., head_dim], Qwen3/Gemma3) or over the whole projection
@@ -51,7 +52,9 @@ class Attention(nn.Module):
         qk_norm_after_rope: the per-head QK norms apply to the rotated Q/K (HunYuan).
         sinks: a learned per-head sink logit joins the softmax (gpt-oss; ``sinks`` [heads]).
         output_gate: q_proj also makes, per head after its queries, a gate; the output is
-        attn * sigmoid(gate) before o_proj (Qwen3-Next's gated attention)."""
+        attn * sigmoid(gate) before o_proj (Qwen3-Next's gated attention).
+        head_gate: each head's output times sigmoid(gate_proj(hidden)), one gate per head
+        from the layer input (LFM3; ``gate_proj`` [heads, hidden], no bias)."""
         super().__init__()
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
@@ -69,6 +72,7 @@ class Attention(nn.Module):
         self.k_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias)
         self.v_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias)
         self.o_proj = Linear(num_heads * head_dim, hidden_size, o_bias)
+        self.gate_proj = Linear(hidden_size, num_heads) if head_gate else None
         self.qk_norm_names = qk_norm_names
         setattr(self, qk_norm_names[0], q_norm)
         setattr(self, qk_norm_names[1], k_norm)
@@ -117,7 +121,18 @@ class Attention(nn.Module):
         attn = op.Reshape(attn, op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))
         if gate is not None:
             attn = op.Mul(attn, op.Sigmoid(gate))
+        if self.gate_proj is not None:
+            attn = self._gate_heads(op, attn, hidden)
         return self.o_proj(op, attn), present_key, present_value
+
+    def _gate_heads(self, op, attn, hidden):
+        """attn [batch, seq, heads*dim] times sigmoid(gate_proj(hidden)) [batch, seq, heads]
+        per head; after the output Reshape, so the fused-attention patterns still match."""
+        heads = op.Reshape(attn, op.Constant(value_ints=[0, 0, self.num_heads, self.head_dim]))
+        head_gate = op.Unsqueeze(op.Sigmoid(self.gate_proj(op, hidden)),
+                                 op.Constant(value_ints=[-1]))
+        return op.Reshape(op.Mul(heads, head_gate),
+                          op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))
 
     def _queries(self, op, hidden, norm):
         """-> (q [batch, heads, seq, dim], the output gate [batch, seq, heads*dim] or None)."""

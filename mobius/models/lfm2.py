@@ -141,9 +141,13 @@ def feed_forward(config: ArchitectureConfig, i: int, size: int | None = None) ->
 
 
 class Lfm2DecoderLayer(nn.Module):
-    """operator_norm -> attention or conv -> residual; ffn_norm -> feed_forward -> residual."""
+    """operator_norm -> attention or conv -> residual; ffn_norm -> feed_forward -> residual.
 
-    def __init__(self, config: ArchitectureConfig, operator: nn.Module, mlp: nn.Module):
+    sandwich: each branch's output is RMS-normed before its residual add
+    (LFM3's post_operator_norm / post_ffn_norm)."""
+
+    def __init__(self, config: ArchitectureConfig, operator: nn.Module, mlp: nn.Module,
+                 sandwich: bool = False):
         super().__init__()
         self.is_conv = isinstance(operator, ShortConv)
         if self.is_conv:
@@ -151,8 +155,11 @@ class Lfm2DecoderLayer(nn.Module):
         else:
             self.self_attn = operator
         self.feed_forward = mlp
-        self.operator_norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.ffn_norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        hidden, eps = config.hidden_size, config.rms_norm_eps
+        self.operator_norm = RMSNorm(hidden, eps)
+        self.ffn_norm = RMSNorm(hidden, eps)
+        self.post_operator_norm = RMSNorm(hidden, eps) if sandwich else None
+        self.post_ffn_norm = RMSNorm(hidden, eps) if sandwich else None
 
     def forward(self, op, hidden, cos, sin, mask, chunk, *past):
         normed = self.operator_norm(op, hidden)
@@ -160,28 +167,37 @@ class Lfm2DecoderLayer(nn.Module):
             out, *presents = self.conv(op, normed, chunk, *past)
         else:
             out, *presents = self.self_attn(op, normed, cos, sin, mask, *past)
+        if self.post_operator_norm is not None:
+            out = self.post_operator_norm(op, out)
         hidden = op.Add(hidden, out)
-        hidden = op.Add(hidden, self.feed_forward(op, self.ffn_norm(op, hidden)))
-        return hidden, tuple(presents)
+        out = self.feed_forward(op, self.ffn_norm(op, hidden))
+        if self.post_ffn_norm is not None:
+            out = self.post_ffn_norm(op, out)
+        return op.Add(hidden, out), tuple(presents)
 
 
 class Lfm2Model(CausalTransformer):
-    """embed_tokens -> layers -> embedding_norm; conv layers also get the chunk's mask."""
+    """embed_tokens -> layers -> embedding_norm; conv layers also get the chunk's mask,
+    attention layers the cos/sin of their RoPE kind and the mask of their window."""
 
     def forward(self, op, input_ids, attention_mask, position_ids, past_key_values,
                 inputs_embeds=None):
         tokens = input_ids if inputs_embeds is None else inputs_embeds
         hidden = self.embed_tokens(op, input_ids) if inputs_embeds is None else inputs_embeds
-        cos, sin = self.rotary_emb_default(op, position_ids)
+        rotary = {kind: getattr(self, f"rotary_emb_{kind}")(op, position_ids)
+                  for kind in self.rope_kinds if kind in self.layer_rope_kinds}
         dtype = get_build_dtype()
-        mask = causal_padding_mask(op, tokens, attention_mask, dtype)
         chunk = op.Slice(attention_mask, op.Neg(op.Shape(tokens, start=1, end=2)),
                          op.Constant(value_ints=[2**62]), op.Constant(value_ints=[1]))
         widths = {layer.conv.state_shape[1] for layer in self.layers if layer.is_conv}
         conv_chunk = chunk_inputs(op, chunk, dtype, widths.pop()) if widths else None
-        presents = []
-        for layer, past in zip(self.layers, past_key_values):
-            hidden, present = layer(op, hidden, cos, sin, mask, conv_chunk, *past)
+        masks, presents = {}, []
+        for i, (layer, past) in enumerate(zip(self.layers, past_key_values)):
+            window = self.config.layer_sliding_window(i)
+            if not layer.is_conv and window not in masks:
+                masks[window] = causal_padding_mask(op, tokens, attention_mask, dtype, window)
+            cos, sin = rotary.get(self.layer_rope_kinds[i], (None, None))
+            hidden, present = layer(op, hidden, cos, sin, masks.get(window), conv_chunk, *past)
             presents.append(present)
         return self.embedding_norm(op, hidden), presents
 

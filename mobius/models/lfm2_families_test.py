@@ -1,4 +1,5 @@
-"""LFM2 and LFM2-MoE (gated short convolutions + GQA attention; sigmoid-routed experts):
+"""LFM2, LFM2-MoE and LFM3 (gated short convolutions + GQA attention; sigmoid-routed
+experts; LFM3's sliding windows, head gates and sandwich norms):
 L3 parity per switch, the state contract.
 
 * Every case is a transformers-written tiny checkpoint with every parameter random
@@ -26,7 +27,7 @@ import pytest
 from mobius.builder import build
 from mobius.errors import ConfigError, WeightsError
 from mobius.models import lfm2_families_cases as cases
-from mobius.models.lfm2_families_cases import CONFIGS, MOE, PRESET, edit
+from mobius.models.lfm2_families_cases import CONFIGS, LFM3, LFM3_ROPE, MOE, PRESET, edit
 from mobius.tiny.presets import TINY_PRESETS
 from testing.model_runs import (BuiltPackage, assert_low_precision_parity,
                                  f32_parity)
@@ -56,6 +57,20 @@ SWITCHES: dict[str, tuple[str, dict]] = {
     "moe_unnormalized_routed_scaling_factor": ("moe_bias_unnormalized",
                                                {"routed_scaling_factor": 1.0}),
     "moe_unnormalized_norm_topk_prob": ("moe_bias_unnormalized", {"norm_topk_prob": True}),
+    "lfm3_sliding_window": ("lfm3", {"sliding_window": 64}),
+    "lfm3_layer_types": ("lfm3", {"layer_types": ["conv", "full_attention", "full_attention",
+                                                  "conv"]}),
+    "lfm3_proportional_rope": ("lfm3", {"rope_parameters": {**LFM3_ROPE, "full_attention": {
+        "rope_type": "default", "rope_theta": 40000.0}}}),
+    "lfm3_sliding_rope_theta": ("lfm3", {"rope_parameters": {**LFM3_ROPE, "sliding_attention": {
+        "rope_type": "default", "rope_theta": 20000.0}}}),
+    "lfm3_attention_bias": ("lfm3", {"attention_bias": False}),
+    "lfm3_use_attention_gate": ("lfm3", {"use_attention_gate": False}),
+    "lfm3_use_sandwich_norm": ("lfm3", {"use_sandwich_norm": False}),
+    "lfm3_tie_word_embeddings": ("lfm3", {"tie_word_embeddings": False}),
+    "lfm3_norm_eps": ("lfm3_plain", {"norm_eps": 1e-5}),
+    "lfm3_conv_L_cache": ("lfm3_plain", {"conv_L_cache": 3}),
+    "lfm3_conv_bias": ("lfm3_plain", {"conv_bias": False}),
 }
 
 PARITY_CASES = [(c, ep) for c in CONFIGS for ep in ("default", "cpu")]
@@ -70,6 +85,11 @@ REJECTED: dict[str, tuple[str, dict, str]] = {
     "null_multiplier": (PRESET, {"block_ffn_dim_multiplier": None}, "block_ffn_dim_multiplier"),
     "moe_top_k": (MOE, {"num_experts_per_tok": 7}, "exceeds num_experts"),
     "moe_bias_type": (MOE, {"use_expert_bias": 1}, "use_expert_bias"),
+    "lfm3_layer_type": (LFM3, {"layer_types": ["conv", "linear_attention", "full_attention",
+                                               "conv"]}, "lfm3 layer_types must be"),
+    "lfm3_flat_rope": (LFM3, {"rope_parameters": {"rope_type": "default", "rope_theta": 1e4}},
+                       "nested by layer type"),
+    "lfm3_kernel_1": (LFM3, {"conv_L_cache": 1}, "conv_L_cache must be at least 2"),
 }
 
 
@@ -93,7 +113,7 @@ def test_f32_parity_with_transformers(tmp_path, case, ep):
         f"{case}/{ep}: padded prefill {prefill.max_abs_diff:.3g}, "
         f"unpadded {unpadded.max_abs_diff:.3g}")
     graph = package.models["model"].graph
-    attention = sum(kind == "full_attention" for kind in package.config.layer_types)
+    attention = sum(kind != "conv" for kind in package.config.layer_types)
     assert sum(n.op_type == "GroupQueryAttention" for n in graph) == attention
 
 
@@ -218,7 +238,7 @@ def test_cuda_graph_with_fused_moe_matches_transformers_on_the_cpu_ep(tmp_path, 
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-@pytest.mark.parametrize("case", ["lfm2", "moe"])
+@pytest.mark.parametrize("case", ["lfm2", "moe", "lfm3"])
 def test_low_precision_runs_close_to_the_f32_reference(tmp_path, case, dtype):
     assert_low_precision_parity(checkpoint(cases, case), dtype, tmp_path / "pkg",
                                 reference(cases, case), case)

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 ERNIE = "tiny-ernie4_5_moe"
 GLM = "tiny-glm4_moe"
+MINIMAX = "tiny-minimax_m2"
 
 #: case: (preset, config overrides). ERNIE preset: biases, tied head, layer 0 dense,
 #: layer 1 top-2 of 6 + one shared expert. GLM preset: q/k/v bias, qk norm, half RoPE,
-#: layer 0 dense, layer 1 top-2 of 8 in 2 of 4 groups, renormalized, scaled 2.5.
+#: layer 0 dense, layer 1 top-2 of 8 in 2 of 4 groups, renormalized, scaled 2.5. MiniMax
+#: preset: every layer top-3 of 6, whole-projection q/k norms, RoPE on 8 of 16 (rotary_dim).
 CONFIGS: dict[str, tuple[str, dict]] = {
     "ernie": (ERNIE, {}),
     # layers 0-2 sparse (start 0, end 2), 3 dense; untied, no bias, top-3, two shared
@@ -30,6 +32,11 @@ CONFIGS: dict[str, tuple[str, dict]] = {
                              "routed_scaling_factor": 1.0, "n_shared_experts": 2,
                              "attention_bias": False, "use_qk_norm": False,
                              "partial_rotary_factor": 1.0, "tie_word_embeddings": True}),
+    "minimax_m2": (MINIMAX, {}),
+    # tied head, top-2, 32-wide heads rotating in full
+    "minimax_m2_tied_top2_full_rotary": (MINIMAX, {"tie_word_embeddings": True,
+                                                   "num_experts_per_tok": 2, "head_dim": 32,
+                                                   "rotary_dim": 32}),
 }
 
 CASES = sorted(CONFIGS)

@@ -1,4 +1,4 @@
-"""ERNIE-4.5-MoE and GLM-4-MoE (expert choice biased apart from the weights): L1 + L3 per switch.
+"""ERNIE-4.5-MoE, GLM-4-MoE and MiniMax-M2 (expert choice biased apart from the weights): L1 + L3 per switch.
 
 * Every checkpoint is written by transformers with every parameter random and
   the all-zero tensors (correction biases, biases) randomized.
@@ -32,7 +32,7 @@ from mobius.errors import ConfigError, WeightsError
 from mobius.models import ernie4_5_moe
 from mobius.models import routed_moe_families_cases as cases
 from mobius.models.registry import FAMILIES
-from mobius.models.routed_moe_families_cases import CONFIGS, ERNIE, GLM
+from mobius.models.routed_moe_families_cases import CONFIGS, ERNIE, GLM, MINIMAX
 from mobius.optimize.histogram import op_histogram
 from mobius.tiny.presets import TINY_PRESETS
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
@@ -78,6 +78,15 @@ SWITCHES: dict[str, tuple[str, dict, str | None]] = {
     "glm_partial_rotary_factor": ("glm", {"rope_parameters.partial_rotary_factor": 1.0}, None),
     "glm_partial_rotary_factor_full": ("glm_all_sparse",
                                        {"rope_parameters.partial_rotary_factor": None}, None),
+    "minimax_m2_rotary_dim": ("minimax_m2", {"rotary_dim": None,
+                                             "rope_parameters.partial_rotary_factor": None}, None),
+    "minimax_m2_num_experts_per_tok": ("minimax_m2", {"num_experts_per_tok": 2}, None),
+    "minimax_m2_num_local_experts": ("minimax_m2", {"num_local_experts": 5}, "shape"),
+    "minimax_m2_head_dim_default": ("minimax_m2", {"head_dim": None}, "shape"),
+    "minimax_m2_rope_theta_default": ("minimax_m2", {"rope_parameters.rope_theta": None}, None),
+    "minimax_m2_tie_word_embeddings": ("minimax_m2_tied_top2_full_rotary",
+                                       {"tie_word_embeddings": False},
+                                       "missing tensor 'lm_head.weight"),
 }
 
 #: (preset, overrides, message part): values rejected before anything is built.
@@ -88,6 +97,8 @@ REJECTED: dict[str, tuple[str, dict, str]] = {
     "glm_groups_do_not_split": (GLM, {"n_group": 3}, "do not split into n_group=3"),
     "glm_too_few_kept": (GLM, {"topk_group": 1, "num_experts_per_tok": 3}, "kept groups"),
     "glm_no_shared_expert": (GLM, {"n_shared_experts": 0}, "n_shared_experts"),
+    "minimax_m2_top_k_above_experts": (MINIMAX, {"num_experts_per_tok": 7}, "exceeds"),
+    "minimax_m2_odd_rotary_dim": (MINIMAX, {"rotary_dim": 3}, "odd rotary dimension"),
 }
 
 #: preset -> (correction-bias tensor suffix, sparse-layer predicate on the package config)
@@ -96,6 +107,7 @@ PRESETS = {
             lambda c, i: ernie4_5_moe.is_sparse_layer(c.options, c.num_hidden_layers, i)),
     GLM: ("gate.e_score_correction_bias",
           lambda c, i: i >= c.options.first_k_dense_replace),
+    MINIMAX: ("block_sparse_moe.e_score_correction_bias", lambda c, i: True),
 }
 
 
@@ -208,7 +220,8 @@ def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(builds, preset, 
     onnx.checker.check_model(built.onnx_bytes(), full_check=True)
 
 
-@pytest.mark.parametrize("case", ["ernie", "ernie_interval_norm_min", "glm", "glm_all_sparse"])
+@pytest.mark.parametrize("case", ["ernie", "ernie_interval_norm_min", "glm", "glm_all_sparse",
+                                  "minimax_m2"])
 def test_cuda_graph_with_fused_moe_matches_transformers_on_the_cpu_ep(tmp_path, case):
     run, package = _parity(checkpoint(cases, case), tmp_path, "cuda",
                            reference(cases, case, "unpadded"))
@@ -260,7 +273,7 @@ def test_ernie_multi_token_prediction_tensors_are_left_unread(tmp_path):
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-@pytest.mark.parametrize("case", ["ernie", "glm"])
+@pytest.mark.parametrize("case", ["ernie", "glm", "minimax_m2"])
 def test_low_precision_runs_close_to_the_f32_reference(tmp_path, case, dtype):
     assert_low_precision_parity(checkpoint(cases, case), dtype, tmp_path / "pkg",
                                 reference(cases, case), case)
