@@ -76,8 +76,10 @@ def test_the_new_ep_passes_its_tiers(tree):
         assert run.returncode == 0, run.stdout + run.stderr
     for folder in ("golden", "golden_int4"):
         assert (tree / "ep" / "myep" / folder / f"{_FAMILY}.json").exists(), folder
-    for test in ("ep/myep/myep_fusion_test.py", "ep/parity_test.py", "ep/golden_test.py"):
-        run = _run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", test, "-k",
-                   f"{_FAMILY} or covers", MOBIUS_EP="myep")
-        assert run.returncode == 0, test + "\n" + run.stdout[-3000:] + run.stderr[-3000:]
-        assert " passed" in run.stdout and " failed" not in run.stdout, run.stdout[-2000:]
+    tiers = ("ep/myep/myep_fusion_test.py", "ep/parity_test.py", "ep/golden_test.py")
+    run = _run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tiers, "-k",
+               f"{_FAMILY} or covers", "-rA", MOBIUS_EP="myep")  # one process, as :suite runs them
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    for tier in tiers:  # -rA lists each passed test with its file
+        assert f"PASSED {tier}::" in run.stdout, (tier, run.stdout[-2000:])
+    assert " failed" not in run.stdout, run.stdout[-2000:]
