@@ -174,7 +174,11 @@ def ep_suite(shards = 1):
         tags = tags,
         testonly = True,
         # read by //mobius/models:families_test (default) and //mobius/quantize:quality_test (cpu)
-        visibility = ["//ep:__subpackages__", "//mobius/models:__pkg__", "//mobius/quantize:__pkg__"],
+        visibility = [
+            "//ep:__subpackages__",
+            "//mobius/models:__pkg__",
+            "//mobius/quantize:__pkg__",
+        ],
     )
     generic = [] if ep_dir == "default" else [_GENERIC_BUILDS, _GENERIC_RUNS]
     mobius_py_test(

@@ -134,7 +134,8 @@ TINY_PRESETS = {
     # conv, sliding (window 4 < the tests' prompts), full, conv; kernel 3; q/k/v/o biases,
     # head gates and sandwich norms; full layers: proportional RoPE over half of each head.
     "tiny-lfm3": {
-        **{k: v for k, v in COMMON.items() if k not in ("rms_norm_eps", "rope_theta")}, "model_type": "lfm3", "architectures": ["Lfm3ForCausalLM"],
+        **{k: v for k, v in COMMON.items() if k not in ("rms_norm_eps", "rope_theta")},
+        "model_type": "lfm3", "architectures": ["Lfm3ForCausalLM"],
         "num_hidden_layers": 4, "layer_types": [CONV, SLIDING, FULL, CONV], "head_dim": 16,
         "intermediate_size": 88, "conv_L_cache": 3, "conv_bias": False, "norm_eps": 1e-5,
         "sliding_window": 4, "attention_bias": True, "use_attention_gate": True,

@@ -90,7 +90,8 @@ class MiniMaxM2DecoderLayer(nn.Module):
         attn, present_key, present_value = self.self_attn(
             op, self.input_layernorm(op, hidden), cos, sin, mask, past_key, past_value)
         hidden = op.Add(hidden, attn)
-        hidden = op.Add(hidden, self.block_sparse_moe(op, self.post_attention_layernorm(op, hidden)))
+        moe = self.block_sparse_moe(op, self.post_attention_layernorm(op, hidden))
+        hidden = op.Add(hidden, moe)
         return hidden, present_key, present_value
 
 
