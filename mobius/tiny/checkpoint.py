@@ -77,7 +77,12 @@ def write_tiny_checkpoint(name: str, folder: str, seed: int = 0) -> None:
 
     Not atomic: make_tiny_checkpoint stages it; a Bazel action writes its own
     output directory directly (Bazel discards the outputs of a failed action)."""
-    raw = preset_config(name)
+    write_random_checkpoint(preset_config(name), folder, seed)
+
+
+def write_random_checkpoint(raw: dict, folder: str, seed: int = 0) -> None:
+    """config.json ``raw`` and random weights under the names the family's module reads
+    (a checkpoint's own layout), with its tokenizer / processor files, into ``folder``."""
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(raw, f, indent=2)
     text = raw.get("text_config") or raw  # multi-modal presets nest the decoder's config
