@@ -111,6 +111,8 @@ def write_tiny_preprocessors(folder: str, raw: dict) -> None:
         family.task.write_tiny_processor(folder, raw)
         return
     text = raw.get("text_config") or raw
+    if "vocab_size" not in text and family.normalize_raw is not None:
+        text = family.normalize_raw(text)  # a foreign spelling (ChatGLM's padded_vocab_size)
     if "vocab_size" in text:
         write_tiny_tokenizer(folder, text["vocab_size"])
     if family.task.processor_files is not None:
