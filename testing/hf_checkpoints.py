@@ -2,7 +2,9 @@
 
 Parity tests use these rather than mobius' own numpy generator, so that the
 weight names, layouts and config spellings are exactly what transformers
-produces for the family.
+produces for the family. A model_type transformers has no class for (a hub checkpoint
+that ships auto_map code, such as InternLM2) is written by mobius' numpy writer instead,
+under the hub's tensor names, every tensor random.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import os
 
 from mobius.models.registry import family_for
-from mobius.tiny.checkpoint import real_folder, write_tiny_preprocessors
+from mobius.tiny.checkpoint import real_folder, write_random_checkpoint, write_tiny_preprocessors
 from mobius.tiny.presets import TINY_PRESETS
 
 
@@ -37,6 +39,12 @@ def make_hf_checkpoint(folder: str, preset: str, seed: int = 0, **overrides) -> 
     import transformers
 
     raw = {**TINY_PRESETS[preset], **overrides}
+    if raw.get("model_type") not in transformers.CONFIG_MAPPING:
+        # hub checkpoints with auto_map code (InternLM2): no transformers class writes them,
+        # so mobius' numpy writer does, under the hub's tensor names (every tensor random)
+        os.makedirs(folder, exist_ok=True)
+        write_random_checkpoint(raw, folder, seed)
+        return folder
     config = transformers.AutoConfig.for_model(**raw)
     torch.manual_seed(seed)
     model = _auto_class(raw).from_config(config, dtype=torch.float32)
@@ -97,9 +105,18 @@ def randomize_zero_tensors(folder: str, seed: int = 0) -> str:
 
 
 def load_hf_model(folder: str):
+    """transformers' model of the checkpoint ``folder``: for a model_type transformers has no
+    class for, its nearest native model with the weights remapped
+    (testing/remapped_references.py)."""
     import torch
+    import transformers
 
-    model = _auto_class(read_config(folder)).from_pretrained(folder, dtype=torch.float32)
+    raw = read_config(folder)
+    if raw.get("model_type") not in transformers.CONFIG_MAPPING:
+        from testing.remapped_references import REFERENCES
+
+        return REFERENCES[raw["model_type"]](folder)
+    model = _auto_class(raw).from_pretrained(folder, dtype=torch.float32)
     model.eval()
     return model
 

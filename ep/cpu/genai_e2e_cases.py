@@ -27,8 +27,8 @@ CASES = list(PRESETS)
 def write_case(family: str, folder: str) -> None:
     """ckpt/ and transformers.json (genai_harness.record_hf_generate)."""
     from testing import genai_harness
-    from testing.hf_checkpoints import make_hf_checkpoint
+    from testing.hf_checkpoints import load_hf_model, make_hf_checkpoint
 
     checkpoint = make_hf_checkpoint(os.path.join(folder, "ckpt"), PRESETS[family], **OVERRIDES)
-    genai_harness.record_hf_generate(os.path.join(folder, "transformers.json"), checkpoint,
-                                     PROMPTS, NEW_TOKENS)
+    genai_harness.record_hf_generate(os.path.join(folder, "transformers.json"),
+                                     load_hf_model(checkpoint), PROMPTS, NEW_TOKENS)

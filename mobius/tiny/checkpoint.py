@@ -77,7 +77,12 @@ def write_tiny_checkpoint(name: str, folder: str, seed: int = 0) -> None:
 
     Not atomic: make_tiny_checkpoint stages it; a Bazel action writes its own
     output directory directly (Bazel discards the outputs of a failed action)."""
-    raw = preset_config(name)
+    write_random_checkpoint(preset_config(name), folder, seed)
+
+
+def write_random_checkpoint(raw: dict, folder: str, seed: int = 0) -> None:
+    """config.json ``raw`` and random weights under the names the family's module reads
+    (a checkpoint's own layout), with its tokenizer / processor files, into ``folder``."""
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(raw, f, indent=2)
     text = raw.get("text_config") or raw  # multi-modal presets nest the decoder's config
@@ -106,6 +111,8 @@ def write_tiny_preprocessors(folder: str, raw: dict) -> None:
         family.task.write_tiny_processor(folder, raw)
         return
     text = raw.get("text_config") or raw
+    if "vocab_size" not in text and family.normalize_raw is not None:
+        text = family.normalize_raw(text)  # a foreign spelling (ChatGLM's padded_vocab_size)
     if "vocab_size" in text:
         write_tiny_tokenizer(folder, text["vocab_size"])
     if family.task.processor_files is not None:
