@@ -17,6 +17,7 @@ import pytest
 from mobius.builder import build
 from mobius.errors import ConfigError, WeightsError
 from testing.checkpoint_runs import checkpoint, reference
+from testing.ep_parity import uses_fused_rotary
 from testing.model_runs import BuiltPackage, f32_parity
 
 #: a reverted switch must move some logit by at least this much
@@ -31,6 +32,17 @@ def f32_package_parity(folder, out, ep: str, ref, steps: int = 3):
     package = build(str(folder), execution_provider=ep, dtype="f32", prefill_logits="all")
     path = package.save(str(out), overwrite=True)
     return f32_parity(BuiltPackage(path, package.config, "f32"), ref, steps=steps), package
+
+
+def f32_recorded_run_parity(folder, out, ep: str, case_run: str, ref):
+    """f32_package_parity against transformers' ``case_run`` ("padded" or "unpadded") run, built
+    once: a left-padded run is compared over the prefill only where the package's
+    GroupQueryAttention applies RoPE itself (ORT's kernel rotates a padded row's decode steps
+    by cache slot, docs/eps.md)."""
+    package = build(str(folder), execution_provider=ep, dtype="f32", prefill_logits="all")
+    path = package.save(str(out), overwrite=True)
+    steps = 0 if case_run == "padded" and uses_fused_rotary(package.model) else 3
+    return f32_parity(BuiltPackage(path, package.config, "f32"), ref, steps=steps)
 
 
 def edit_config(folder, edits: dict) -> None:

@@ -32,7 +32,7 @@ from testing import genai_harness as harness
 from testing.checkpoint_runs import checkpoint, reference
 from testing.reference_cases import case_dir
 from testing.switch_checks import (assert_rejected_up_front, assert_revert_moves_logits,
-                                   f32_package_parity)
+                                   f32_recorded_run_parity)
 
 TOLERANCE = 1e-4
 
@@ -62,18 +62,10 @@ PARITY_CASES = [(c, ep, run) for c in sorted(CONFIGS) for ep in ("default", "cpu
                 for run in ("padded", "unpadded")]
 
 
-def _uses_fused_rotary(package) -> bool:
-    return any(n.op_type == "GroupQueryAttention" and n.attributes.get("do_rotary") is not None
-               and n.attributes["do_rotary"].value == 1 for n in package.models["model"].graph)
-
-
 @pytest.mark.parametrize("case,ep,run", PARITY_CASES, ids=["-".join(c) for c in PARITY_CASES])
 def test_f32_parity_with_remapped_glm(tmp_path, case, ep, run):
-    result, package = f32_package_parity(checkpoint(cases, case), tmp_path / "pkg", ep,
-                                         reference(cases, case, run))
-    if run == "padded" and _uses_fused_rotary(package):  # prefill only (see the docstring)
-        result, _ = f32_package_parity(checkpoint(cases, case), tmp_path / "pkg", ep,
-                                       reference(cases, case, run), steps=0)
+    result = f32_recorded_run_parity(checkpoint(cases, case), tmp_path / "pkg", ep, run,
+                                     reference(cases, case, run))  # (see the docstring)
     assert result.max_abs_diff <= TOLERANCE, f"{case}/{ep}/{run}: {result.max_abs_diff:.3g}"
 
 

@@ -32,6 +32,7 @@ from mobius.models import dense_families_cases as cases
 from mobius.models.dense_families_cases import (HEAD_DIM_CASES, PARITY, REJECTED,
                                                 REVERT_NEEDS, head_dim_config)
 from testing import checkpoint_runs, decoder_reference
+from testing.ep_parity import uses_fused_rotary
 from testing.model_runs import BuiltPackage, f32_parity
 from testing.reference_cases import case_dir
 
@@ -54,11 +55,6 @@ def facts():
         return json.load(f)
 
 
-def _uses_fused_rotary(package) -> bool:
-    return any(n.op_type == "GroupQueryAttention" and n.attributes.get("do_rotary") is not None
-               and n.attributes["do_rotary"].value == 1 for n in package.models["model"].graph)
-
-
 def _parity(folder, out, ep, reference, *, steps=3):
     package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all")
     path = package.save(str(out), overwrite=True)
@@ -71,7 +67,7 @@ def _parity(folder, out, ep, reference, *, steps=3):
 def test_f32_parity_with_transformers(tmp_path, case, ep):
     folder, padded = _checkpoint(case), _reference(case, "padded")
     run, package = _parity(folder, tmp_path / "a", ep, padded)
-    if _uses_fused_rotary(package):  # left-padded: prefill only; all steps unpadded
+    if uses_fused_rotary(package.model):  # left-padded: prefill only; all steps unpadded
         run = f32_parity(BuiltPackage(str(tmp_path / "a"), package.config, "f32"), padded,
                          steps=0)
         unpadded = f32_parity(BuiltPackage(str(tmp_path / "a"), package.config, "f32"),
