@@ -5,17 +5,14 @@ LlamaForCausalLM in f32 (the template is a Llama under a new model_type)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import sys
 
 import pytest
 
 from docs import adding_a_model_cases as cases
+from docs import source_tree_copy as tree_copy
 from testing.reference_cases import case_dir
 
-ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the source tree
 #: what the registry, the generator and deps_check read (ep/ and docs/ hold no library)
 _COPIED = ("BUILD.bazel", "WORKSPACE", "mobius", "rules", "testing", "third_party", "tools")
 
@@ -43,36 +40,16 @@ print("max_abs_diff", f32_parity(built, reference).max_abs_diff)
 '''
 
 
-def _template() -> str:
-    """The python block after the doc's <!-- family-template --> marker."""
-    with open(os.path.join(ROOT, "docs", "adding_a_model.md")) as f:
-        text = f.read()
-    assert "<!-- family-template -->" in text, "docs/adding_a_model.md lost its template"
-    block = text.split("<!-- family-template -->", 1)[1]
-    return block.split("```python\n", 1)[1].split("```", 1)[0]
-
-
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tree")
-    ignore = shutil.ignore_patterns("__pycache__", "bazel-*")
-    for name in _COPIED:
-        source = os.path.join(ROOT, name)
-        if os.path.isdir(source):
-            shutil.copytree(source, root / name, ignore=ignore)
-        else:
-            shutil.copy(source, root / name)
-    (root / "mobius" / "models" / "llama_clone.py").write_text(_template())
+    root = tree_copy.copy_tree(tmp_path_factory.mktemp("tree"), _COPIED)
+    (root / "mobius" / "models" / "llama_clone.py").write_text(
+        tree_copy.template("adding_a_model.md", "family-template"))
     return root
 
 
 def _run(tree, *args) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "BUILD_WORKSPACE_DIRECTORY"}
-    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
-    env.pop("MOBIUS_TINY_DIR", None)  # the new preset is generated, not prebuilt:
-    env["MOBIUS_CACHE"] = str(tree / "cache")  # into the copy
-    return subprocess.run([sys.executable, *args], cwd=tree, env=env, capture_output=True,
-                          text=True)
+    return tree_copy.run(tree, *args, unset=("MOBIUS_TINY_DIR",))  # the new preset is generated
 
 
 def test_the_generator_gives_the_new_family_its_bazel_library(tree):

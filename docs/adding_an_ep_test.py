@@ -6,53 +6,31 @@ EP's, so every check the CPU EP passes holds)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the source tree
+from docs import source_tree_copy as tree_copy
+
 #: what the registry, the generators, deps_check and the suites read
 _COPIED = ("BUILD.bazel", "WORKSPACE", "ep", "mobius", "rules", "testing", "third_party", "tools")
 #: one decoder family keeps the tiers cheap (no other family name contains it: -k)
 _FAMILY = "llama"
 
 
-def _template(marker: str) -> str:
-    """The python block after the doc's <!-- marker -->."""
-    with open(os.path.join(ROOT, "docs", "adding_an_ep.md")) as f:
-        text = f.read()
-    assert f"<!-- {marker} -->" in text, f"docs/adding_an_ep.md lost its {marker}"
-    block = text.split(f"<!-- {marker} -->", 1)[1]
-    return block.split("```python\n", 1)[1].split("```", 1)[0]
-
-
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tree")
-    ignore = shutil.ignore_patterns("__pycache__", "bazel-*", "golden", "golden_int4")
-    for name in _COPIED:
-        source = os.path.join(ROOT, name)
-        if os.path.isdir(source):
-            shutil.copytree(source, root / name, ignore=ignore)
-        else:
-            shutil.copy(source, root / name)
-    (root / "mobius" / "ep" / "myep.py").write_text(_template("ep-template"))
+    root = tree_copy.copy_tree(tmp_path_factory.mktemp("tree"), _COPIED, "golden", "golden_int4")
+    (root / "mobius" / "ep" / "myep.py").write_text(
+        tree_copy.template("adding_an_ep.md", "ep-template"))
     (root / "ep" / "myep").mkdir()
-    (root / "ep" / "myep" / "myep_fusion_test.py").write_text(_template("fusion-template"))
+    (root / "ep" / "myep" / "myep_fusion_test.py").write_text(
+        tree_copy.template("adding_an_ep.md", "fusion-template"))
     return root
 
 
 def _run(tree, *args, **env_extra) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("BUILD_WORKSPACE_DIRECTORY", "MOBIUS_EP", "RUNFILES_DIR")}
-    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
-    env["MOBIUS_CACHE"] = str(tree / "cache")  # into the copy
-    env.update(env_extra)
-    return subprocess.run([sys.executable, *args], cwd=tree, env=env, capture_output=True,
-                          text=True)
+    return tree_copy.run(tree, *args, unset=("MOBIUS_EP", "RUNFILES_DIR"), **env_extra)
 
 
 def test_the_generator_gives_the_new_ep_its_library_and_suite(tree):
