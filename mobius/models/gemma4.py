@@ -20,6 +20,11 @@ Gemma 3's sandwich-norm layers with sliding and global layers, and beyond them:
   cache; each attends to the present K/V of the last earlier layer of its type, under
   its type's mask. With ``use_double_wide_mlp`` their MLPs are twice as wide.
 * ``final_logit_softcapping`` caps the logits (tanh).
+* ``enable_moe_block`` (the 26B-A4B checkpoint): beside the dense MLP each layer runs a
+  top-``top_k_experts`` mixture of ``num_experts`` GeGLU experts on the layer's residual
+  (routed on its scale-free norm x ``router.scale`` / sqrt(hidden), weights renormalized
+  then x ``per_expert_scale``; experts stacked as the checkpoint stores them); the two
+  branches are normed and summed before the post-feed-forward norm.
 
 Graph I/O: each caching layer's past/present has its own kv heads and head_dim; a
 sharing layer has none (onnxruntime-genai's ``gemma4_text`` reads each layer's shape
@@ -27,8 +32,7 @@ from the inputs and skips the missing ones). A sharing layer reads the producer'
 present cut to the attention mask's length, since genai may share a max-length buffer
 between past and present.
 
-The mixture-of-experts block (``enable_moe_block``, the 26B-A4B checkpoint) and
-bidirectional attention over all tokens are refused up front.
+Bidirectional attention over all tokens is refused up front.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from mobius.components.decoder_layer import SandwichNormDecoderLayer
 from mobius.components.embedding import Embedding
 from mobius.components.linear import Linear
 from mobius.components.mlp import GatedMLP
+from mobius.components.moe import ExpertFn, combine_experts, routing_weights
 from mobius.components.rms_norm import RMSNorm
 from mobius.components.rotary import apply_rotary
 from mobius.components.weight import Weight
@@ -58,6 +63,7 @@ from mobius.config.rope import RopeConfig, RopeKeys
 from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
+from mobius.models.mixtral import moe_int
 from mobius.tasks.causal_lm import PAST
 from mobius.tiny.bases import COMMON
 from mobius.weights.dtypes import numpy_dtype
@@ -85,6 +91,9 @@ class Gemma4Options(RopeKeys):
     num_global_key_value_heads: int | None = None
     per_layer_config: dict | None = None
     enable_moe_block: bool = False
+    num_experts: int | None = None
+    top_k_experts: int | None = None
+    moe_intermediate_size: int | None = None
     use_bidirectional_attention: str | None = None
 
 
@@ -201,8 +210,65 @@ class Gemma4Attention(nn.Module):
         return self.o_proj(op, attn), tuple(present)
 
 
+class Gemma4Router(nn.Module):
+    """Dense top-k routing [..., E] (float32) of norm(x) * scale / sqrt(hidden)."""
+
+    def __init__(self, hidden: int, experts: int, top_k: int, eps: float):
+        super().__init__()
+        self.hidden, self.top_k = hidden, top_k
+        self.norm = UnitRMSNorm(hidden, eps)
+        self.proj = Linear(hidden, experts)
+        self.scale = Weight([hidden])
+        self.per_expert_scale = Weight([experts])  # applied to each expert's output
+
+    def forward(self, op, x):
+        x = op.Mul(op.Mul(self.norm(op, x), self.scale), scalar(op, self.hidden**-0.5))
+        return routing_weights(op, self.proj(op, x), self.top_k, True, get_build_dtype())
+
+
+class Gemma4Experts(nn.Module):
+    """Experts stacked as the checkpoint stores them: gate_up_proj [E, 2I, H] (gate rows,
+    then up rows), down_proj [E, H, I]; expert e is down(act(gate x) * up x)."""
+
+    def __init__(self, hidden: int, inter: int, experts: int, activation: str):
+        super().__init__()
+        self.num_experts, self.activation = experts, activation
+        self.gate_up_proj = Weight([experts, 2 * inter, hidden])
+        self.down_proj = Weight([experts, hidden, inter])
+
+    def forward(self, op, x, routing, scale):
+        """sum_e routing[..., e] * scale[e] * expert_e(x), each expert on its tokens."""
+        experts = [self._expert(e, scale) for e in range(self.num_experts)]
+        return combine_experts(op, x, routing, experts, get_build_dtype())
+
+    def _expert(self, e: int, scale) -> ExpertFn:
+        def weight(op, stacked, index):
+            return op.Transpose(op.Gather(stacked, index, axis=0), perm=[1, 0])
+
+        def run(op, rows):
+            index = op.Constant(value_int=e)
+            gate, up = op.Split(op.MatMul(rows, weight(op, self.gate_up_proj, index)),
+                                axis=-1, num_outputs=2, _outputs=2)
+            hidden = op.Mul(apply_activation(op, gate, self.activation), up)
+            out = op.MatMul(hidden, weight(op, self.down_proj, index))
+            return op.Mul(out, op.Gather(scale, index, axis=0))
+
+        return run
+
+
+def moe_sizes(options: Gemma4Options) -> tuple[int, int, int]:
+    """(experts, top_k, expert size), checked."""
+    experts = moe_int("num_experts", options.num_experts)
+    top_k = moe_int("top_k_experts", options.top_k_experts)
+    if top_k > experts:
+        raise ConfigError(f"config.json: top_k_experts ({top_k}) exceeds num_experts "
+                          f"({experts})")
+    return experts, top_k, moe_int("moe_intermediate_size", options.moe_intermediate_size)
+
+
 class Gemma4DecoderLayer(SandwichNormDecoderLayer):
-    """Sandwich norms, then the per-layer-input branch, then x layer_scalar."""
+    """Sandwich norms (a MoE branch beside the MLP), then the per-layer-input branch,
+    then x layer_scalar."""
 
     def __init__(self, config: ArchitectureConfig, plan: LayerPlan, rope: RopeConfig):
         options = config.options
@@ -218,13 +284,31 @@ class Gemma4DecoderLayer(SandwichNormDecoderLayer):
             self.per_layer_input_gate = Linear(config.hidden_size, size)
             self.per_layer_projection = Linear(size, config.hidden_size)
             self.post_per_layer_input_norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.router = None
+        if options.enable_moe_block:
+            experts, top_k, inter = moe_sizes(options)
+            self.router = Gemma4Router(config.hidden_size, experts, top_k, config.rms_norm_eps)
+            self.experts = Gemma4Experts(config.hidden_size, inter, experts, config.hidden_act)
+            for name in ("post_feedforward_layernorm_1", "post_feedforward_layernorm_2",
+                         "pre_feedforward_layernorm_2"):
+                setattr(self, name, RMSNorm(config.hidden_size, config.rms_norm_eps))
+
+    def feed_forward(self, op, hidden, pre_mlp):
+        """The MLP's output, plus (MoE) the experts' on the same residual, each normed."""
+        out = self.mlp(op, pre_mlp(op, hidden))
+        if self.router is None:
+            return out
+        moe = self.experts(op, self.pre_feedforward_layernorm_2(op, hidden),
+                           self.router(op, hidden), self.router.per_expert_scale)
+        return op.Add(self.post_feedforward_layernorm_1(op, out),
+                      self.post_feedforward_layernorm_2(op, moe))
 
     def forward(self, op, hidden, cos, sin, mask, per_layer_input, past=(), shared=None):
         pre_attn, post_attn, pre_mlp, post_mlp = (getattr(self, n) for n in self.names)
         attn, present = self.self_attn(op, pre_attn(op, hidden), cos, sin, mask, *past,
                                        shared=shared)
         hidden = op.Add(hidden, post_attn(op, attn))
-        hidden = op.Add(hidden, post_mlp(op, self.mlp(op, pre_mlp(op, hidden))))
+        hidden = op.Add(hidden, post_mlp(op, self.feed_forward(op, hidden, pre_mlp)))
         if per_layer_input is not None:
             gate = apply_activation(op, self.per_layer_input_gate(op, hidden), self.activation)
             branch = self.per_layer_projection(op, op.Mul(gate, per_layer_input))
@@ -335,7 +419,8 @@ def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The checks a build needs before any weight is read (the layer plans among them);
     the model-level RoPE is the sliding layers' (the head_dim config.json names)."""
     options = read_options(Gemma4Options, raw)
-    reject(options.enable_moe_block, "gemma4", "enable_moe_block (mixture-of-experts layers)")
+    if options.enable_moe_block:
+        moe_sizes(options)
     reject(options.use_bidirectional_attention == "all", "gemma4",
            "use_bidirectional_attention 'all' (an encoder, not a decoder)")
     layers = raw.get("num_hidden_layers")

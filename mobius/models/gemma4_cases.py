@@ -25,6 +25,12 @@ CONFIGS: dict[str, dict] = {
     },
 }
 
+#: the mixture-of-experts decoder (the 26B-A4B layout): on every layer, beside the dense
+#: MLP, 5 experts of 40 (top 2) with router scales and per-expert scales random
+MOE = {"enable_moe_block": True, "num_experts": 5, "top_k_experts": 2,
+       "moe_intermediate_size": 40}
+CONFIGS["moe"] = MOE
+
 CASES = sorted(CONFIGS)
 
 

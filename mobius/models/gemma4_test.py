@@ -49,12 +49,14 @@ SWITCHES: dict[str, tuple[str, dict]] = {
                "rope_theta": 500000.0}}}),
     "attention_bias": ("plain", {"attention_bias": False}),
     "tie_word_embeddings": ("plain", {"tie_word_embeddings": True}),
+    "enable_moe_block": ("moe", {"enable_moe_block": False}),
+    "top_k_experts": ("moe", {"top_k_experts": 3}),
 }
 
 #: overrides: message part; rejected before anything is built.
 REJECTED: dict[str, tuple[dict, str]] = {
-    "moe": ({"enable_moe_block": True, "num_experts": 4, "top_k_experts": 2,
-             "moe_intermediate_size": 32}, "enable_moe_block"),
+    "moe_top_k": ({**cases.MOE, "top_k_experts": 6}, "exceeds num_experts"),
+    "moe_size": ({**cases.MOE, "moe_intermediate_size": None}, "moe_intermediate_size"),
     "bidirectional": ({"use_bidirectional_attention": "all"}, "use_bidirectional_attention"),
     "no_producer": ({"num_kv_shared_layers": 4}, "leaves no full_attention layer"),
     "all_shared": ({"num_kv_shared_layers": 5}, "must be below num_hidden_layers"),
