@@ -30,6 +30,10 @@ CONFIGS: dict[str, dict] = {
 MOE = {"enable_moe_block": True, "num_experts": 5, "top_k_experts": 2,
        "moe_intermediate_size": 40}
 CONFIGS["moe"] = MOE
+#: Gemma4ForConditionalGeneration as released (mobius/models/gemma4_conditional.py): the MoE
+#: decoder nested in text_config beside vision and audio towers, run on text input
+CONFIGS["conditional"] = {}
+PRESETS = {"conditional": "tiny-gemma4-mm"}
 
 CASES = sorted(CONFIGS)
 
@@ -55,7 +59,7 @@ def write_case(case: str, folder: str) -> None:
     from testing.random_checkpoint import random_checkpoint
 
     def make(ckpt: str) -> str:
-        random_checkpoint(ckpt, PRESET, **CONFIGS[case])
+        random_checkpoint(ckpt, PRESETS.get(case, PRESET), **CONFIGS[case])
         _random_layer_scalars(ckpt)
         return ckpt
 

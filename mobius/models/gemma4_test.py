@@ -1,4 +1,6 @@
-"""Gemma 4 text decoder: L3 parity per switch, the per-layer cache I/O, refused switches.
+"""Gemma 4 text decoder (and Gemma4ForConditionalGeneration's, case "conditional", against
+transformers' multimodal model on text input): L3 parity per switch, the per-layer cache
+I/O, refused switches.
 
 * Every case is a transformers-written tiny checkpoint with every parameter random (the
   layer_scalar buffers too).
@@ -56,6 +58,8 @@ SWITCHES: dict[str, tuple[str, dict]] = {
 #: overrides: message part; rejected before anything is built.
 REJECTED: dict[str, tuple[dict, str]] = {
     "moe_top_k": ({**cases.MOE, "top_k_experts": 6}, "exceeds num_experts"),
+    "no_text_config": ({"model_type": "gemma4",
+                        "architectures": ["Gemma4ForConditionalGeneration"]}, "text_config"),
     "moe_size": ({**cases.MOE, "moe_intermediate_size": None}, "moe_intermediate_size"),
     "bidirectional": ({"use_bidirectional_attention": "all"}, "use_bidirectional_attention"),
     "no_producer": ({"num_kv_shared_layers": 4}, "leaves no full_attention layer"),
