@@ -287,6 +287,7 @@ FAMILY_DEPS = {
         "//third_party:onnxscript",
     ],
     "gemma4": [
+        ":mixtral",
         "//mobius/components:activations",
         "//mobius/components:attention",
         "//mobius/components:attention_mask",
@@ -295,6 +296,7 @@ FAMILY_DEPS = {
         "//mobius/components:embedding",
         "//mobius/components:linear",
         "//mobius/components:mlp",
+        "//mobius/components:moe",
         "//mobius/components:rms_norm",
         "//mobius/components:rotary",
         "//mobius/components:weight",
@@ -310,6 +312,11 @@ FAMILY_DEPS = {
         "//third_party:numpy",
         "//third_party:onnx_ir",
         "//third_party:onnxscript",
+    ],
+    "gemma4_conditional": [
+        ":gemma4",
+        "//mobius/weights:attach",
+        "//mobius:errors",
     ],
     "glm": [
         ":llama",
@@ -1084,6 +1091,7 @@ TINY_PRESET_FAMILIES = {
     "tiny-gemma3": "gemma",
     "tiny-gemma3-vl": "gemma3",
     "tiny-gemma4": "gemma4",
+    "tiny-gemma4-mm": "gemma4_conditional",
     "tiny-glm": "glm",
     "tiny-glm4": "glm",
     "tiny-glm4_moe": "glm4_moe",
@@ -1200,6 +1208,7 @@ TINY_PRESET_TASKS = {
     "tiny-gemma3": "text-generation",
     "tiny-gemma3-vl": "image-text-to-text",
     "tiny-gemma4": "text-generation",
+    "tiny-gemma4-mm": "text-generation",
     "tiny-glm": "text-generation",
     "tiny-glm4": "text-generation",
     "tiny-glm4_moe": "text-generation",
