@@ -6,6 +6,8 @@ left-padded row (testing/checkpoint_runs.py).
 
 from __future__ import annotations
 
+from mobius.tiny.presets import TINY_PRESETS
+
 PRESET = "tiny-gemma4"
 
 #: checkpoint: config overrides of the preset (sliding, global, sliding, sliding, global;
@@ -31,9 +33,11 @@ MOE = {"enable_moe_block": True, "num_experts": 5, "top_k_experts": 2,
        "moe_intermediate_size": 40}
 CONFIGS["moe"] = MOE
 #: Gemma4ForConditionalGeneration as released (mobius/models/gemma4_conditional.py): the MoE
-#: decoder nested in text_config beside vision and audio towers, run on text input
-CONFIGS["conditional"] = {}
+#: decoder nested in text_config beside vision and audio towers, run on text input; its
+#: 5 experts chosen top 2
 PRESETS = {"conditional": "tiny-gemma4-mm"}
+CONFIGS["conditional"] = {"text_config": {
+    **TINY_PRESETS["tiny-gemma4-mm"]["text_config"], "num_experts": 5, "top_k_experts": 2}}
 
 CASES = sorted(CONFIGS)
 

@@ -42,7 +42,7 @@ FAMILY = ModelFamily(
     module=Gemma4ForCausalLM, tiny_preset="tiny-gemma4-mm", options=TEXT.options,
     normalize_raw=normalize, config_overrides=TEXT.config_overrides, cohorts=("genai",),
     attention_traits=TEXT.attention_traits, ignored_tensors=lambda config: UNREAD,
-    checkpoint_aliases=(("model.", ("model.language_model.",)),),
+    checkpoint_aliases=(("model.", ("model.language_model.", "model.")),),
     unread_config=("vision_config", "audio_config"),
 )
 
@@ -51,13 +51,16 @@ _TEXT = {k: v for k, v in TEXT_PRESETS["tiny-gemma4"].items()
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
 TINY_PRESETS = {
-    # tiny-gemma4's decoder with the 26B-A4B feed-forward (5 experts of 40, top 2, beside
-    # the dense MLP), plus 2-layer vision and 1-layer audio towers the decoder leaves unread
+    # tiny-gemma4's decoder with the 26B-A4B feed-forward (4 experts of 40 beside the dense
+    # MLP), plus 2-layer vision and 1-layer audio towers the decoder leaves unread. Every
+    # expert is chosen: a random router's probabilities lie within 1e-4 of each other (its
+    # input is scaled by hidden^-0.5), so a true-bf16 graph would choose other experts
+    # than a float32-compute one; gemma4_test checks top-k choice (cases moe, conditional).
     "tiny-gemma4-mm": {
         "model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"],
         "tie_word_embeddings": True,
         "text_config": {**_TEXT, "model_type": "gemma4_text", "enable_moe_block": True,
-                        "num_experts": 5, "top_k_experts": 2, "moe_intermediate_size": 40},
+                        "num_experts": 4, "top_k_experts": 4, "moe_intermediate_size": 40},
         "vision_config": {"model_type": "gemma4_vision", "hidden_size": 48,
                           "intermediate_size": 96, "num_hidden_layers": 2,
                           "num_attention_heads": 3, "num_key_value_heads": 3, "head_dim": 16,
