@@ -69,7 +69,6 @@ from mobius.tiny.bases import COMMON
 from mobius.weights.dtypes import numpy_dtype
 
 SLIDING, FULL = "sliding_attention", "full_attention"
-F32 = ir.DataType.FLOAT
 #: transformers' Gemma4TextConfig default RoPE per layer type
 _ROPES = {SLIDING: {"rope_type": "default", "rope_theta": 10_000.0},
           FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25,
@@ -252,10 +251,7 @@ class Gemma4Experts(nn.Module):
                                 axis=-1, num_outputs=2, _outputs=2)
             hidden = op.Mul(apply_activation(op, gate, self.activation), up)
             out = op.MatMul(hidden, weight(op, self.down_proj, index))
-            factor = op.Gather(scale, index, axis=0)
-            if get_build_dtype() != F32:  # scaled where combine_experts weights: in float32
-                out, factor = op.Cast(out, to=F32), op.Cast(factor, to=F32)
-            return op.Mul(out, factor)
+            return op.Mul(out, op.Gather(scale, index, axis=0))
 
         return run
 

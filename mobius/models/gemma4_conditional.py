@@ -16,7 +16,8 @@ from typing import Any, Mapping
 
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
-from mobius.models.gemma4 import FAMILY as TEXT, TINY_PRESETS as TEXT_PRESETS, Gemma4ForCausalLM
+from mobius.models.gemma4 import (FAMILY as TEXT, FULL, SLIDING, TINY_PRESETS as TEXT_PRESETS,
+                                  Gemma4ForCausalLM)
 from mobius.weights.attach import IgnoredTensors
 
 #: the multimodal model's parts a text decoder does not run
@@ -51,8 +52,8 @@ _TEXT = {k: v for k, v in TEXT_PRESETS["tiny-gemma4"].items()
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
 TINY_PRESETS = {
-    # tiny-gemma4's decoder with the 26B-A4B feed-forward (4 experts of 40 beside the dense
-    # MLP), plus 2-layer vision and 1-layer audio towers the decoder leaves unread. Every
+    # tiny-gemma4's decoder cut to 3 layers (sliding, global, global sharing the first's K/V)
+    # with the 26B-A4B feed-forward (4 experts of 40 beside the dense MLP), plus 2-layer vision and 1-layer audio towers the decoder leaves unread. Every
     # expert is chosen: a random router's probabilities lie within 1e-4 of each other (its
     # input is scaled by hidden^-0.5), so a true-bf16 graph would choose other experts
     # than a float32-compute one; gemma4_test checks top-k choice (cases moe, conditional).
@@ -60,6 +61,8 @@ TINY_PRESETS = {
         "model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"],
         "tie_word_embeddings": True,
         "text_config": {**_TEXT, "model_type": "gemma4_text", "enable_moe_block": True,
+                        "num_hidden_layers": 3, "layer_types": [SLIDING, FULL, FULL],
+                        "num_kv_shared_layers": 1,
                         "num_experts": 4, "top_k_experts": 4, "moe_intermediate_size": 40},
         "vision_config": {"model_type": "gemma4_vision", "hidden_size": 48,
                           "intermediate_size": 96, "num_hidden_layers": 2,
