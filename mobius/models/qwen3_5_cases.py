@@ -27,40 +27,8 @@ CONFIGS: dict[str, dict] = {
 
 CASES = sorted(CONFIGS)
 
-#: the MTP head's own tensors besides its decoder layer (names as Qwen 3.5 checkpoints
-#: spell them); its layer is mtp.layers.0.*, a full-attention layer like the decoder's
-MTP_TENSORS = ("mtp.fc.weight", "mtp.norm.weight", "mtp.pre_fc_norm_embedding.weight",
-               "mtp.pre_fc_norm_hidden.weight")
-#: the decoder layer whose shapes the MTP layer has (the preset's attention layer)
+#: the decoder layer whose shapes the MTP head's layer takes (the preset's attention layer)
 ATTENTION_LAYER = "model.layers.2."
-
-
-def _with_mtp(ckpt: str) -> None:
-    """Adds a random one-layer MTP head (transformers does not load it) and
-    mtp_num_hidden_layers, as released checkpoints declare it."""
-    import json
-    import os
-
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    path = os.path.join(ckpt, "model.safetensors")
-    tensors = load_file(path)
-    hidden = tensors["model.norm.weight"].shape[0]
-    generator = torch.Generator().manual_seed(3)
-    shapes = {name: (hidden, 2 * hidden) if name == "mtp.fc.weight" else (hidden,)
-              for name in MTP_TENSORS}
-    shapes.update({"mtp.layers.0." + name[len(ATTENTION_LAYER):]: tuple(value.shape)
-                   for name, value in tensors.items() if name.startswith(ATTENTION_LAYER)})
-    for name, shape in shapes.items():
-        scale = 0.3 if len(shape) == 2 else 0.1  # norms: (1 + w), w small
-        tensors[name] = scale * torch.randn(shape, generator=generator)
-    save_file(tensors, path, metadata={"format": "pt"})
-    with open(os.path.join(ckpt, "config.json")) as f:
-        config = json.load(f)
-    config["mtp_num_hidden_layers"] = 1
-    with open(os.path.join(ckpt, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
 
 
 def _record_mtp(ckpt: str, folder: str) -> None:
@@ -107,13 +75,13 @@ def _record_mtp(ckpt: str, folder: str) -> None:
 
 def write_case(case: str, folder: str) -> None:
     """ckpt/ and padded.npz."""
-    from testing import checkpoint_runs
+    from testing import checkpoint_runs, mtp_checkpoint
     from testing.random_checkpoint import random_checkpoint
 
     def make(ckpt: str) -> str:
         random_checkpoint(ckpt, PRESET, **CONFIGS[case])
         if case == "mtp":
-            _with_mtp(ckpt)
+            mtp_checkpoint.add_mtp_head(ckpt, ATTENTION_LAYER)
         return ckpt
 
     ckpt = checkpoint_runs.write(folder, make, {"padded": checkpoint_runs.RUNS["padded"]})
