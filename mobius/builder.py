@@ -11,7 +11,7 @@ import onnx_ir as ir
 from onnxscript import nn
 
 from mobius.build_args import check_build_args
-from mobius.builder_mtp import add_mtp_head
+from mobius.builder_mtp import add_mtp_head, check_mtp
 from mobius.config.architecture import ArchitectureConfig, load_config
 from mobius.context import build_context
 from mobius.ep.capabilities import EpCapabilities
@@ -121,6 +121,8 @@ def build_request(request: BuildRequest) -> ModelPackage:
     checkpoint, adapters = _open_adapters(source.checkpoint, request.adapters, runtime.layout,
                                           target.caps)
     family, config = source.family, source.config
+    if runtime.mtp:
+        check_mtp(family, checkpoint)
     module, models = constructed(_construction_key(source, checkpoint, target),
                                  lambda: _construct(source, checkpoint, target))
     check_overrides_match(source.quant, _override_targets(module, config))

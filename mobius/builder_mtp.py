@@ -20,15 +20,19 @@ DECODER_TENSORS = IgnoredTensors(
     "the decoder's tensors (built as model.onnx)")
 
 
-def add_mtp_head(package: ModelPackage, family, config: ArchitectureConfig, checkpoint,
-                 target, quant, trace: bool) -> None:
-    """Builds the family's MTP head as package.models["mtp"] (optimized like the decoder),
-    exposes the decoder's hidden states and writes genai's ``model.mtp`` section."""
+def check_mtp(family, checkpoint) -> None:
+    """Before any graph is built: the family has an MTP head and the checkpoint holds it."""
     if family.mtp_head is None:
         raise MobiusError(f"--mtp: the {family.name} family has no multi-token-prediction "
                           f"head (families with one declare mtp_head)")
     if not any(name.startswith("mtp.") for name in checkpoint.names()):
         raise MobiusError("--mtp: the checkpoint holds no mtp.* tensors (no MTP head)")
+
+
+def add_mtp_head(package: ModelPackage, family, config: ArchitectureConfig, checkpoint,
+                 target, quant, trace: bool) -> None:
+    """Builds the family's MTP head as the package's mtp/model.onnx (optimized like the
+    decoder), exposes the decoder's hidden states and writes genai's configs for it."""
     with build_context(target.caps, target.dtype):
         head = family.mtp_head(config)
         attach_weights(head, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,
