@@ -32,30 +32,43 @@ def add_parser(sub, workdir: str) -> None:
     parser.add_argument("--shape", default="tiny", choices=sorted(SHAPES))
     parser.add_argument("--tokens", type=int, default=128, help="new tokens per run")
     parser.add_argument("--repeat", type=int, default=3, help="runs; the median is reported")
+    parser.add_argument("--agree", action="store_true",
+                        help="zero the decoder's and the head's final norms (weight -1 under "
+                        "(1 + w)): both emit token 0, so every draft is accepted (the "
+                        "runtime's best case on this shape, not a model's)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
 
 
 def command(args, write_json) -> int:
-    package = _package(args.workdir, args.shape)
-    result = {"shape": args.shape, "new_tokens": args.tokens, **measure(package, args.tokens,
-                                                                      args.repeat)}
+    package = _package(args.workdir, args.shape, args.agree)
+    shape = args.shape + (" (agreeing)" if args.agree else "")
+    result = {"shape": shape, "new_tokens": args.tokens, **measure(package, args.tokens,
+                                                                 args.repeat)}
     print(markdown(result))
     write_json(args.json, result)
     return 0
 
 
-def _package(workdir: str, shape: str) -> str:
+def _package(workdir: str, shape: str, agree: bool) -> str:
     import mobius
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
     from testing.hf_checkpoints import make_hf_checkpoint
     from testing.mtp_checkpoint import add_mtp_head
 
-    folder = os.path.join(workdir, shape)
+    folder = os.path.join(workdir, shape + ("-agree" if agree else ""))
     checkpoint, package = os.path.join(folder, "ckpt"), os.path.join(folder, "pkg")
     if not os.path.isdir(package):
         overrides = SHAPES[shape]
         make_hf_checkpoint(checkpoint, "tiny-qwen3_5", **overrides)
         layers = overrides.get("num_hidden_layers", 4)
         add_mtp_head(checkpoint, f"model.layers.{layers - 1 if overrides else 2}.")
+        if agree:
+            path = os.path.join(checkpoint, "model.safetensors")
+            tensors = load_file(path)
+            for name in ("model.norm.weight", "mtp.norm.weight"):
+                tensors[name] = np.full_like(tensors[name], -1.0)
+            save_file(tensors, path, metadata={"format": "pt"})
         mobius.build(checkpoint, dtype="f16", mtp=True).save(package)
     return package
 
