@@ -104,8 +104,9 @@ def build(
     ``sliding_window_cache``: window-sized KV buffers for sliding-window layers
     where genai and the EP can (mobius/package/sliding_window.py; opt-in: such
     a package runs batch 1 in onnxruntime-genai only).
-    ``mtp``: the checkpoint's multi-token-prediction head as ``mtp.onnx``, the drafter of
-    onnxruntime-genai's MtpGenerator (mobius/tasks/mtp.py; implies prefill_logits "all").
+    ``mtp``: the checkpoint's multi-token-prediction head as the package's ``mtp/`` folder,
+    the drafter of onnxruntime-genai's MtpGenerator (mobius/tasks/mtp.py; implies
+    prefill_logits "all").
     """
     options = dict(locals())
     check_build_args(options)  # every argument, by name, before anything else

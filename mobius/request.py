@@ -68,7 +68,7 @@ class RuntimeOptions:
     prefill_logits: str | None = None
     context_length: int | None = None
     sliding_window_cache: bool = False
-    #: mtp.onnx, genai's speculative drafter (mobius/tasks/mtp.py): every position's logits
+    #: the MTP head as genai's speculative drafter (mobius/tasks/mtp.py): every position's logits
     mtp: bool = False
 
     def check(self, task: Task | None = None) -> None:

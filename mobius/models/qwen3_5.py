@@ -9,7 +9,8 @@ DeltaNet's projections are unfused in the checkpoint (``in_proj_qkv``, ``in_proj
 ``mrope_interleaved``), whose three position streams are all the text position for
 text: that is plain RoPE, so a text decoder reads [batch, seq] position_ids, as
 onnxruntime-genai's ``qwen3_5_text`` type feeds them. Checkpoints may ship a
-multi-token-prediction head (``mtp.*``), which the causal LM does not read, and may name
+multi-token-prediction head (``mtp.*``), which the causal LM does not read (``--mtp``
+builds it as genai's drafter: ``mtp_head``), and may name
 the decoder as the multimodal model does (``model.language_model.*``, beside a vision
 tower ``model.visual.*`` that a text decoder leaves unread), as transformers loads them.
 """
@@ -28,7 +29,7 @@ from mobius.config.fields import positive_int
 from mobius.config.options import read_options
 from mobius.models.family import ModelFamily
 from mobius.models.qwen3_next import (FULL, Qwen3NextDecoderLayer, Qwen3NextForCausalLM,
-                                      delta_net_dims, mtp_norm, normalize)
+                                      delta_net_dims, normalize, offset_rms_norm)
 from mobius.tiny.bases import COMMON
 from mobius.weights.attach import IgnoredTensors
 
@@ -60,11 +61,11 @@ class Qwen3_5ForCausalLM(Qwen3NextForCausalLM):
         super().__init__(config, mlp=dense_mlp, fused_projections=False)
 
 
-def mtp_head(config: ArchitectureConfig, mlp=dense_mlp) -> MtpHead:
+def mtp_head(config: ArchitectureConfig) -> MtpHead:
     """The ``mtp.*`` head: one gated-attention layer (Qwen3-Next's) and (1 + w) norms."""
     one_layer = dataclasses.replace(config, num_hidden_layers=1, layer_types=(FULL,))
-    layer = Qwen3NextDecoderLayer(one_layer, 0, mlp(one_layer, 0), fused_projections=False)
-    return MtpHead(one_layer, layer, lambda size: mtp_norm(config, size))
+    layer = Qwen3NextDecoderLayer(one_layer, 0, dense_mlp(one_layer, 0), fused_projections=False)
+    return MtpHead(one_layer, layer, lambda size: offset_rms_norm(config, size))
 
 
 def checked_by(options: type) -> Callable[[Mapping[str, Any]], dict]:

@@ -84,8 +84,8 @@ def _norm(config: ArchitectureConfig, size: int) -> RMSNorm:
     return RMSNorm(size, config.rms_norm_eps, weight_offset=1.0)
 
 
-#: the (1 + w) RMSNorm, for the MTP head's norms (mobius/models/qwen3_5.py)
-mtp_norm = _norm
+#: the (1 + w) RMSNorm of every norm but the DeltaNet's output norm (for Qwen 3.5's MTP head)
+offset_rms_norm = _norm
 
 
 def gated_attention(config: ArchitectureConfig) -> Attention:
