@@ -51,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="window-sized KV buffers for sliding-window layers in "
                        "onnxruntime-genai (cpu): bounded KV memory, but only for batch-1 "
                        "generation in genai with max_length >= the window")
+    build.add_argument("--mtp", action="store_true",
+                       help="also build the checkpoint's multi-token-prediction head as "
+                       "mtp.onnx, the drafter of onnxruntime-genai's MtpGenerator (speculative "
+                       "decoding; the decoder then returns every position's logits)")
     build.add_argument("--adapter", metavar="[NAME=]DIR", action="append",
                        help="PEFT LoRA adapter folder: merged into the weights, or with "
                        "--adapter-mode separate written as adapters/NAME.onnx_adapter "
@@ -233,7 +237,8 @@ def _run(args: argparse.Namespace) -> int:
         quant_calibration_passes=args.quant_calibration_passes, layout=args.layout,
         logits_to_keep=args.logits_to_keep, prefill_logits=args.prefill_logits,
         context_length=args.context_length, adapter=args.adapter,
-        adapter_mode=args.adapter_mode, sliding_window_cache=args.sliding_window_cache)
+        adapter_mode=args.adapter_mode, sliding_window_cache=args.sliding_window_cache,
+        mtp=args.mtp)
     request.target()  # every option checked before any download
     folder = resolve_checkpoint(args.model)
     ModelPackage.check_output(output, overwrite=args.overwrite, source=folder)
