@@ -101,9 +101,10 @@ def _trial_commands(commands) -> None:
     for sub in (run, verify):
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                          help="show tracebacks on errors")
-    listing = commands.add_parser("list",
-                                  help="list supported models, tasks, EPs or tiny checkpoints")
-    listing.add_argument("what", choices=["models", "tasks", "eps", "tiny"])
+    listing = commands.add_parser(
+        "list", help="list supported models, tasks, EPs, tiny checkpoints, or the "
+                     "architectures of ORT GenAI's model builder (peer) and the family of each")
+    listing.add_argument("what", choices=["models", "tasks", "eps", "tiny", "peer"])
 
 
 def _quant_arguments(build: argparse.ArgumentParser) -> None:
@@ -267,9 +268,9 @@ def _list(what: str) -> int:
         for name, raw in sorted(TINY_PRESETS.items()):
             print(f"{name}\t{raw['model_type']}")
         return 0
-    from mobius.models.catalog import models_table, tasks_table
+    from mobius.models.catalog import models_table, peer_table, tasks_table
 
-    rows = tasks_table() if what == "tasks" else models_table()
+    rows = {"tasks": tasks_table, "peer": peer_table}.get(what, models_table)()
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
