@@ -19,7 +19,7 @@ from mobius.ep.registry import get_ep
 from mobius.errors import MobiusError
 from mobius.gguf_source import open_gguf
 from mobius.models.registry import family_for
-from mobius.optimize.pipeline import optimize_model
+from mobius.optimize.pipeline import clean_up, optimize_model
 from mobius.package.context_length import apply_context_length, resolve_context_length
 from mobius.package.hf_folder import model_folder_files
 from mobius.package.model_package import ModelPackage
@@ -124,12 +124,13 @@ def build_request(request: BuildRequest) -> ModelPackage:
     family, config = source.family, source.config
     if runtime.mtp:
         check_mtp(family, checkpoint)
-    module, models = constructed(_construction_key(source, checkpoint, target),
-                                 lambda: _construct(source, checkpoint, target))
+    module, models, cleaned = constructed(_construction_key(source, checkpoint, target),
+                                          lambda: _construct(source, checkpoint, target),
+                                          prepare=_clean_up)
     check_overrides_match(source.quant, _override_targets(module, config))
     package = _optimized_package(models, module, config, family.task, target.caps, target.dtype,
                                  request.trace_optimization, source.quant,
-                                 union_targets(adapters))
+                                 union_targets(adapters), cleaned)
     _carry_adapters(package, adapters)
     if runtime.mtp:
         add_mtp_head(package, source.family, config, checkpoint, target, source.quant,
@@ -152,6 +153,11 @@ def _construct(source: _Source, checkpoint, target) -> tuple[nn.Module, dict[str
                    family.ignored_tensors(config))
     return module, _task_graphs(module, config, family.task, target.caps, target.dtype,
                                 target.cross_kv_in_decoder)
+
+
+def _clean_up(models: dict[str, ir.Model]) -> dict[str, list]:
+    """The pipeline's target-independent cleanup of each generic graph, and its records."""
+    return {key: clean_up(model) for key, model in models.items()}
 
 
 def _construction_key(source: _Source, checkpoint, target) -> tuple | None:
@@ -346,8 +352,10 @@ def _optimized_package(models: dict[str, ir.Model], module: nn.Module,
                        config: ArchitectureConfig, task: Task, caps: EpCapabilities,
                        build_dtype: ir.DataType, trace_optimization: bool,
                        quant: QuantSpec | None,
-                       lora_targets: dict[str, tuple[int, int]] | None) -> ModelPackage:
-    """The generic graphs optimized for the EP, and the package configs around them."""
+                       lora_targets: dict[str, tuple[int, int]] | None,
+                       cleaned: dict[str, list] | None = None) -> ModelPackage:
+    """The generic graphs optimized for the EP, and the package configs around them;
+    ``cleaned``: the graphs' cleanup records where a shared construction ran it."""
     with build_context(caps, build_dtype):
         decoder = next((key for key, role in task.roles.items() if role == DECODER), None)
         if lora_targets:
@@ -357,7 +365,9 @@ def _optimized_package(models: dict[str, ir.Model], module: nn.Module,
             if task.metadata is not None:
                 model.metadata_props.update(task.metadata(config))
             reports[key] = optimize_model(model, caps, build_dtype, task.roles[key],
-                                          trace=trace_optimization, quant=quant)
+                                          trace=trace_optimization, quant=quant,
+                                          cleaned=cleaned[key] if cleaned and not trace_optimization
+                                          else None)
             if caps.use_concrete_dims:  # the rules added values after the task: re-establish
                 apply_concrete_dims(model, task.named_dims)
         if lora_targets:
