@@ -11,6 +11,7 @@ import onnx_ir as ir
 from onnxscript import nn
 
 from mobius.build_args import check_build_args
+from mobius.builder_mtp import add_mtp_head, check_mtp
 from mobius.config.architecture import ArchitectureConfig, load_config
 from mobius.context import build_context
 from mobius.ep.capabilities import EpCapabilities
@@ -18,7 +19,7 @@ from mobius.ep.registry import get_ep
 from mobius.errors import MobiusError
 from mobius.gguf_source import open_gguf
 from mobius.models.registry import family_for
-from mobius.optimize.pipeline import optimize_model
+from mobius.optimize.pipeline import clean_up, optimize_model
 from mobius.package.context_length import apply_context_length, resolve_context_length
 from mobius.package.hf_folder import model_folder_files
 from mobius.package.model_package import ModelPackage
@@ -72,6 +73,7 @@ def build(
     adapter: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
     adapter_mode: str = MERGED,
     sliding_window_cache: bool = False,
+    mtp: bool = False,
 ) -> ModelPackage:
     """Builds an ONNX package from a hub id, a local HF folder, a GGUF file (or a folder
     holding one: mobius/gguf_source.py) or a built-in tiny name.
@@ -102,6 +104,9 @@ def build(
     ``sliding_window_cache``: window-sized KV buffers for sliding-window layers
     where genai and the EP can (mobius/package/sliding_window.py; opt-in: such
     a package runs batch 1 in onnxruntime-genai only).
+    ``mtp``: the checkpoint's multi-token-prediction head as the package's ``mtp/`` folder,
+    the drafter of onnxruntime-genai's MtpGenerator (mobius/tasks/mtp.py; implies
+    prefill_logits "all").
     """
     options = dict(locals())
     check_build_args(options)  # every argument, by name, before anything else
@@ -117,13 +122,19 @@ def build_request(request: BuildRequest) -> ModelPackage:
     checkpoint, adapters = _open_adapters(source.checkpoint, request.adapters, runtime.layout,
                                           target.caps)
     family, config = source.family, source.config
-    module, models = constructed(_construction_key(source, checkpoint, target),
-                                 lambda: _construct(source, checkpoint, target))
+    if runtime.mtp:
+        check_mtp(family, checkpoint)
+    module, models, cleaned = constructed(_construction_key(source, checkpoint, target),
+                                          lambda: _construct(source, checkpoint, target),
+                                          prepare=_clean_up)
     check_overrides_match(source.quant, _override_targets(module, config))
     package = _optimized_package(models, module, config, family.task, target.caps, target.dtype,
                                  request.trace_optimization, source.quant,
-                                 union_targets(adapters))
+                                 union_targets(adapters), cleaned)
     _carry_adapters(package, adapters)
+    if runtime.mtp:
+        add_mtp_head(package, source.family, config, checkpoint, target, source.quant,
+                     request.trace_optimization)
     context_length = resolve_context_length(runtime.context_length,
                                             config.max_position_embeddings,
                                             target.caps.static_context_length)
@@ -142,6 +153,11 @@ def _construct(source: _Source, checkpoint, target) -> tuple[nn.Module, dict[str
                    family.ignored_tensors(config))
     return module, _task_graphs(module, config, family.task, target.caps, target.dtype,
                                 target.cross_kv_in_decoder)
+
+
+def _clean_up(models: dict[str, ir.Model]) -> dict[str, list]:
+    """The pipeline's target-independent cleanup of each generic graph, and its records."""
+    return {key: clean_up(model) for key, model in models.items()}
 
 
 def _construction_key(source: _Source, checkpoint, target) -> tuple | None:
@@ -278,7 +294,7 @@ def _client_options(package: ModelPackage, task: Task, caps: EpCapabilities,
     if logits_to_keep is None:
         logits_to_keep = layout == TRANSFORMERS_JS and prefill_logits is None
     if prefill_logits is None:
-        prefill_logits = LAST if layout == GENAI and not logits_to_keep else ALL
+        prefill_logits = LAST if layout == GENAI and not (logits_to_keep or runtime.mtp) else ALL
     if logits_to_keep:
         if layout == GENAI:
             logger.warning("num_logits_to_keep: onnxruntime-genai 0.18 cannot run this package "
@@ -336,8 +352,10 @@ def _optimized_package(models: dict[str, ir.Model], module: nn.Module,
                        config: ArchitectureConfig, task: Task, caps: EpCapabilities,
                        build_dtype: ir.DataType, trace_optimization: bool,
                        quant: QuantSpec | None,
-                       lora_targets: dict[str, tuple[int, int]] | None) -> ModelPackage:
-    """The generic graphs optimized for the EP, and the package configs around them."""
+                       lora_targets: dict[str, tuple[int, int]] | None,
+                       cleaned: dict[str, list] | None = None) -> ModelPackage:
+    """The generic graphs optimized for the EP, and the package configs around them;
+    ``cleaned``: the graphs' cleanup records where a shared construction ran it."""
     with build_context(caps, build_dtype):
         decoder = next((key for key, role in task.roles.items() if role == DECODER), None)
         if lora_targets:
@@ -347,7 +365,9 @@ def _optimized_package(models: dict[str, ir.Model], module: nn.Module,
             if task.metadata is not None:
                 model.metadata_props.update(task.metadata(config))
             reports[key] = optimize_model(model, caps, build_dtype, task.roles[key],
-                                          trace=trace_optimization, quant=quant)
+                                          trace=trace_optimization, quant=quant,
+                                          cleaned=cleaned[key] if cleaned and not trace_optimization
+                                          else None)
             if caps.use_concrete_dims:  # the rules added values after the task: re-establish
                 apply_concrete_dims(model, task.named_dims)
         if lora_targets:

@@ -7,6 +7,12 @@ name), yet it is a third of a tiny build. Inside ``with shared_construction():``
 every build of that key (the first included) optimizes its own clone of those generic
 graphs, with the warnings construction gave replayed, so each package is what a lone
 build makes. The EP suites' ``ep_builds`` action builds every family for every EP so.
+
+The pipeline's first stage reads no target either (mobius.optimize.pipeline.clean_up):
+a shared construction runs it once too (``prepare``), and each build skips it. A clone's
+name counters start afresh, so the names the EP's rules generate for new nodes
+(``node_<Op>_<n>``) may be numbered differently from a lone build's; the graphs are
+otherwise the same (mobius/shared_construction_test.py).
 """
 
 from __future__ import annotations
@@ -30,20 +36,24 @@ def shared_construction() -> Iterator[None]:
         _CACHE.reset(token)
 
 
-def constructed(key: tuple[Hashable, ...] | None, construct: Callable[[], tuple]) -> tuple:
-    """``construct()``'s (module, {key: generic model}): built here, or once per ``key``
-    (its first item names the checkpoint) inside shared_construction(); the models are
-    then a clone for this build. ``key`` None: never shared."""
+def constructed(key: tuple[Hashable, ...] | None, construct: Callable[[], tuple],
+                prepare: Callable[[dict], object] | None = None) -> tuple:
+    """``construct()``'s (module, {key: generic model}) and, inside shared_construction(),
+    what ``prepare(models)`` returned (None outside it: a lone build prepares nothing).
+    Shared: built, and prepared, once per ``key`` (its first item names the checkpoint);
+    the models are then a clone for this build. ``key`` None: never shared."""
     cache = _CACHE.get()
     if cache is None or key is None:
-        return construct()
+        return (*construct(), None)
     if key not in cache:
         if any(k[0] != key[0] for k in cache):  # one checkpoint at a time: memory stays flat
             cache.clear()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            cache[key] = (*construct(), caught)
-    module, models, caught = cache[key]
+            module, models = construct()
+            prepared = prepare(models) if prepare else None
+        cache[key] = (module, models, prepared, caught)
+    module, models, prepared, caught = cache[key]
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return module, {name: model.clone() for name, model in models.items()}
+    return module, {name: model.clone() for name, model in models.items()}, prepared

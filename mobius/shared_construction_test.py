@@ -1,11 +1,13 @@
 """Inside shared_construction, builds of one checkpoint for several EPs construct its
-generic graphs once per (dtype, structural flags), and each package is byte for byte the
-package a lone build makes: graphs, weights, configs and warnings."""
+generic graphs once per (dtype, structural flags) and run the pipeline's cleanup once, and
+each package is the package a lone build makes: graphs, weights, configs and warnings, byte
+for byte up to the numbering of node names the EP's rules generate."""
 
 from __future__ import annotations
 
 import warnings
 
+import onnx
 import onnx_ir as ir
 import pytest
 
@@ -83,3 +85,48 @@ def test_a_new_checkpoint_drops_the_previous_ones_graphs():
         for folder in ("a", "b", "a"):
             constructed((folder, "f32"), construct)
     assert len(calls) == 3
+
+
+def test_prepare_runs_once_per_key_and_only_when_shared():
+    prepared = []
+    construct = lambda: ("module", {})  # noqa: E731
+    prepare = lambda models: prepared.append(1) or "cleaned"  # noqa: E731
+    assert constructed(("ckpt", "f32"), construct, prepare)[2] is None  # a lone build
+    with shared_construction():
+        results = [constructed(("ckpt", "f32"), construct, prepare)[2] for _ in range(3)]
+    assert results == ["cleaned"] * 3 and len(prepared) == 1
+
+
+def test_shared_builds_run_the_cleanup_stage_once_per_construction(checkpoint, monkeypatch):
+    from mobius.optimize import pipeline
+
+    runs = []
+    clean_up = pipeline.clean_up
+    monkeypatch.setattr(builder, "clean_up", lambda model: runs.append(1) or clean_up(model))
+    with shared_construction():
+        for target in TARGETS[:4]:  # f32: default, cpu, webgpu (its own construction), ...
+            build(checkpoint, *target)
+    assert len(runs) == 2  # one graph, two constructions
+
+
+def _without_node_names(package) -> tuple:
+    models, genai, extra = package_bytes(package)
+    renamed = {}
+    for key, data in models.items():
+        proto = onnx.ModelProto.FromString(data)
+        for node in proto.graph.node:
+            node.name = ""
+        renamed[key] = proto.SerializeToString(deterministic=True)
+    return renamed, genai, extra
+
+
+def test_a_shared_build_differs_from_a_lone_one_in_generated_node_names_only(tmp_path):
+    """Falcon-H1 on cpu: the rules name new nodes from the clone's fresh counters."""
+    from mobius.tiny.checkpoint import make_tiny_checkpoint
+
+    folder = make_tiny_checkpoint("tiny-falcon_h1", str(tmp_path / "falcon_h1"))
+    lone = mobius.build(folder, execution_provider="cpu")
+    with shared_construction():
+        mobius.build(folder, execution_provider="default")
+        shared = mobius.build(folder, execution_provider="cpu")
+    assert _without_node_names(shared) == _without_node_names(lone)

@@ -28,12 +28,31 @@ from mobius.roles import ROLES
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
 
 
+def _cleanup() -> list[Rule]:
+    """The target-independent first stage: what every EP's pipeline starts with."""
+    return [lib.IdentityElimination(), lib.CommonSubexpressionElimination(),
+            lib.DeduplicateInitializers(), lib.ConstantFolding(), lib.RemoveUnused()]
+
+
 def _stages() -> list[tuple[str, list[Rule]]]:
     """cleanup, then each rule stage's discovered rules in their declared order, then fold."""
-    cleanup = [lib.IdentityElimination(), lib.CommonSubexpressionElimination(),
-               lib.DeduplicateInitializers(), lib.ConstantFolding(), lib.RemoveUnused()]
     staged = [(stage, [cls() for cls in classes]) for stage, classes in staged_rules().items()]
-    return [("cleanup", cleanup), *staged, ("fold", [lib.RemoveUnused(), lib.ConstantFolding()])]
+    return [("cleanup", _cleanup()), *staged,
+            ("fold", [lib.RemoveUnused(), lib.ConstantFolding()])]
+
+
+def clean_up(model: ir.Model) -> list[RuleRecord]:
+    """The cleanup stage alone, in place; its records, for ``optimize_model(cleaned=...)``.
+
+    It reads no target (its rules see no RuleContext), so builds of one generic graph for
+    several EPs run it once (mobius/shared_construction.py) instead of once per EP.
+    """
+    records = []
+    for rule in _cleanup():
+        matched = rule.apply(model, None)
+        records.append(RuleRecord("cleanup", rule.name, matched, {}, {}, rule.sites,
+                                  rule.rejections))
+    return records
 
 
 @dataclasses.dataclass
@@ -55,10 +74,12 @@ def optimize_model(
     model_role: str = "decoder",
     trace: bool = False,
     quant: QuantSpec | None = None,
+    cleaned: list[RuleRecord] | None = None,
 ) -> OptimizationReport:
     """Optimizes ``model`` in place for ``ep``; returns what each rule did.
 
-    ``quant`` (see mobius.quantize.spec.resolve_quant) quantizes every Linear.
+    ``quant`` (see mobius.quantize.spec.resolve_quant) quantizes every Linear. ``cleaned``:
+    the records of a :func:`clean_up` already run on ``model``, whose stage is then skipped.
     """
     caps = get_ep(ep)
     dtype = parse_dtype(dtype)
@@ -67,15 +88,20 @@ def optimize_model(
     ctx = RuleContext(caps, dtype, model_role, quant)
     tracer = Tracer(trace)
     tracer.line(f"target={caps.name} dtype={SHORT_NAMES.get(dtype, dtype.name)} role={model_role}")
-    histogram = op_histogram(model)  # before the next rule: only rules change the model
+    # what each rule added and removed, where a trace asks (a histogram per rule costs)
+    histogram = op_histogram(model) if trace else {}
+    if cleaned is not None:
+        tracer.records.extend(cleaned)
     for stage, rules in _stages():
+        if stage == "cleanup" and cleaned is not None:
+            continue
         stage_before = model.graph.num_nodes()
         for rule in rules:
             if not rule.applies(ctx):
                 continue
             before = histogram
             matched = rule.apply(model, ctx)
-            histogram = op_histogram(model)
+            histogram = op_histogram(model) if trace else {}
             added, removed = diff(before, histogram)
             record = RuleRecord(stage, rule.name, matched, added, removed,
                                 rule.sites, rule.rejections)
@@ -87,7 +113,7 @@ def optimize_model(
     if trace:
         for row in tracer.summary().splitlines():
             tracer.line(row)
-    histogram = dict(histogram)
+    histogram = dict(op_histogram(model))
     _warn_if_gqa_missing(caps, dtype, model_role, histogram, model)
     return OptimizationReport(caps.name, dtype, model_role, tracer.records, histogram)
 
