@@ -12,10 +12,7 @@ onnxruntime-genai's ``qwen3_5_text`` type feeds them. Checkpoints may ship a
 multi-token-prediction head (``mtp.*``), which the causal LM does not read, and may name
 the decoder as the multimodal model does (``model.language_model.*``, beside a vision
 tower ``model.visual.*`` that a text decoder leaves unread), as transformers loads them.
-
-The multimodal checkpoints as released (``qwen3_5``, Qwen3_5ForConditionalGeneration)
-nest the decoder in ``text_config``: this family builds their text decoder (genai's
-``qwen3_5_text`` type, as the peer builder does); the vision tower is left unread.
+The multimodal model as released (``qwen3_5``) is mobius/models/qwen3_5_vl.py.
 """
 
 from __future__ import annotations
@@ -62,20 +59,6 @@ class Qwen3_5ForCausalLM(Qwen3NextForCausalLM):
         super().__init__(config, mlp=dense_mlp, fused_projections=False)
 
 
-def text_decoder(text_type: str) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    """normalize_raw: a multimodal config.json's ``text_config`` as the ``text_type`` decoder
-    (its top-level tie_word_embeddings, which transformers' composite config ties by),
-    then Qwen3-Next's defaults; a text config.json goes straight to the defaults."""
-    def flattened(raw: Mapping[str, Any]) -> dict[str, Any]:
-        if raw.get("text_config") is None:
-            return normalize(dict(raw))
-        text = dict(raw["text_config"])
-        text.update(model_type=text_type, architectures=list(raw.get("architectures") or []),
-                    tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)))
-        return normalize(text)
-    return flattened
-
-
 def checked_by(options: type) -> Callable[[Mapping[str, Any]], dict]:
     """config_overrides: the DeltaNet switches checked before any weight is read."""
     def checked(raw: Mapping[str, Any]) -> dict:
@@ -86,12 +69,10 @@ def checked_by(options: type) -> Callable[[Mapping[str, Any]], dict]:
 
 
 FAMILY = ModelFamily(
-    name="qwen3_5", model_types=("qwen3_5_text", "qwen3_5"),
-    architectures=("Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"),
+    name="qwen3_5_text", model_types=("qwen3_5_text",), architectures=("Qwen3_5ForCausalLM",),
     module=Qwen3_5ForCausalLM, tiny_preset="tiny-qwen3_5", options=Qwen3_5Options,
-    normalize_raw=text_decoder("qwen3_5_text"), config_overrides=checked_by(Qwen3_5Options),
-    cohorts=("genai",), ignored_tensors=lambda config: UNREAD, checkpoint_aliases=ALIASES,
-    unread_config=("vision_config",),
+    normalize_raw=normalize, config_overrides=checked_by(Qwen3_5Options), cohorts=("genai",),
+    ignored_tensors=lambda config: UNREAD, checkpoint_aliases=ALIASES,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

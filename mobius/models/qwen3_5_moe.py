@@ -6,10 +6,8 @@ MoE config has no dense layers, decoder_sparse_step or mlp_only_layers): softmax
 ``num_experts`` -> top ``num_experts_per_tok``, always renormalized, plus a shared
 expert of ``shared_expert_intermediate_size`` scaled by sigmoid(shared_expert_gate(x)).
 Checkpoints name each expert (``mlp.experts.{j}.{gate,up,down}_proj``) and may ship a
-multi-token-prediction head (``mtp.*``) or the multimodal model's names, and the
-multimodal config.json (``qwen3_5_moe``, Qwen3_5MoeForConditionalGeneration) nests the
-decoder in ``text_config``: all read as Qwen 3.5 dense reads them (its text decoder, genai's
-``qwen3_5_moe_text`` type).
+multi-token-prediction head (``mtp.*``) or the multimodal model's names, read as
+Qwen 3.5 dense reads them (the multimodal model: mobius/models/qwen3_5_vl.py).
 """
 
 from __future__ import annotations
@@ -26,8 +24,8 @@ from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.mixtral import moe_int
 from mobius.models.qwen3_5 import (ALIASES, TINY_PRESETS as DENSE_PRESETS, UNREAD,
-                                   Qwen3_5Options, checked_by, text_decoder)
-from mobius.models.qwen3_next import Qwen3NextForCausalLM
+                                   Qwen3_5Options, checked_by)
+from mobius.models.qwen3_next import Qwen3NextForCausalLM, normalize
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +41,7 @@ class Qwen3_5MoeOptions(Qwen3_5Options):
 def normalize_moe(raw: Mapping[str, Any]) -> dict[str, Any]:
     """Qwen 3.5's defaults; intermediate_size, which no layer reads (every layer is sparse),
     as the experts' size where config.json has none (ArchitectureConfig requires one)."""
-    raw = text_decoder("qwen3_5_moe_text")(raw)
+    raw = normalize(raw)
     if raw.get("intermediate_size") is None:
         raw["intermediate_size"] = raw.get("moe_intermediate_size") or 512
     return raw
@@ -78,9 +76,8 @@ class Qwen3_5MoeForCausalLM(Qwen3NextForCausalLM):
 
 
 FAMILY = ModelFamily(
-    name="qwen3_5_moe", model_types=("qwen3_5_moe_text", "qwen3_5_moe"),
-    architectures=("Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration"),
-    module=Qwen3_5MoeForCausalLM, unread_config=("vision_config",),
+    name="qwen3_5_moe_text", model_types=("qwen3_5_moe_text",),
+    architectures=("Qwen3_5MoeForCausalLM",), module=Qwen3_5MoeForCausalLM,
     tiny_preset="tiny-qwen3_5_moe", options=Qwen3_5MoeOptions, normalize_raw=normalize_moe,
     config_overrides=checked, cohorts=("genai",),
     ignored_tensors=lambda config: UNREAD, checkpoint_aliases=ALIASES,
