@@ -2,8 +2,8 @@
 Qwen3_5MoeForConditionalGeneration): Qwen3-VL's package layout and vision tower
 (mobius/models/qwen3_vl.py, qwen3_vl_vision.py) without deepstack, and Qwen 3.5's
 gated DeltaNet / gated-attention decoder (mobius/models/qwen3_5.py, qwen3_5_moe.py)
-reading inputs_embeds and interleaved M-RoPE streams [3, batch, seq] on a quarter of
-each head, in the layout onnxruntime-genai's ``qwen3_5`` / ``qwen3_5_moe`` types run
+reading inputs_embeds and interleaved M-RoPE streams [3, batch, seq] on its partial
+rotary dims, in the layout onnxruntime-genai's ``qwen3_5`` / ``qwen3_5_moe`` types run
 (its Qwen-VL pipeline: 3-D positions; the DeltaNet layers' conv and recurrent states
 found by name, as for its ``qwen3_5_text`` type).
 
@@ -21,8 +21,8 @@ from mobius.components.mrope import STREAMS, MRotaryEmbedding
 from mobius.config.architecture import ArchitectureConfig
 from mobius.models.family import ModelFamily
 from mobius.models.qwen2_5_vl import QWEN_VL_CHECKPOINT_ALIASES, QwenVLOptions, normalize_qwen_vl
-from mobius.models.qwen3_5 import MTP, TINY_PRESETS as DENSE, Qwen3_5ForCausalLM, Qwen3_5Options
-from mobius.models.qwen3_5 import checked_by
+from mobius.models.qwen3_5 import (MTP, TINY_PRESETS as DENSE, Qwen3_5ForCausalLM,
+                                   Qwen3_5Options, checked_by)
 from mobius.models.qwen3_5_moe import (TINY_PRESETS as MOE, Qwen3_5MoeForCausalLM,
                                        Qwen3_5MoeOptions, checked as moe_checked, normalize_moe)
 from mobius.models.qwen3_next import normalize
@@ -33,6 +33,9 @@ from mobius.tiny.bases import VOCAB_SIZE
 
 #: Qwen3_5TextRotaryEmbedding's mrope_section when rope_parameters has none
 DEFAULT_SECTION = [11, 11, 10]
+#: Qwen3_5Config's token ids (transformers), for keys config.json leaves out
+TOKEN_DEFAULTS = {"image_token_id": 248056, "video_token_id": 248057,
+                  "vision_start_token_id": 248053}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,8 +89,8 @@ def normalized(model_type: str, architecture: str,
             {**(raw.get("vision_config") or {}), "deepstack_visual_indexes": []})
         vision_raw = {key: getattr(vision, key) for key in Qwen3VisionConfig.__dataclass_fields__}
         vision_raw["deepstack_visual_indexes"] = []
-        return text(normalize_qwen_vl(raw, model_type, architecture, vision_raw,
-                                      DEFAULT_SECTION))
+        return text(normalize_qwen_vl({**TOKEN_DEFAULTS, **raw}, model_type, architecture,
+                                      vision_raw, DEFAULT_SECTION))
     return flattened
 
 
@@ -108,8 +111,6 @@ FAMILIES = (
             Qwen3_5MoeVLForConditionalGeneration, Qwen3_5MoeVLOptions, normalize_moe,
             moe_checked),
 )
-
-
 
 
 def _preset(text_preset: Mapping[str, Any], model_type: str, architecture: str) -> dict:
