@@ -24,7 +24,7 @@ class ArgumentTypeError(MobiusError, TypeError):
 
 
 _PATH = (str, os.PathLike)
-_BOOLS = ("trace_optimization", "progress", "sliding_window_cache")
+_BOOLS = ("trace_optimization", "progress", "sliding_window_cache", "mtp")
 _OPTIONAL_BOOLS = ("quant_symmetric", "quant_lm_head", "quant_embedding", "logits_to_keep")
 _OPTIONAL_STRS = ("quant", "prefill_logits", "quant_method")
 #: optional ints and their smallest value (their largest is checked where they are used)

@@ -38,6 +38,7 @@ VALUES = {
     "adapter": [None, "/no/such/adapter", 7, ["/no/such"], [3]],
     "adapter_mode": ["merged", "separate", "both", 1, None],
     "sliding_window_cache": [False, True, "yes", None],
+    "mtp": [False, True, "yes"],
 }
 #: the command line's names where they differ from "--" + the argument's, dashed
 FLAGS = {"execution_provider": ("--ep",), "quant_symmetric": ("--quant-asymmetric",),

@@ -11,6 +11,7 @@ import onnx_ir as ir
 from onnxscript import nn
 
 from mobius.build_args import check_build_args
+from mobius.builder_mtp import add_mtp_head, check_mtp
 from mobius.config.architecture import ArchitectureConfig, load_config
 from mobius.context import build_context
 from mobius.ep.capabilities import EpCapabilities
@@ -72,6 +73,7 @@ def build(
     adapter: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
     adapter_mode: str = MERGED,
     sliding_window_cache: bool = False,
+    mtp: bool = False,
 ) -> ModelPackage:
     """Builds an ONNX package from a hub id, a local HF folder, a GGUF file (or a folder
     holding one: mobius/gguf_source.py) or a built-in tiny name.
@@ -102,6 +104,9 @@ def build(
     ``sliding_window_cache``: window-sized KV buffers for sliding-window layers
     where genai and the EP can (mobius/package/sliding_window.py; opt-in: such
     a package runs batch 1 in onnxruntime-genai only).
+    ``mtp``: the checkpoint's multi-token-prediction head as the package's ``mtp/`` folder,
+    the drafter of onnxruntime-genai's MtpGenerator (mobius/tasks/mtp.py; implies
+    prefill_logits "all").
     """
     options = dict(locals())
     check_build_args(options)  # every argument, by name, before anything else
@@ -117,6 +122,8 @@ def build_request(request: BuildRequest) -> ModelPackage:
     checkpoint, adapters = _open_adapters(source.checkpoint, request.adapters, runtime.layout,
                                           target.caps)
     family, config = source.family, source.config
+    if runtime.mtp:
+        check_mtp(family, checkpoint)
     module, models = constructed(_construction_key(source, checkpoint, target),
                                  lambda: _construct(source, checkpoint, target))
     check_overrides_match(source.quant, _override_targets(module, config))
@@ -124,6 +131,9 @@ def build_request(request: BuildRequest) -> ModelPackage:
                                  request.trace_optimization, source.quant,
                                  union_targets(adapters))
     _carry_adapters(package, adapters)
+    if runtime.mtp:
+        add_mtp_head(package, source.family, config, checkpoint, target, source.quant,
+                     request.trace_optimization)
     context_length = resolve_context_length(runtime.context_length,
                                             config.max_position_embeddings,
                                             target.caps.static_context_length)
@@ -278,7 +288,7 @@ def _client_options(package: ModelPackage, task: Task, caps: EpCapabilities,
     if logits_to_keep is None:
         logits_to_keep = layout == TRANSFORMERS_JS and prefill_logits is None
     if prefill_logits is None:
-        prefill_logits = LAST if layout == GENAI and not logits_to_keep else ALL
+        prefill_logits = LAST if layout == GENAI and not (logits_to_keep or runtime.mtp) else ALL
     if logits_to_keep:
         if layout == GENAI:
             logger.warning("num_logits_to_keep: onnxruntime-genai 0.18 cannot run this package "

@@ -51,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="window-sized KV buffers for sliding-window layers in "
                        "onnxruntime-genai (cpu): bounded KV memory, but only for batch-1 "
                        "generation in genai with max_length >= the window")
+    build.add_argument("--mtp", action="store_true",
+                       help="also build the checkpoint's multi-token-prediction head as "
+                       "mtp.onnx, the drafter of onnxruntime-genai's MtpGenerator (speculative "
+                       "decoding; the decoder then returns every position's logits)")
     build.add_argument("--adapter", metavar="[NAME=]DIR", action="append",
                        help="PEFT LoRA adapter folder: merged into the weights, or with "
                        "--adapter-mode separate written as adapters/NAME.onnx_adapter "
@@ -97,9 +101,10 @@ def _trial_commands(commands) -> None:
     for sub in (run, verify):
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                          help="show tracebacks on errors")
-    listing = commands.add_parser("list",
-                                  help="list supported models, tasks, EPs or tiny checkpoints")
-    listing.add_argument("what", choices=["models", "tasks", "eps", "tiny"])
+    listing = commands.add_parser(
+        "list", help="list supported models, tasks, EPs, tiny checkpoints, or the "
+                     "architectures of ORT GenAI's model builder (peer) and the family of each")
+    listing.add_argument("what", choices=["models", "tasks", "eps", "tiny", "peer"])
 
 
 def _quant_arguments(build: argparse.ArgumentParser) -> None:
@@ -233,7 +238,8 @@ def _run(args: argparse.Namespace) -> int:
         quant_calibration_passes=args.quant_calibration_passes, layout=args.layout,
         logits_to_keep=args.logits_to_keep, prefill_logits=args.prefill_logits,
         context_length=args.context_length, adapter=args.adapter,
-        adapter_mode=args.adapter_mode, sliding_window_cache=args.sliding_window_cache)
+        adapter_mode=args.adapter_mode, sliding_window_cache=args.sliding_window_cache,
+        mtp=args.mtp)
     request.target()  # every option checked before any download
     folder = resolve_checkpoint(args.model)
     ModelPackage.check_output(output, overwrite=args.overwrite, source=folder)
@@ -262,9 +268,9 @@ def _list(what: str) -> int:
         for name, raw in sorted(TINY_PRESETS.items()):
             print(f"{name}\t{raw['model_type']}")
         return 0
-    from mobius.models.catalog import models_table, tasks_table
+    from mobius.models.catalog import models_table, peer_table, tasks_table
 
-    rows = tasks_table() if what == "tasks" else models_table()
+    rows = {"tasks": tasks_table, "peer": peer_table}.get(what, models_table)()
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

@@ -241,6 +241,15 @@ def test_list_tasks_reads_the_task_registry(capsys):
     assert [row.split()[0] for row in rows[1:]] == list(TASKS)
 
 
+def test_list_peer_shows_every_architecture_of_the_peer(capsys):
+    from mobius.models.catalog import PEER_ARCHITECTURES
+
+    code, out, _ = _cli(capsys, "list", "peer")
+    rows = out.splitlines()
+    assert code == 0 and len(rows) == 1 + len(PEER_ARCHITECTURES)
+    assert rows[1 + [a for a, _ in PEER_ARCHITECTURES].index("LlamaForCausalLM")].split()[-1] == "llama"
+
+
 def _process(*argv, env_extra=None):
     env = {**os.environ, "PYTHONPATH": _ROOT, **(env_extra or {})}
     return subprocess.run([sys.executable, "-m", "mobius", *argv], cwd=_ROOT, env=env,

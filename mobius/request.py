@@ -68,6 +68,8 @@ class RuntimeOptions:
     prefill_logits: str | None = None
     context_length: int | None = None
     sliding_window_cache: bool = False
+    #: the MTP head as genai's speculative drafter (mobius/tasks/mtp.py): every position's logits
+    mtp: bool = False
 
     def check(self, task: Task | None = None) -> None:
         """Rejects a layout that cannot hold ``task``, an unknown ``prefill_logits``, one that
@@ -82,6 +84,10 @@ class RuntimeOptions:
         if prefill not in (None, *PREFILL_LOGITS):
             raise MobiusError(f"--prefill-logits: unknown prefill logits {prefill!r}; "
                               f"expected {' or '.join(PREFILL_LOGITS)}")
+        if self.mtp and (self.layout != GENAI or prefill == LAST or keep):
+            raise MobiusError("--mtp: onnxruntime-genai's MtpGenerator verifies drafts with "
+                              "every position's logits: use the genai layout without "
+                              "--prefill-logits last or --logits-to-keep")
         if prefill == LAST and keep:
             raise MobiusError("--prefill-logits last and --logits-to-keep both choose the "
                               "logits rows: use one (num_logits_to_keep=1 gives the last row)")
@@ -179,7 +185,7 @@ _FLAT_NAMES: Mapping[str, tuple[str, str]] = {
                                             "calibration", "calibration_passes")},
     "quant": ("quant", "quant"),
     **{f: ("runtime", f) for f in ("layout", "logits_to_keep", "prefill_logits",
-                                   "context_length", "sliding_window_cache")},
+                                   "context_length", "sliding_window_cache", "mtp")},
     "adapter": ("adapters", "paths"),
     "adapter_mode": ("adapters", "mode"),
 }

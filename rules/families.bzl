@@ -862,6 +862,7 @@ FAMILY_DEPS = {
     "qwen3_5": [
         ":qwen3_next",
         "//mobius/components:mlp",
+        "//mobius/components:mtp_head",
         "//mobius/config:architecture",
         "//mobius/config:fields",
         "//mobius/config:options",

@@ -93,6 +93,7 @@ def _import_mobius(root: str) -> None:
 _import_mobius(_repo_root())
 from bench import genai_run, measure, shapes  # noqa: E402  (tools/bench/)
 from bench.measure import median, mib  # noqa: E402
+import bench_mtp  # noqa: E402
 import bench_optimum  # noqa: E402
 
 TOOLS = ("copy", "mobius", "peer")
@@ -500,6 +501,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--decode-tokens", type=int, default=64)
     _llamacpp_parser(sub)
     bench_optimum.add_parser(sub, _default_workdir())
+    bench_mtp.add_parser(sub, _default_workdir())
     return parser
 
 
@@ -594,6 +596,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_llamacpp(args)
     if args.command == "optimum":
         return bench_optimum.command(args, _repo_root(), _write_json)
+    if args.command == "mtp":
+        return bench_mtp.command(args, _write_json)
     if args.repeat < 1:
         raise SystemExit("bench: --repeat must be at least 1")
     if args.command == "build":

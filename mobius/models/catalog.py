@@ -9,7 +9,8 @@ from __future__ import annotations
 from mobius.ep.capabilities import EpCapabilities
 from mobius.ep.registry import ep_registry
 from mobius.models.family import ModelFamily
-from mobius.models.registry import FAMILIES
+from mobius.errors import UnsupportedModelError
+from mobius.models.registry import FAMILIES, family_for
 from mobius.tasks.registry import TASKS
 from mobius.weights.dtypes import SHORT_NAMES
 
@@ -51,6 +52,46 @@ def _markdown_table(rows: list[list[str]]) -> list[str]:
             + ["| " + " | ".join(row) + " |" for row in rows[1:]])
 
 
+#: The architectures ORT GenAI's model builder 0.18 builds (its builder.py dispatch), with
+#: the model_type their hub checkpoints state: mobius looks a checkpoint up by both.
+PEER_ARCHITECTURES: tuple[tuple[str, str], ...] = (
+    ("ChatGLMForConditionalGeneration", "chatglm"), ("ChatGLMModel", "chatglm"),
+    ("Ernie4_5ForCausalLM", "ernie4_5"), ("GemmaForCausalLM", "gemma"),
+    ("Gemma2ForCausalLM", "gemma2"), ("Gemma3ForCausalLM", "gemma3_text"),
+    ("Gemma3ForConditionalGeneration", "gemma3"), ("Gemma4ForConditionalGeneration", "gemma4"),
+    ("Gemma4UnifiedForConditionalGeneration", "gemma4_unified"),
+    ("GptOssForCausalLM", "gpt_oss"), ("GraniteForCausalLM", "granite"),
+    ("GraniteMoeHybridForCausalLM", "granitemoehybrid"),
+    ("HunYuanDenseV1ForCausalLM", "hunyuan_v1_dense"), ("InternLM2ForCausalLM", "internlm2"),
+    ("Lfm2ForCausalLM", "lfm2"), ("Lfm2MoeForCausalLM", "lfm2_moe"),
+    ("Lfm2VlForConditionalGeneration", "lfm2_vl"),
+    ("Lfm2AudioForConditionalGeneration", "lfm2_audio"), ("LlamaForCausalLM", "llama"),
+    ("MistralForCausalLM", "mistral"), ("Mistral3ForConditionalGeneration", "mistral3"),
+    ("NemotronForCausalLM", "nemotron"), ("OlmoForCausalLM", "olmo"),
+    ("PhiForCausalLM", "phi"), ("Phi3ForCausalLM", "phi3"), ("PhiMoEForCausalLM", "phimoe"),
+    ("Phi3SmallForCausalLM", "phi3small"), ("Phi3VForCausalLM", "phi3_v"),
+    ("Phi4MMForCausalLM", "phi4mm"), ("Qwen2ForCausalLM", "qwen2"),
+    ("Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl"), ("Qwen3ForCausalLM", "qwen3"),
+    ("Qwen3VLForConditionalGeneration", "qwen3_vl"),
+    ("Qwen3_5ForConditionalGeneration", "qwen3_5"),
+    ("Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe"), ("SmolLM3ForCausalLM", "smollm3"),
+    ("VideoChatFlashQwenForCausalLM", "videochat_flash_qwen"),
+    ("WhisperForConditionalGeneration", "whisper"),
+)
+
+
+def peer_table() -> list[list[str]]:
+    """Each architecture of the peer's builder and the mobius family that builds it."""
+    rows = [["architecture (ORT GenAI builder 0.18)", "model_type", "mobius family"]]
+    for architecture, model_type in PEER_ARCHITECTURES:
+        try:
+            name = family_for({"architectures": [architecture], "model_type": model_type}).name
+        except UnsupportedModelError:
+            name = "not yet"
+        rows.append([architecture, model_type, name])
+    return rows
+
+
 def models_markdown() -> str:
     lines = [
         "# Supported models",
@@ -86,5 +127,13 @@ def models_markdown() -> str:
         "Mistral 3 packages are onnxruntime-genai's own mistral3 type: the vision model takes",
         "images of any size (multiples of patch_size * spatial_merge_size), and genai crops each",
         "image of a batch out of the padded pixel_values by image_sizes and runs it alone.",
+        "",
+        "## Against ORT GenAI's model builder",
+        "",
+        f"The {len(PEER_ARCHITECTURES)} architectures onnxruntime-genai 0.18's model builder",
+        "builds, looked up in mobius' registry by architecture and model_type as a",
+        "checkpoint's config.json states them (\"not yet\": no family builds it today).",
+        "",
+        *_markdown_table(peer_table()),
     ]
     return "\n".join(lines) + "\n"

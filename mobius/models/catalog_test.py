@@ -36,3 +36,15 @@ def test_every_family_is_listed_under_its_task():
     assert [r[0] for r in rows[1:]] == list(TASKS)
     listed = {name: row[0] for row in rows[1:] for name in row[-1].split(", ") if name}
     assert listed == {f.name: f.task.name for f in FAMILIES}
+
+
+def test_peer_architectures_resolve_as_their_checkpoints_would():
+    """Each architecture of ORT GenAI's builder maps to the family a checkpoint stating that
+    architecture and model_type builds as (or "not yet"); the checkpoint's own config.json is
+    what mobius reads, so a family declaring either key counts."""
+    rows = {r[0]: r[2] for r in catalog.peer_table()[1:]}
+    assert len(rows) == len(catalog.PEER_ARCHITECTURES) == 38
+    assert rows["LlamaForCausalLM"] == "llama"
+    assert rows["PhiMoEForCausalLM"] == "phimoe"  # by model_type: the hub's own spelling
+    names = {f.name for f in FAMILIES} | {"not yet"}
+    assert set(rows.values()) <= names

@@ -78,6 +78,10 @@ class ModelFamily:
     options: type | None = None
     #: keys of ATTENTION_TRAITS the family's attention has
     attention_traits: tuple[str, ...] = ()
+    #: config -> the checkpoint's multi-token-prediction head (mobius/components/mtp_head.py),
+    #: which ``--mtp`` builds as genai's speculative drafter (mobius/tasks/mtp.py); None:
+    #: the family has no MTP head
+    mtp_head: Callable[[ArchitectureConfig], nn.Module] | None = None
 
     def __post_init__(self):
         for field, known in (("cohorts", COHORTS), ("attention_traits", ATTENTION_TRAITS)):

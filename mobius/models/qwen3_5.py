@@ -9,7 +9,8 @@ DeltaNet's projections are unfused in the checkpoint (``in_proj_qkv``, ``in_proj
 ``mrope_interleaved``), whose three position streams are all the text position for
 text: that is plain RoPE, so a text decoder reads [batch, seq] position_ids, as
 onnxruntime-genai's ``qwen3_5_text`` type feeds them. Checkpoints may ship a
-multi-token-prediction head (``mtp.*``), which the causal LM does not read, and may name
+multi-token-prediction head (``mtp.*``), which the causal LM does not read (``--mtp``
+builds it as genai's drafter: ``mtp_head``), and may name
 the decoder as the multimodal model does (``model.language_model.*``, beside a vision
 tower ``model.visual.*`` that a text decoder leaves unread), as transformers loads them.
 The multimodal model as released (``qwen3_5``) is mobius/models/qwen3_5_vl.py.
@@ -23,11 +24,13 @@ from typing import Any, Callable, Mapping
 from onnxscript import nn
 
 from mobius.components.mlp import GatedMLP
+from mobius.components.mtp_head import MtpHead
 from mobius.config.architecture import ArchitectureConfig
 from mobius.config.fields import positive_int
 from mobius.config.options import read_options
 from mobius.models.family import ModelFamily
-from mobius.models.qwen3_next import Qwen3NextForCausalLM, delta_net_dims, normalize
+from mobius.models.qwen3_next import (FULL, Qwen3NextDecoderLayer, Qwen3NextForCausalLM,
+                                      delta_net_dims, normalize, offset_rms_norm)
 from mobius.tiny.bases import COMMON
 from mobius.weights.attach import IgnoredTensors
 
@@ -59,6 +62,13 @@ class Qwen3_5ForCausalLM(Qwen3NextForCausalLM):
         super().__init__(config, mlp=dense_mlp, fused_projections=False)
 
 
+def mtp_head(config: ArchitectureConfig) -> MtpHead:
+    """The ``mtp.*`` head: one gated-attention layer (Qwen3-Next's) and (1 + w) norms."""
+    one_layer = dataclasses.replace(config, num_hidden_layers=1, layer_types=(FULL,))
+    layer = Qwen3NextDecoderLayer(one_layer, 0, dense_mlp(one_layer, 0), fused_projections=False)
+    return MtpHead(one_layer, layer, lambda size: offset_rms_norm(config, size))
+
+
 def checked_by(options: type) -> Callable[[Mapping[str, Any]], dict]:
     """config_overrides: the DeltaNet switches checked before any weight is read."""
     def checked(raw: Mapping[str, Any]) -> dict:
@@ -72,7 +82,7 @@ FAMILY = ModelFamily(
     name="qwen3_5_text", model_types=("qwen3_5_text",), architectures=("Qwen3_5ForCausalLM",),
     module=Qwen3_5ForCausalLM, tiny_preset="tiny-qwen3_5", options=Qwen3_5Options,
     normalize_raw=normalize, config_overrides=checked_by(Qwen3_5Options), cohorts=("genai",),
-    ignored_tensors=lambda config: UNREAD, checkpoint_aliases=ALIASES,
+    ignored_tensors=lambda config: UNREAD, checkpoint_aliases=ALIASES, mtp_head=mtp_head,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

@@ -27,39 +27,63 @@ CONFIGS: dict[str, dict] = {
 
 CASES = sorted(CONFIGS)
 
-#: mtp.* tensors of a one-layer MTP head (names as Qwen 3.5 checkpoints spell them)
-MTP_TENSORS = ("mtp.fc.weight", "mtp.norm.weight", "mtp.pre_fc_norm_embedding.weight",
-               "mtp.pre_fc_norm_hidden.weight", "mtp.layers.0.input_layernorm.weight",
-               "mtp.layers.0.mlp.down_proj.weight")
+#: the decoder layer whose shapes the MTP head's layer takes (the preset's attention layer)
+ATTENTION_LAYER = "model.layers.2."
 
 
-def _with_mtp(ckpt: str) -> None:
-    """Adds random mtp.* tensors to the checkpoint (transformers does not load them)."""
+def _record_mtp(ckpt: str, folder: str) -> None:
+    """mtp.npz: the head run in torch from transformers' own parts (its decoder layer, the
+    (1 + w) RMSNorm, the RoPE) on the decoder's final hidden states of a prompt: token
+    t+1 with hidden state t at head position t."""
+    import copy
     import os
 
+    import numpy as np
     import torch
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as qwen
 
-    path = os.path.join(ckpt, "model.safetensors")
-    tensors = load_file(path)
-    hidden = tensors["model.norm.weight"].shape[0]
-    generator = torch.Generator().manual_seed(3)
-    for name in MTP_TENSORS:
-        shape = (hidden, 2 * hidden) if name == "mtp.fc.weight" else (
-            (hidden, 172) if "down_proj" in name else (hidden,))
-        tensors[name] = torch.randn(shape, generator=generator)
-    save_file(tensors, path, metadata={"format": "pt"})
+    from testing.hf_checkpoints import load_hf_model
+
+    model = load_hf_model(ckpt).eval()
+    config = copy.deepcopy(model.config)
+    config.layer_types, config.num_hidden_layers = ["full_attention"], 1
+    config._attn_implementation = "eager"
+    mtp = {k[4:]: v for k, v in load_file(os.path.join(ckpt, "model.safetensors")).items()
+           if k.startswith("mtp.")}
+    layer = qwen.Qwen3_5DecoderLayer(config, 0).eval()
+    layer.load_state_dict({k[9:]: v for k, v in mtp.items() if k.startswith("layers.0.")})
+    norms = {}
+    for name in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
+        norms[name] = qwen.Qwen3_5RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        norms[name].load_state_dict({"weight": mtp[f"{name}.weight"]})
+    ids = torch.randint(3, config.vocab_size, (1, 12), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        hidden = model.model(ids).last_hidden_state[:, :-1]
+        tokens = ids[:, 1:]
+        fused = torch.cat([norms["pre_fc_norm_embedding"](model.model.embed_tokens(tokens)),
+                           norms["pre_fc_norm_hidden"](hidden)], dim=-1) @ mtp["fc.weight"].T
+        positions = torch.arange(tokens.shape[1])[None]
+        rope = model.model.rotary_emb(fused, positions)
+        size = tokens.shape[1]
+        mask = torch.full((size, size), float("-inf")).triu(1)[None, None]
+        out = norms["norm"](layer(fused, rope, attention_mask=mask, position_ids=positions))
+        logits = model.lm_head(out)
+    np.savez(os.path.join(folder, "mtp.npz"), prompt=ids.numpy(), input_ids=tokens.numpy(),
+             hidden_states=hidden.numpy(), logits=logits.numpy(), hidden_states_out=out.numpy())
 
 
 def write_case(case: str, folder: str) -> None:
     """ckpt/ and padded.npz."""
-    from testing import checkpoint_runs
+    from testing import checkpoint_runs, mtp_checkpoint
     from testing.random_checkpoint import random_checkpoint
 
     def make(ckpt: str) -> str:
         random_checkpoint(ckpt, PRESET, **CONFIGS[case])
         if case == "mtp":
-            _with_mtp(ckpt)
+            mtp_checkpoint.add_mtp_head(ckpt, ATTENTION_LAYER)
         return ckpt
 
-    checkpoint_runs.write(folder, make, {"padded": checkpoint_runs.RUNS["padded"]})
+    ckpt = checkpoint_runs.write(folder, make, {"padded": checkpoint_runs.RUNS["padded"]})
+    if case == "mtp":
+        _record_mtp(ckpt, folder)

@@ -22,10 +22,11 @@ from safetensors.numpy import load_file, save_file
 from mobius.builder import build
 from mobius.errors import WeightsError
 from mobius.models import qwen3_5_cases as cases
-from mobius.models.qwen3_5_cases import CONFIGS, MTP_TENSORS, PRESET
+from mobius.models.qwen3_5_cases import CONFIGS, PRESET
 from mobius.optimize.histogram import op_histogram
 from mobius.tiny.presets import TINY_PRESETS
 from testing.checkpoint_runs import checkpoint, reference
+from testing.mtp_checkpoint import HEAD_TENSORS
 from testing.switch_checks import (assert_rejected_up_front, assert_revert_moves_logits,
                                    copy_case, edit_config, f32_package_parity)
 
@@ -99,7 +100,7 @@ def test_mtp_head_is_left_unread_but_nothing_else(tmp_path):
     folder = copy_case(cases, "mtp", tmp_path / "extra")
     path = os.path.join(folder, "model.safetensors")
     tensors = load_file(path)
-    assert set(MTP_TENSORS) <= set(tensors)
+    assert set(HEAD_TENSORS) <= set(tensors)
     tensors["model.extra.weight"] = tensors["model.norm.weight"]
     save_file(tensors, path, metadata={"format": "pt"})
     with pytest.raises(WeightsError, match="does not read 1 checkpoint tensor"):

@@ -84,6 +84,10 @@ def _norm(config: ArchitectureConfig, size: int) -> RMSNorm:
     return RMSNorm(size, config.rms_norm_eps, weight_offset=1.0)
 
 
+#: the (1 + w) RMSNorm of every norm but the DeltaNet's output norm (for Qwen 3.5's MTP head)
+offset_rms_norm = _norm
+
+
 def gated_attention(config: ArchitectureConfig) -> Attention:
     d = config.head_dim
     return Attention(config.hidden_size, config.num_attention_heads, config.num_key_value_heads,

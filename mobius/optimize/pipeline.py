@@ -67,7 +67,8 @@ def optimize_model(
     ctx = RuleContext(caps, dtype, model_role, quant)
     tracer = Tracer(trace)
     tracer.line(f"target={caps.name} dtype={SHORT_NAMES.get(dtype, dtype.name)} role={model_role}")
-    histogram = op_histogram(model)  # before the next rule: only rules change the model
+    # what each rule added and removed, where a trace asks (a histogram per rule costs)
+    histogram = op_histogram(model) if trace else {}
     for stage, rules in _stages():
         stage_before = model.graph.num_nodes()
         for rule in rules:
@@ -75,7 +76,7 @@ def optimize_model(
                 continue
             before = histogram
             matched = rule.apply(model, ctx)
-            histogram = op_histogram(model)
+            histogram = op_histogram(model) if trace else {}
             added, removed = diff(before, histogram)
             record = RuleRecord(stage, rule.name, matched, added, removed,
                                 rule.sites, rule.rejections)
@@ -87,7 +88,7 @@ def optimize_model(
     if trace:
         for row in tracer.summary().splitlines():
             tracer.line(row)
-    histogram = dict(histogram)
+    histogram = dict(op_histogram(model))
     _warn_if_gqa_missing(caps, dtype, model_role, histogram, model)
     return OptimizationReport(caps.name, dtype, model_role, tracer.records, histogram)
 

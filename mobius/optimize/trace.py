@@ -18,7 +18,7 @@ class RuleRecord:
     stage: str
     rule: str
     matched: int
-    added: dict
+    added: dict  # op -> count the rule added; filled when tracing (empty otherwise)
     removed: dict
     sites: tuple[str, ...] = ()  # nodes it rewrote at
     rejections: tuple[tuple[str, str], ...] = ()  # (node, reason) matched but not rewritten

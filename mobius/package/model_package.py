@@ -154,12 +154,14 @@ class ModelPackage:
             write_transformers_js(self, folder, _save_model, progress)
             return
         for key, model in self.models.items():
-            filename = self.filename(key)
-            _save_model(model, os.path.join(folder, filename), progress)
+            path = os.path.join(folder, self.filename(key))
+            os.makedirs(os.path.dirname(path), exist_ok=True)  # a sub-model's folder (mtp/)
+            _save_model(model, path, progress)
         if self.genai_config is not None and self.layout != "optimum":
             with open(os.path.join(folder, "genai_config.json"), "w") as f:
                 json.dump(self.genai_config, f, indent=4)
         for name, content in self.extra_json.items():
+            os.makedirs(os.path.dirname(os.path.join(folder, name)), exist_ok=True)
             with open(os.path.join(folder, name), "w") as f:
                 json.dump(content, f, indent=4)
         for path in self.files_to_copy:

@@ -9,6 +9,7 @@ import onnx_ir as ir
 import pytest
 
 from mobius.ep.registry import get_ep
+from mobius.rewrite import expand_standard_ops as expand
 from mobius.rewrite.expand_standard_ops import ExpandStandardOps
 from mobius.rewrite.rule import RuleContext
 from mobius.roles import DECODER
@@ -83,3 +84,43 @@ def test_same_outputs_as_the_opset23_ops():
 @pytest.mark.parametrize("ep", ["cpu", "default", "onnx-standard"])
 def test_not_legal_where_the_ep_has_the_ops(ep):
     assert not ExpandStandardOps().applies(RuleContext(get_ep(ep), F32, DECODER))
+
+
+def _mha_with_cache(op, q, k, v, past_k, past_v):
+    y, present_k, present_v = op.Attention(q, k, v, None, past_k, past_v, is_causal=1, _outputs=3)
+    return y, present_k, present_v
+
+
+def test_mha_with_a_named_cache_length_expands_without_head_copies():
+    """Equal Q and K/V head counts need no head expansion: the body's Expand to K's own shape
+    folds away when the present cache names its length, as a decoder's outputs do."""
+    cache = ["batch", H, "past", D]
+    new = ["batch", H, "seq", D]
+    model = component_model(
+        inputs=[("q", F32, new), ("k", F32, new), ("v", F32, new), ("past_k", F32, cache),
+                ("past_v", F32, cache)],
+        forward=_mha_with_cache,
+        outputs=["y", ("present_k", ["batch", H, "total", D]),
+                 ("present_v", ["batch", H, "total", D])])
+    ExpandStandardOps().apply(model, OPENVINO)
+    assert "Expand" not in {node.op_type for node in model.graph}
+
+
+def test_identical_nodes_share_one_folded_body():
+    """A decoder's norms (same attributes, same shapes) fold one body, inlined at each site."""
+    def two_norms(op, x):
+        weight = op.Constant(value=ir.tensor(np.ones(H * D, np.float32)))
+        return op.RMSNormalization(op.RMSNormalization(x, weight, axis=-1), weight, axis=-1)
+
+    model = component_model(inputs=[("x", F32, [B, S, H * D])], forward=two_norms,
+                            outputs=["y"])
+    folded = []
+    original = expand._add_folded_body
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(expand, "_add_folded_body",
+                      lambda *args: folded.append(args[-1]) or original(*args))
+        assert ExpandStandardOps().apply(model, OPENVINO) == 2
+    assert len(folded) == 1
+    x = np.random.default_rng(0).standard_normal((B, S, H * D), np.float32)
+    rms = lambda a: a / np.sqrt(np.mean(a * a, axis=-1, keepdims=True) + 1e-5)  # noqa: E731
+    np.testing.assert_allclose(run_model(model, {"x": x})[0], rms(rms(x)), rtol=1e-5, atol=1e-5)

@@ -133,6 +133,14 @@ def _limit_before_head(graph: ir.Graph, cut, dim: int | str) -> None:
             out.shape = _with_dim1(out.shape, dim)
 
 
+def lm_head_input(graph: ir.Graph) -> ir.Value:
+    """The hidden states [batch, seq, hidden] the LM head reads (what an MTP head takes:
+    mobius/tasks/mtp.py)."""
+    chain = _head_chain(graph)
+    flatten = _flatten_before(chain[-1], chain)
+    return (flatten if flatten is not None else chain[-1]).inputs[0]
+
+
 def _head_chain(graph: ir.Graph) -> list[ir.Node]:
     """The nodes from the ``logits`` output back to the LM head (last in the list)."""
     logits = next((v for v in graph.outputs if v.name == "logits"), None)
