@@ -22,13 +22,14 @@ import numpy as np
 from mobius.builder import build
 from testing import vlm_reference
 from testing.qwen2_5_vl_checkpoints import GRID, image_span, make_pixels
-from testing.vlm_sessions import Sessions
+from testing.vlm_sessions import StatefulSessions
 
 STEPS, PAD = 3, 3
 
 
-class Package(Sessions):
-    """The saved package's three onnxruntime sessions."""
+class Package(StatefulSessions):
+    """The saved package's three onnxruntime sessions (Qwen 3.5's decoder state: its
+    DeltaNet layers' conv and recurrent states beside the attention layers' KV caches)."""
 
     def __init__(self, path: str, package):
         super().__init__(path, package.config)

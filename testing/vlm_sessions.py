@@ -74,6 +74,29 @@ class Sessions:
         return steps_logits, fed
 
 
+class StatefulSessions(Sessions):
+    """Sessions whose decoder state is every past_* input it declares (KV caches, a
+    hybrid's conv and recurrent states), zero-length or zero at the prefill and fed back by
+    name: ``past`` is the previous run's present.* keyed by the input it feeds."""
+
+    def __init__(self, path: str, config):
+        super().__init__(path, config)
+        self.past = [i for i in self.decoder.get_inputs() if i.name.startswith("past_")]
+
+    def decode(self, embeds, attention_mask, position_ids, past, extra=None):
+        if position_ids is None:
+            position_ids = position_ids_for(attention_mask, embeds.shape[1])
+        feeds = {"inputs_embeds": embeds, "attention_mask": attention_mask,
+                 "position_ids": position_ids, **(extra or {})}
+        for spec in self.past:  # KV [batch, kv, 0, d]; states at their full, zero shape
+            dims = [embeds.shape[0]] + [0 if isinstance(d, str) else d for d in spec.shape[1:]]
+            feeds[spec.name] = past[spec.name] if past else np.zeros(dims, np.float32)
+        names = [o.name for o in self.decoder.get_outputs()]
+        out = dict(zip(names, self.decoder.run(None, feeds)))
+        return out["logits"], {k.replace("present.", "past_key_values.", 1): v
+                               for k, v in out.items() if k.startswith("present.")}
+
+
 def assert_chain_matches(pkg: Sessions, input_ids, attention_mask, ours, reference,
                          tolerance: float, label: str, exact_merge: bool = True) -> None:
     """The chain's (image features, prefill inputs_embeds, per-step logits) ``ours`` vs

@@ -27,7 +27,7 @@ from mobius.tiny.presets import TINY_PRESETS
 from testing import vlm_reference
 from testing.hf_checkpoints import renamed_checkpoint
 from testing.reference_cases import case_dir
-from testing.vlm_sessions import Sessions, assert_chain_matches
+from testing.vlm_sessions import StatefulSessions, assert_chain_matches
 
 F32_TOLERANCE = 1e-4
 
@@ -38,29 +38,16 @@ def _case(name, seed=0, pad=PAD):
     return vlm_reference.load_case(folder, seed, pad)
 
 
-class Package(Sessions):
+class Package(StatefulSessions):
     """The saved package's three onnxruntime sessions; the decoder's state is its conv
     states beside the KV caches."""
 
     def __init__(self, path: str, package):
         super().__init__(path, package.config)
         self.package = package
-        self.past = [i for i in self.decoder.get_inputs() if i.name.startswith("past_")]
 
     def image_features(self, inputs):
         return self.vision.run(None, {n: inputs[n] for n in VISION_KEYS})[0]
-
-    def decode(self, embeds, attention_mask, position_ids, past):
-        feeds = {"inputs_embeds": embeds, "attention_mask": attention_mask,
-                 "position_ids": position_ids}
-        for spec in self.past:  # conv states [batch, hidden, L - 1]; KV [batch, kv, 0, d]
-            dims = [embeds.shape[0]] + [0 if isinstance(d, str) else d for d in spec.shape[1:]]
-            feeds[spec.name] = past[spec.name] if past else np.zeros(dims, np.float32)
-        names = [o.name for o in self.decoder.get_outputs()]
-        out = dict(zip(names, self.decoder.run(None, feeds)))
-        presents = {k.replace("present.", "past_key_values.", 1): v
-                    for k, v in out.items() if k.startswith("present.")}
-        return out["logits"], presents
 
     def generate(self, inputs, steps=STEPS, tokens=None):
         """(image_features, prefill inputs_embeds, per-step logits, tokens): the decode

@@ -23,16 +23,23 @@ IMAGES = {"text-only": [], "one-image": [GRID], "two-images-two-grids": [GRID, (
 #: the test image's height and width). Qwen3-VL's image lies above min_pixels: scaling an
 #: image up to it, genai's resize rounds down where transformers' rounds up (40 x 56
 #: becomes 54 x 76 patches there, 56 x 76 in transformers).
+#: Qwen3-VL's image processor settings, which Qwen 3.5 shares
+QWEN3_PROCESSOR = {"image_mean": [0.5] * 3, "image_std": [0.5] * 3, "min_pixels": 65536,
+                   "max_pixels": 16777216}
 FAMILIES = {
     "qwen2_5_vl": ("tiny-qwen2_5_vl", {}, (40, 56)),
-    "qwen3_vl": ("tiny-qwen3_vl", {"image_mean": [0.5] * 3, "image_std": [0.5] * 3,
-                                   "min_pixels": 65536, "max_pixels": 16777216}, (236, 330)),
+    "qwen3_vl": ("tiny-qwen3_vl", QWEN3_PROCESSOR, (236, 330)),
+    # Qwen 3.5 dense / MoE: the DeltaNet layers' states through genai's qwen3_5 pipeline
+    "qwen3_5": ("tiny-qwen3_5_vl", QWEN3_PROCESSOR, (236, 330)),
+    "qwen3_5_moe": ("tiny-qwen3_5_moe_vl", QWEN3_PROCESSOR, (236, 330)),
 }
+#: the families whose processor code differs: a custom preprocessor_config.json each
+CUSTOM = ("qwen2_5_vl", "qwen3_vl")
 #: a fine-tuned checkpoint's preprocessor_config.json: other pixel bounds (the 60 x 90
 #: test image is scaled down to them) and mean/std than the family's defaults
 CUSTOM_PREPROCESSOR = {"min_pixels": 1024, "max_pixels": 2304, "image_mean": [0.4, 0.5, 0.6],
                        "image_std": [0.2, 0.3, 0.25], "do_normalize": True}
-CASES = [*sorted(FAMILIES), *(f"{family}_custom" for family in sorted(FAMILIES))]
+CASES = [*sorted(FAMILIES), *(f"{family}_custom" for family in CUSTOM)]
 
 
 def image_pixels(family: str | None) -> np.ndarray:

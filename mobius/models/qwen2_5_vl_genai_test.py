@@ -1,7 +1,9 @@
-"""L4 (e2e): onnxruntime-genai runs the mobius Qwen2.5-VL and Qwen3-VL packages
-as its own ``qwen2_5_vl`` / ``qwen3_vl`` types and greedy-generates what
-transformers' ``generate`` does (Qwen3-VL: with its deepstack features carried
-from the vision model to the decoder beside the embeddings).
+"""L4 (e2e): onnxruntime-genai runs the mobius Qwen2.5-VL, Qwen3-VL and Qwen 3.5
+(dense, MoE) packages as its own ``qwen2_5_vl`` / ``qwen3_vl`` / ``qwen3_5`` /
+``qwen3_5_moe`` types and greedy-generates what transformers' ``generate`` does
+(Qwen3-VL: with its deepstack features carried from the vision model to the decoder
+beside the embeddings; Qwen 3.5: the DeltaNet layers' conv and recurrent states
+carried by genai between steps).
 
 genai's multi-modal pipeline (vision -> embedding -> decoder) computes the
 decoder's 3-D position ids itself: from input_ids (an image starts after
@@ -30,8 +32,8 @@ import onnxruntime_genai as og
 
 from mobius.builder import build
 from mobius.models import qwen2_5_vl_genai_cases as cases
-from mobius.models.qwen2_5_vl_genai_cases import (CUSTOM_PREPROCESSOR, FAMILIES, IMAGES,
-                                                  NEW_TOKENS, image_pixels)
+from mobius.models.qwen2_5_vl_genai_cases import (CUSTOM, CUSTOM_PREPROCESSOR, FAMILIES,
+                                                  IMAGES, NEW_TOKENS, image_pixels)
 from testing import vlm_runs
 from testing.reference_cases import case_dir
 
@@ -110,7 +112,7 @@ def test_genai_image_processor_gives_transformers_patches(built, tmp_path):
                                reference["pixel_values"], atol=1e-5)
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("family", CUSTOM)
 def test_checkpoint_preprocessor_settings_reach_genai(family, tmp_path):
     """The checkpoint's own min/max pixels and mean/std (not the family's) are in the
     package's processor_config.json, and genai's processor then makes the patches

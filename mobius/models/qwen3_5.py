@@ -13,6 +13,7 @@ multi-token-prediction head (``mtp.*``), which the causal LM does not read (``--
 builds it as genai's drafter: ``mtp_head``), and may name
 the decoder as the multimodal model does (``model.language_model.*``, beside a vision
 tower ``model.visual.*`` that a text decoder leaves unread), as transformers loads them.
+The multimodal model as released (``qwen3_5``) is mobius/models/qwen3_5_vl.py.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def checked_by(options: type) -> Callable[[Mapping[str, Any]], dict]:
 
 
 FAMILY = ModelFamily(
-    name="qwen3_5", model_types=("qwen3_5_text",), architectures=("Qwen3_5ForCausalLM",),
+    name="qwen3_5_text", model_types=("qwen3_5_text",), architectures=("Qwen3_5ForCausalLM",),
     module=Qwen3_5ForCausalLM, tiny_preset="tiny-qwen3_5", options=Qwen3_5Options,
     normalize_raw=normalize, config_overrides=checked_by(Qwen3_5Options), cohorts=("genai",),
     ignored_tensors=lambda config: UNREAD, checkpoint_aliases=ALIASES, mtp_head=mtp_head,

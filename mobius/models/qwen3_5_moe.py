@@ -7,7 +7,7 @@ MoE config has no dense layers, decoder_sparse_step or mlp_only_layers): softmax
 expert of ``shared_expert_intermediate_size`` scaled by sigmoid(shared_expert_gate(x)).
 Checkpoints name each expert (``mlp.experts.{j}.{gate,up,down}_proj``) and may ship a
 multi-token-prediction head (``mtp.*``) or the multimodal model's names, read as
-Qwen 3.5 dense reads them.
+Qwen 3.5 dense reads them (the multimodal model: mobius/models/qwen3_5_vl.py).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class Qwen3_5MoeForCausalLM(Qwen3NextForCausalLM):
 
 
 FAMILY = ModelFamily(
-    name="qwen3_5_moe", model_types=("qwen3_5_moe_text",),
+    name="qwen3_5_moe_text", model_types=("qwen3_5_moe_text",),
     architectures=("Qwen3_5MoeForCausalLM",), module=Qwen3_5MoeForCausalLM,
     tiny_preset="tiny-qwen3_5_moe", options=Qwen3_5MoeOptions, normalize_raw=normalize_moe,
     config_overrides=checked, cohorts=("genai",),
