@@ -247,7 +247,8 @@ def test_list_peer_shows_every_architecture_of_the_peer(capsys):
     code, out, _ = _cli(capsys, "list", "peer")
     rows = out.splitlines()
     assert code == 0 and len(rows) == 1 + len(PEER_ARCHITECTURES)
-    assert rows[1 + [a for a, _ in PEER_ARCHITECTURES].index("LlamaForCausalLM")].split()[-1] == "llama"
+    llama = 1 + [a for a, _ in PEER_ARCHITECTURES].index("LlamaForCausalLM")
+    assert rows[llama].split()[-1] == "llama"
 
 
 def _process(*argv, env_extra=None):

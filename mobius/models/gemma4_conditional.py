@@ -53,10 +53,11 @@ _TEXT = {k: v for k, v in TEXT_PRESETS["tiny-gemma4"].items()
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
 TINY_PRESETS = {
     # tiny-gemma4's decoder cut to 3 layers (sliding, global, global sharing the first's K/V)
-    # with the 26B-A4B feed-forward (4 experts of 40 beside the dense MLP), plus 2-layer vision and 1-layer audio towers the decoder leaves unread. Every
-    # expert is chosen: a random router's probabilities lie within 1e-4 of each other (its
-    # input is scaled by hidden^-0.5), so a true-bf16 graph would choose other experts
-    # than a float32-compute one; gemma4_test checks top-k choice (cases moe, conditional).
+    # with the 26B-A4B feed-forward (4 experts of 40 beside the dense MLP), plus 2-layer
+    # vision and 1-layer audio towers the decoder leaves unread. Every expert is chosen: a
+    # random router's probabilities lie within 1e-4 of each other (its input is scaled by
+    # hidden^-0.5), so a true-bf16 graph would choose other experts than a float32-compute
+    # one; gemma4_test checks top-k choice (cases moe, conditional).
     "tiny-gemma4-mm": {
         "model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"],
         "tie_word_embeddings": True,

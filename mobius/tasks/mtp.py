@@ -3,8 +3,8 @@
 The package gains the folder ``mtp/`` (the head, mobius/components/mtp_head.py, as
 ``mtp/model.onnx`` with its own genai_config.json: genai loads it as a second og.Model)
 and a ``model.mtp`` section in the decoder's genai_config.json. genai drafts tokens with
-the head and verifies them in one decoder run, so the decoder must give logits for every position it is fed
-(prefill_logits "all") and its final normed hidden states as the output ``hidden_states``,
+the head and verifies them in one decoder run, so the decoder must give logits for every
+position it is fed (prefill_logits "all") and its final normed hidden states as the output ``hidden_states``,
 which the head reads. The head's graph contract, as genai's config names it:
 
 inputs  input_ids [batch, seq], hidden_states [batch, seq, hidden],
