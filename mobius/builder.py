@@ -123,7 +123,7 @@ def build_request(request: BuildRequest) -> ModelPackage:
                                           target.caps)
     family, config = source.family, source.config
     if runtime.mtp:
-        check_mtp(family, checkpoint)
+        check_mtp(family, config, checkpoint)
     module, models, cleaned = constructed(_construction_key(source, checkpoint, target),
                                           lambda: _construct(source, checkpoint, target),
                                           prepare=_clean_up)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import onnx_ir as ir
 
 from mobius.config.architecture import ArchitectureConfig
@@ -13,20 +15,24 @@ from mobius.roles import DECODER
 from mobius.tasks.mtp import FOLDER, KEY, build_mtp, expose_hidden_states, mtp_genai_configs
 from mobius.weights.attach import IgnoredTensors, attach_weights
 
-#: what the head leaves unread: every tensor but its own, the embedding and the LM head
-#: (under a multimodal checkpoint's model.language_model. too)
-DECODER_TENSORS = IgnoredTensors(
-    r"(?!mtp\.|lm_head\.|model\.(language_model\.)?embed_tokens\.).*",
-    "the decoder's tensors (built as model.onnx)")
+
+def decoder_tensors(head_prefix: str) -> IgnoredTensors:
+    """What the head may leave unread: every tensor outside its own (the decoder's, whose
+    embedding and LM head a DeepSeek-style head reads as its own copies instead)."""
+    return IgnoredTensors(rf"(?!{re.escape(head_prefix)}).*",
+                          "the decoder's tensors (built as model.onnx) and any further MTP "
+                          "modules (genai drafts with one)")
 
 
-def check_mtp(family, checkpoint) -> None:
-    """Before any graph is built: the family has an MTP head and the checkpoint holds it."""
+def check_mtp(family, config: ArchitectureConfig, checkpoint) -> None:
+    """Before any graph is built: the family has an MTP head and the checkpoint holds it
+    where the family says it lives."""
     if family.mtp_head is None:
         raise MobiusError(f"--mtp: the {family.name} family has no multi-token-prediction "
                           f"head (families with one declare mtp_head)")
-    if not any(name.startswith("mtp.") for name in checkpoint.names()):
-        raise MobiusError("--mtp: the checkpoint holds no mtp.* tensors (no MTP head)")
+    prefix = family.mtp_tensors(config).prefix
+    if not any(name.startswith(prefix) for name in checkpoint.names()):
+        raise MobiusError(f"--mtp: the checkpoint holds no {prefix}* tensors (no MTP head)")
 
 
 def add_mtp_head(package: ModelPackage, family, config: ArchitectureConfig, checkpoint,
@@ -34,9 +40,9 @@ def add_mtp_head(package: ModelPackage, family, config: ArchitectureConfig, chec
     """Builds the family's MTP head as the package's mtp/model.onnx (optimized like the
     decoder), exposes the decoder's hidden states and writes genai's configs for it."""
     with build_context(target.caps, target.dtype):
-        head = family.mtp_head(config)
-        attach_weights(head, checkpoint, family.checkpoint_prefixes, family.checkpoint_aliases,
-                       (DECODER_TENSORS,))
+        head, where = family.mtp_head(config), family.mtp_tensors(config)
+        attach_weights(head, checkpoint, family.checkpoint_prefixes,
+                       family.checkpoint_aliases + where.aliases, (decoder_tensors(where.prefix),))
         model = build_mtp(head, config)
         optimize_model(model, target.caps, target.dtype, DECODER, trace=trace, quant=quant)
     expose_hidden_states(package.model, config)

@@ -7,9 +7,19 @@ final norm and the decoder's LM head. The embedding and LM head are the decoder'
 (``model.embed_tokens`` / ``lm_head``: the same checkpoint tensors); everything else
 is ``mtp.*``, as Qwen 3.5 / Qwen3-Next checkpoints name it. The normed output is
 also returned (``hidden_states_out``): genai feeds it back to draft a further token.
+
+DeepSeek-V3 (and GLM-4.5) describe the same module under other names: the MTP module
+is decoder layer ``num_hidden_layers`` of the checkpoint, holding ``enorm`` (of the
+embedding), ``hnorm`` (of the hidden state), ``eh_proj`` over their concatenation
+(embedding first), the decoder layer's own tensors, ``shared_head.norm`` and
+``shared_head.head`` (the output head, a copy of ``lm_head``) and, in DeepSeek-V3's
+release, ``embed_tokens`` (a copy of the decoder's): ``MtpTensors`` says where a
+checkpoint keeps the head, ``nextn_tensors`` is that layout.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from onnxscript import nn
 
@@ -20,6 +30,32 @@ from mobius.components.lm_head import LMHead
 from mobius.components.rotary import RotaryEmbedding
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class MtpTensors:
+    """Where a checkpoint keeps the head: ``prefix`` starts each of the head's own tensors
+    (what ``--mtp`` looks for); ``aliases`` respell MtpHead's module names as the
+    checkpoint's (mobius/weights/attach.py: the first spelling the checkpoint has wins)."""
+
+    prefix: str = "mtp."
+    aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+def nextn_tensors(num_hidden_layers: int) -> MtpTensors:
+    """DeepSeek-V3's layout: the first MTP module is decoder layer ``num_hidden_layers``
+    (further modules, if any, are not read: genai drafts with one head); its embedding
+    is its own copy where the checkpoint ships one, else the decoder's."""
+    layer = f"model.layers.{num_hidden_layers}."
+    return MtpTensors(layer, (
+        ("mtp.pre_fc_norm_embedding.", (layer + "enorm.",)),
+        ("mtp.pre_fc_norm_hidden.", (layer + "hnorm.",)),
+        ("mtp.fc.", (layer + "eh_proj.",)),
+        ("mtp.layers.0.", (layer,)),
+        ("mtp.norm.", (layer + "shared_head.norm.",)),
+        ("lm_head.", (layer + "shared_head.head.",)),
+        ("model.embed_tokens.", (layer + "embed_tokens.", "model.embed_tokens.")),
+    ))
 
 
 class _TokenEmbedding(nn.Module):

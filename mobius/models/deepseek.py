@@ -11,7 +11,8 @@ The softmax scale is ``(qk_nope_head_dim + qk_rope_head_dim) ** -0.5``, times
 yarn's mscale(factor, mscale_all_dim) squared for a scaled RoPE.
 V3 checkpoints' multi-token-prediction layers (``model.layers.{N..}`` beyond
 ``num_hidden_layers``) are not part of the causal LM and are left unread, as
-transformers does.
+transformers does; ``--mtp`` builds the first as genai's drafter (``mtp_head``:
+mobius/components/mtp_head.py, its layer a decoder layer like the last one).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from mobius.components.causal_transformer import CausalLM, CausalTransformer
 from mobius.components.decoder_layer import PreNormDecoderLayer
 from mobius.components.latent_attention import LatentAttention
 from mobius.components.mlp import GatedMLP
+from mobius.components.mtp_head import MtpHead, nextn_tensors
 from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
 from mobius.config.fields import positive_int
@@ -155,23 +157,41 @@ def _mlp(config: ArchitectureConfig, o: DeepseekV2Options, layer: int):
                        shared_bias=o.mlp_bias)
 
 
+def _layer(config: ArchitectureConfig, i: int) -> PreNormDecoderLayer:
+    """Decoder layer ``i`` (an MTP layer for i >= num_hidden_layers)."""
+    o = config.options  # checked by _overrides
+    eps, hidden = config.rms_norm_eps, config.hidden_size
+    attention = LatentAttention(
+        f"model.layers.{i}.self_attn", hidden, config.num_attention_heads,
+        q_lora_rank=o.q_lora_rank, kv_lora_rank=o.kv_lora_rank, nope_dim=o.qk_nope_head_dim,
+        rope_dim=o.qk_rope_head_dim, v_dim=o.v_head_dim, scale=softmax_scale(o, config.rope),
+        bias=o.attention_bias, interleaved=o.rope_interleave)
+    return PreNormDecoderLayer(attention, _mlp(config, o, i), RMSNorm(hidden, eps),
+                               RMSNorm(hidden, eps))
+
+
 class DeepseekForCausalLM(CausalLM):
     """DeepseekV2ForCausalLM / DeepseekV3ForCausalLM."""
 
     def __init__(self, config: ArchitectureConfig):
-        o = config.options  # checked by _overrides
-        eps, hidden = config.rms_norm_eps, config.hidden_size
-        scale = softmax_scale(o, config.rope)
-        layers = []
-        for i in range(config.num_hidden_layers):
-            attention = LatentAttention(
-                f"model.layers.{i}.self_attn", hidden, config.num_attention_heads,
-                q_lora_rank=o.q_lora_rank, kv_lora_rank=o.kv_lora_rank,
-                nope_dim=o.qk_nope_head_dim, rope_dim=o.qk_rope_head_dim, v_dim=o.v_head_dim,
-                scale=scale, bias=o.attention_bias, interleaved=o.rope_interleave)
-            layers.append(PreNormDecoderLayer(attention, _mlp(config, o, i),
-                                              RMSNorm(hidden, eps), RMSNorm(hidden, eps)))
-        super().__init__(config, CausalTransformer(config, layers, RMSNorm(hidden, eps)))
+        layers = [_layer(config, i) for i in range(config.num_hidden_layers)]
+        norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        super().__init__(config, CausalTransformer(config, layers, norm))
+
+
+def nextn_head(config: ArchitectureConfig, layer) -> MtpHead:
+    """A DeepSeek-style MTP head (GLM-4.5's too) around ``layer`` (decoder layer
+    num_hidden_layers): plain RMSNorms, its own output head (shared_head.head)."""
+    untied = dataclasses.replace(config, tie_word_embeddings=False)
+    return MtpHead(untied, layer, lambda size: RMSNorm(size, config.rms_norm_eps))
+
+
+def mtp_head(config: ArchitectureConfig) -> MtpHead:
+    return nextn_head(config, _layer(config, config.num_hidden_layers))
+
+
+def mtp_tensors(config: ArchitectureConfig):
+    return nextn_tensors(config.num_hidden_layers)
 
 
 def mtp_layers(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
@@ -194,7 +214,7 @@ DEEPSEEK_V3 = ModelFamily(
     module=DeepseekForCausalLM, config_overrides=deepseek_overrides(DeepseekV3Options),
     options=DeepseekV3Options, normalize_raw=normalize_deepseek, tiny_preset="tiny-deepseek-v3",
     cohorts=("genai",),
-    ignored_tensors=mtp_layers,
+    ignored_tensors=mtp_layers, mtp_head=mtp_head, mtp_tensors=mtp_tensors,
 )
 
 FAMILIES = (DEEPSEEK_V2, DEEPSEEK_V3)

@@ -7,6 +7,7 @@ from typing import Any, Callable, Mapping
 
 from onnxscript import nn
 
+from mobius.components.mtp_head import MtpTensors
 from mobius.config.architecture import ArchitectureConfig
 from mobius.config.options import read_options
 from mobius.tasks import causal_lm
@@ -82,6 +83,8 @@ class ModelFamily:
     #: which ``--mtp`` builds as genai's speculative drafter (mobius/tasks/mtp.py); None:
     #: the family has no MTP head
     mtp_head: Callable[[ArchitectureConfig], nn.Module] | None = None
+    #: config -> where the checkpoint keeps that head (default: ``mtp.*``, MtpHead's own names)
+    mtp_tensors: Callable[[ArchitectureConfig], MtpTensors] = lambda config: MtpTensors()
 
     def __post_init__(self):
         for field, known in (("cohorts", COHORTS), ("attention_traits", ATTENTION_TRAITS)):

@@ -12,7 +12,8 @@ shared gated MLP of moe_intermediate_size * ``n_shared_experts``; no MLP has a
 bias. The routing is built in the fusable form of
 mobius/components/chosen_routing.py (weights sigmoid(s) = exp(-softplus(-s))).
 The ``num_nextn_predict_layers`` multi-token-prediction layers after
-``num_hidden_layers`` are left unread, as transformers does.
+``num_hidden_layers`` are left unread, as transformers does; ``--mtp`` builds
+the first as genai's drafter (DeepSeek-V3's layout: ``mtp_head``).
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from typing import Any, Mapping
 from mobius.components.causal_transformer import CausalLM, CausalTransformer
 from mobius.components.decoder_layer import PreNormDecoderLayer
 from mobius.components.mlp import GatedMLP
+from mobius.components.mtp_head import MtpHead
 from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
 from mobius.config.fields import positive_int
 from mobius.config.options import read_options
 from mobius.config.rope import with_partial_rotary_default
 from mobius.errors import ConfigError
+from mobius.models.deepseek import mtp_tensors, nextn_head
 from mobius.models.deepseek_moe import DeepseekMoE
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
@@ -86,17 +89,25 @@ class Glm4MoE(DeepseekMoE):
                          activation=activation)
 
 
+def _layer(config: ArchitectureConfig, i: int) -> PreNormDecoderLayer:
+    """Decoder layer ``i`` (an MTP layer for i >= num_hidden_layers)."""
+    o = config.options  # checked by _overrides
+    eps, hidden, act = config.rms_norm_eps, config.hidden_size, config.hidden_act
+    mlp = (GatedMLP(hidden, config.intermediate_size, act)
+           if i < o.first_k_dense_replace else Glm4MoE(hidden, o, act))
+    return PreNormDecoderLayer(llama_attention(config), mlp, RMSNorm(hidden, eps),
+                               RMSNorm(hidden, eps))
+
+
 class Glm4MoeForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        o = config.options  # checked by _overrides
-        eps, hidden, act = config.rms_norm_eps, config.hidden_size, config.hidden_act
-        layers = []
-        for i in range(config.num_hidden_layers):
-            mlp = (GatedMLP(hidden, config.intermediate_size, act)
-                   if i < o.first_k_dense_replace else Glm4MoE(hidden, o, act))
-            layers.append(PreNormDecoderLayer(llama_attention(config), mlp,
-                                              RMSNorm(hidden, eps), RMSNorm(hidden, eps)))
-        super().__init__(config, CausalTransformer(config, layers, RMSNorm(hidden, eps)))
+        layers = [_layer(config, i) for i in range(config.num_hidden_layers)]
+        norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        super().__init__(config, CausalTransformer(config, layers, norm))
+
+
+def _mtp_head(config: ArchitectureConfig) -> MtpHead:
+    return nextn_head(config, _layer(config, config.num_hidden_layers))
 
 
 def normalize_glm4_moe(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -121,7 +132,8 @@ FAMILY = ModelFamily(
     name="glm4_moe", model_types=("glm4_moe",), architectures=("Glm4MoeForCausalLM",),
     module=Glm4MoeForCausalLM, tiny_preset="tiny-glm4_moe", normalize_raw=normalize_glm4_moe,
     cohorts=("genai",), options=Glm4MoeOptions,
-    config_overrides=_overrides, ignored_tensors=_mtp_layers,
+    config_overrides=_overrides, ignored_tensors=_mtp_layers, mtp_head=_mtp_head,
+    mtp_tensors=mtp_tensors,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
