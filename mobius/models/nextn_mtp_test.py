@@ -1,0 +1,93 @@
+"""``--mtp`` on DeepSeek-V3 and GLM-4.5: the MTP layer ``model.layers.{num_hidden_layers}``
+as onnxruntime-genai's drafter (the contract and genai's side: qwen3_5_mtp_test).
+
+* The head's graph (mtp/model.onnx, f32, onnxruntime) gives the logits and fed-back hidden
+  states of the MTP module as DeepSeek-V3 describes it, run in torch from transformers' own
+  decoder layer (latent attention / GQA with qk norm, routed experts) and RMSNorm on the
+  decoder's final hidden states (nextn_mtp_cases.py). The DeepSeek case's layer ships its
+  own embed_tokens and the GLM case's does not: each embedding is read where it lives.
+* genai (f16): og.MtpGenerator on the package generates plain og.Generator's greedy
+  tokens, token for token, with the head drafting every round.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import onnxruntime as ort
+import onnxruntime_genai as og
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from mobius.builder import build
+from mobius.errors import MobiusError
+from mobius.models import nextn_mtp_cases as cases
+from testing.checkpoint_runs import checkpoint
+from testing.reference_cases import case_dir
+
+NEW_TOKENS = 24
+
+
+def _recorded(case: str) -> dict:
+    return dict(np.load(os.path.join(case_dir(cases, case), "mtp.npz")))
+
+
+@pytest.mark.parametrize("case", cases.CASES)
+def test_head_matches_the_published_module(tmp_path, case):
+    recorded = _recorded(case)
+    folder = build(checkpoint(cases, case), mtp=True).save(str(tmp_path / "f32"))
+    session = ort.InferenceSession(os.path.join(folder, "mtp", "model.onnx"))
+    tokens = recorded["input_ids"]
+    kv = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32)
+          for i in session.get_inputs() if i.name.startswith("past_key_values.")}
+    logits, hidden = session.run(["logits", "hidden_states_out"], {
+        "input_ids": tokens, "hidden_states": recorded["hidden_states"],
+        "attention_mask": np.ones_like(tokens), "position_ids": np.arange(tokens.shape[1])[None],
+        **kv})
+    np.testing.assert_allclose(logits, recorded["logits"], atol=1e-4, rtol=0)
+    np.testing.assert_allclose(hidden, recorded["hidden_states_out"], atol=1e-4, rtol=0)
+
+
+def _greedy(make, model, prompt):
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(prompt) + NEW_TOKENS, do_sample=False)
+    generator = make(params)
+    generator.append_tokens(prompt)
+    while not generator.is_done():
+        generator.generate_next_token()
+    return generator
+
+
+@pytest.mark.parametrize("case", cases.CASES)
+def test_speculative_greedy_equals_plain_greedy(tmp_path, case):
+    package = build(checkpoint(cases, case), dtype="f16", mtp=True).save(str(tmp_path / "f16"))
+    model, head = og.Model(package), og.Model(os.path.join(package, "mtp"))
+    prompt = _recorded(case)["prompt"][0].astype(np.int32)
+    plain = _greedy(lambda p: og.Generator(model, p), model, prompt).get_sequence(0)
+    speculative = _greedy(lambda p: og.MtpGenerator(model, head, p), model, prompt)
+    np.testing.assert_array_equal(np.asarray(speculative.get_sequence()), np.asarray(plain))
+    assert len(plain) == len(prompt) + NEW_TOKENS
+    stats = speculative.get_stats()
+    assert stats["mtp_failures"] == 0 and stats["tokens_emitted"] == NEW_TOKENS, stats
+    assert stats["draft_forward_passes"] >= stats["rounds"] > 0, stats
+    assert stats["draft_tokens_evaluated"] == stats["trials"] > 0, stats
+
+
+def test_mtp_needs_the_mtp_layer(tmp_path):
+    """Without the layer (num_nextn_predict_layers 0, as the tiny preset) --mtp is refused
+    before anything is built; the plain build still reads the checkpoint."""
+    folder = str(tmp_path / "no_mtp")
+    shutil.copytree(checkpoint(cases, "deepseek_v3"), folder)
+    path = os.path.join(folder, "model.safetensors")
+    save_file({k: v for k, v in load_file(path).items() if not k.startswith("model.layers.2.")},
+              path, metadata={"format": "pt"})
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({**config, "num_nextn_predict_layers": 0}, f)
+    with pytest.raises(MobiusError, match=r"no model\.layers\.2\.\* tensors"):
+        build(folder, mtp=True)
+    assert build(folder).config.num_hidden_layers == 2
