@@ -43,11 +43,11 @@ def add_mtp_head(folder: str, attention_layer: str, seed: int = 3) -> None:
         json.dump(config, f, indent=2)
 
 
-def add_nextn_layer(folder: str, embed_copy: bool, seed: int = 3) -> None:
+def add_nextn_layer(folder: str, embed_copy: bool, seed: int = 3) -> str:
     """Adds DeepSeek-V3's MTP layer to ``folder``'s model.safetensors: the last decoder
     layer's tensors plus N(0, 0.1) noise under the next index, and the module's own ones;
     ``embed_copy``: with its own embed_tokens (random, so that reading the decoder's
-    instead shows)."""
+    instead shows). Returns the layer's prefix."""
     path = os.path.join(folder, "model.safetensors")
     tensors = load_file(path)
     with open(os.path.join(folder, "config.json")) as f:
@@ -73,3 +73,4 @@ def add_nextn_layer(folder: str, embed_copy: bool, seed: int = 3) -> None:
     config["num_nextn_predict_layers"] = 1
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
+    return layer

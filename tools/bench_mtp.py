@@ -1,7 +1,8 @@
 """``bench mtp``: onnxruntime-genai greedy decoding with and without the MTP drafter.
 
 One package built with ``mobius build --mtp`` (f16: genai 0.18's MtpGenerator refuses f32)
-from a Qwen 3.5 checkpoint with a random MTP head (testing/mtp_checkpoint.py): plain
+from a Qwen 3.5 checkpoint with a random MTP head, or a tiny DeepSeek-V3 / GLM-4.5 one with
+a random MTP layer (testing/mtp_checkpoint.py): plain
 og.Generator vs og.MtpGenerator on the same prompt, tokens/s (median of --repeat) and the
 head's acceptance rate. The two token streams must be equal (the run fails otherwise).
 """
@@ -24,17 +25,19 @@ SHAPES = {
               "linear_num_value_heads": 8, "linear_key_head_dim": 64,
               "linear_value_head_dim": 64},
 }
+#: DeepSeek-V3-layout shapes: name -> tiny preset (its MTP layer added, no embed copy)
+NEXTN_SHAPES = {"deepseek_v3": "tiny-deepseek-v3", "glm4_moe": "tiny-glm4_moe"}
 
 
 def add_parser(sub, workdir: str) -> None:
     parser = sub.add_parser("mtp", help="genai tokens/s with and without the MTP drafter")
     parser.add_argument("--workdir", default=os.path.join(workdir, "mtp"))
-    parser.add_argument("--shape", default="tiny", choices=sorted(SHAPES))
+    parser.add_argument("--shape", default="tiny", choices=sorted([*SHAPES, *NEXTN_SHAPES]))
     parser.add_argument("--tokens", type=int, default=128, help="new tokens per run")
     parser.add_argument("--repeat", type=int, default=3, help="runs; the median is reported")
     parser.add_argument("--agree", action="store_true",
-                        help="zero the decoder's and the head's final norms (weight -1 under "
-                        "(1 + w)): both emit token 0, so every draft is accepted (the "
+                        help="zero the decoder's and the head's final norms (Qwen: weight -1 "
+                        "under (1 + w)): both emit token 0, so every draft is accepted (the "
                         "runtime's best case on this shape, not a model's)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
 
@@ -51,26 +54,43 @@ def command(args, write_json) -> int:
 
 def _package(workdir: str, shape: str, agree: bool) -> str:
     import mobius
-    import numpy as np
-    from safetensors.numpy import load_file, save_file
-    from testing.hf_checkpoints import make_hf_checkpoint
-    from testing.mtp_checkpoint import add_mtp_head
 
     folder = os.path.join(workdir, shape + ("-agree" if agree else ""))
     checkpoint, package = os.path.join(folder, "ckpt"), os.path.join(folder, "pkg")
     if not os.path.isdir(package):
-        overrides = SHAPES[shape]
-        make_hf_checkpoint(checkpoint, "tiny-qwen3_5", **overrides)
-        layers = overrides.get("num_hidden_layers", 4)
-        add_mtp_head(checkpoint, f"model.layers.{layers - 1 if overrides else 2}.")
+        norms = _checkpoint(checkpoint, shape)
         if agree:
-            path = os.path.join(checkpoint, "model.safetensors")
-            tensors = load_file(path)
-            for name in ("model.norm.weight", "mtp.norm.weight"):
-                tensors[name] = np.full_like(tensors[name], -1.0)
-            save_file(tensors, path, metadata={"format": "pt"})
+            _zero_norms(checkpoint, norms)
         mobius.build(checkpoint, dtype="f16", mtp=True).save(package)
     return package
+
+
+def _checkpoint(checkpoint: str, shape: str) -> dict[str, float]:
+    """Writes the shape's checkpoint with its head; returns the decoder's and the head's
+    final norm weights and the value that zeroes each."""
+    from testing.hf_checkpoints import make_hf_checkpoint
+    from testing.mtp_checkpoint import add_mtp_head, add_nextn_layer
+
+    if shape in NEXTN_SHAPES:
+        make_hf_checkpoint(checkpoint, NEXTN_SHAPES[shape])
+        layer = add_nextn_layer(checkpoint, embed_copy=False)
+        return {"model.norm.weight": 0.0, layer + "shared_head.norm.weight": 0.0}
+    overrides = SHAPES[shape]
+    make_hf_checkpoint(checkpoint, "tiny-qwen3_5", **overrides)
+    layers = overrides.get("num_hidden_layers", 4)
+    add_mtp_head(checkpoint, f"model.layers.{layers - 1 if overrides else 2}.")
+    return {"model.norm.weight": -1.0, "mtp.norm.weight": -1.0}
+
+
+def _zero_norms(checkpoint: str, norms: dict[str, float]) -> None:
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    path = os.path.join(checkpoint, "model.safetensors")
+    tensors = load_file(path)
+    for name, value in norms.items():
+        tensors[name] = np.full_like(tensors[name], value)
+    save_file(tensors, path, metadata={"format": "pt"})
 
 
 def measure(package: str, new_tokens: int, repeat: int) -> dict:
