@@ -35,10 +35,35 @@ def _recorded(case: str) -> dict:
     return dict(np.load(os.path.join(case_dir(cases, case), "mtp.npz")))
 
 
-@pytest.mark.parametrize("case", cases.CASES)
-def test_head_matches_the_published_module(tmp_path, case):
+def _edited(case: str, folder: str, tensors, config: dict) -> str:
+    """A copy of the case's checkpoint with ``tensors(dict) -> dict`` and ``config``
+    applied."""
+    shutil.copytree(checkpoint(cases, case), folder)
+    path = os.path.join(folder, "model.safetensors")
+    save_file(tensors(load_file(path)), path, metadata={"format": "pt"})
+    with open(os.path.join(folder, "config.json")) as f:
+        raw = json.load(f)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({**raw, **config}, f)
+    return folder
+
+
+def _second_layer(tensors: dict) -> dict:
+    """A second MTP module (model.layers.3), its tensors the first's plus 1."""
+    return {**tensors, **{"model.layers.3." + k[len("model.layers.2."):]: v + 1
+                          for k, v in tensors.items() if k.startswith("model.layers.2.")}}
+
+
+@pytest.mark.parametrize("case, edit", [
+    *(pytest.param(c, None, id=c) for c in cases.CASES),
+    # of two MTP modules the first is the drafter (genai drafts with one head)
+    pytest.param("deepseek_v3", (_second_layer, {"num_nextn_predict_layers": 2}),
+                 id="deepseek_v3_two_mtp_layers"),
+])
+def test_head_matches_the_published_module(tmp_path, case, edit):
     recorded = _recorded(case)
-    folder = build(checkpoint(cases, case), mtp=True).save(str(tmp_path / "f32"))
+    ckpt = checkpoint(cases, case) if edit is None else _edited(case, str(tmp_path / "c"), *edit)
+    folder = build(ckpt, mtp=True).save(str(tmp_path / "f32"))
     session = ort.InferenceSession(os.path.join(folder, "mtp", "model.onnx"))
     tokens = recorded["input_ids"]
     kv = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32)
@@ -79,15 +104,9 @@ def test_speculative_greedy_equals_plain_greedy(tmp_path, case):
 def test_mtp_needs_the_mtp_layer(tmp_path):
     """Without the layer (num_nextn_predict_layers 0, as the tiny preset) --mtp is refused
     before anything is built; the plain build still reads the checkpoint."""
-    folder = str(tmp_path / "no_mtp")
-    shutil.copytree(checkpoint(cases, "deepseek_v3"), folder)
-    path = os.path.join(folder, "model.safetensors")
-    save_file({k: v for k, v in load_file(path).items() if not k.startswith("model.layers.2.")},
-              path, metadata={"format": "pt"})
-    with open(os.path.join(folder, "config.json")) as f:
-        config = json.load(f)
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump({**config, "num_nextn_predict_layers": 0}, f)
+    folder = _edited("deepseek_v3", str(tmp_path / "no_mtp"), lambda tensors: {
+        k: v for k, v in tensors.items() if not k.startswith("model.layers.2.")},
+        {"num_nextn_predict_layers": 0})
     with pytest.raises(MobiusError, match=r"no model\.layers\.2\.\* tensors"):
         build(folder, mtp=True)
     assert build(folder).config.num_hidden_layers == 2
