@@ -332,7 +332,6 @@ FAMILY_DEPS = {
         "//mobius/tiny:bases",
     ],
     "glm4_moe": [
-        ":deepseek",
         ":deepseek_moe",
         ":llama",
         "//mobius/components:causal_transformer",

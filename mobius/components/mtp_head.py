@@ -27,6 +27,7 @@ from mobius.components.attention_mask import causal_padding_mask
 from mobius.components.embedding import Embedding
 from mobius.components.linear import Linear
 from mobius.components.lm_head import LMHead
+from mobius.components.rms_norm import RMSNorm
 from mobius.components.rotary import RotaryEmbedding
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import get_build_dtype
@@ -42,11 +43,11 @@ class MtpTensors:
     aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-def nextn_tensors(num_hidden_layers: int) -> MtpTensors:
+def nextn_tensors(config: ArchitectureConfig) -> MtpTensors:
     """DeepSeek-V3's layout: the first MTP module is decoder layer ``num_hidden_layers``
     (further modules, if any, are not read: genai drafts with one head); its embedding
     is its own copy where the checkpoint ships one, else the decoder's."""
-    layer = f"model.layers.{num_hidden_layers}."
+    layer = f"model.layers.{config.num_hidden_layers}."
     return MtpTensors(layer, (
         ("mtp.pre_fc_norm_embedding.", (layer + "enorm.",)),
         ("mtp.pre_fc_norm_hidden.", (layer + "hnorm.",)),
@@ -105,3 +106,10 @@ class MtpHead(nn.Module):
         hidden, key, value = mtp.layers[0](op, fused, cos, sin, mask, past_key, past_value)
         hidden = mtp.norm(op, hidden)
         return self.lm_head(op, hidden), hidden, key, value
+
+
+def nextn_head(config: ArchitectureConfig, layer: nn.Module) -> MtpHead:
+    """A DeepSeek-V3-style head (nextn_tensors) around ``layer``, the family's decoder layer
+    ``num_hidden_layers``: plain RMSNorms and its own output head (shared_head.head)."""
+    untied = dataclasses.replace(config, tie_word_embeddings=False)
+    return MtpHead(untied, layer, lambda size: RMSNorm(size, config.rms_norm_eps))

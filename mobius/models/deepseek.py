@@ -24,7 +24,7 @@ from mobius.components.causal_transformer import CausalLM, CausalTransformer
 from mobius.components.decoder_layer import PreNormDecoderLayer
 from mobius.components.latent_attention import LatentAttention
 from mobius.components.mlp import GatedMLP
-from mobius.components.mtp_head import MtpHead, nextn_tensors
+from mobius.components.mtp_head import MtpHead, nextn_head, nextn_tensors
 from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
 from mobius.config.fields import positive_int
@@ -179,19 +179,8 @@ class DeepseekForCausalLM(CausalLM):
         super().__init__(config, CausalTransformer(config, layers, norm))
 
 
-def nextn_head(config: ArchitectureConfig, layer) -> MtpHead:
-    """A DeepSeek-style MTP head (GLM-4.5's too) around ``layer`` (decoder layer
-    num_hidden_layers): plain RMSNorms, its own output head (shared_head.head)."""
-    untied = dataclasses.replace(config, tie_word_embeddings=False)
-    return MtpHead(untied, layer, lambda size: RMSNorm(size, config.rms_norm_eps))
-
-
 def mtp_head(config: ArchitectureConfig) -> MtpHead:
     return nextn_head(config, _layer(config, config.num_hidden_layers))
-
-
-def mtp_tensors(config: ArchitectureConfig):
-    return nextn_tensors(config.num_hidden_layers)
 
 
 def mtp_layers(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
@@ -214,7 +203,7 @@ DEEPSEEK_V3 = ModelFamily(
     module=DeepseekForCausalLM, config_overrides=deepseek_overrides(DeepseekV3Options),
     options=DeepseekV3Options, normalize_raw=normalize_deepseek, tiny_preset="tiny-deepseek-v3",
     cohorts=("genai",),
-    ignored_tensors=mtp_layers, mtp_head=mtp_head, mtp_tensors=mtp_tensors,
+    ignored_tensors=mtp_layers, mtp_head=mtp_head, mtp_tensors=nextn_tensors,
 )
 
 FAMILIES = (DEEPSEEK_V2, DEEPSEEK_V3)

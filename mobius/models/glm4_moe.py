@@ -24,14 +24,13 @@ from typing import Any, Mapping
 from mobius.components.causal_transformer import CausalLM, CausalTransformer
 from mobius.components.decoder_layer import PreNormDecoderLayer
 from mobius.components.mlp import GatedMLP
-from mobius.components.mtp_head import MtpHead
+from mobius.components.mtp_head import MtpHead, nextn_head, nextn_tensors
 from mobius.components.rms_norm import RMSNorm
 from mobius.config.architecture import ArchitectureConfig
 from mobius.config.fields import positive_int
 from mobius.config.options import read_options
 from mobius.config.rope import with_partial_rotary_default
 from mobius.errors import ConfigError
-from mobius.models.deepseek import mtp_tensors, nextn_head
 from mobius.models.deepseek_moe import DeepseekMoE
 from mobius.models.family import ModelFamily
 from mobius.models.llama import llama_attention
@@ -133,7 +132,7 @@ FAMILY = ModelFamily(
     module=Glm4MoeForCausalLM, tiny_preset="tiny-glm4_moe", normalize_raw=normalize_glm4_moe,
     cohorts=("genai",), options=Glm4MoeOptions,
     config_overrides=_overrides, ignored_tensors=_mtp_layers, mtp_head=_mtp_head,
-    mtp_tensors=mtp_tensors,
+    mtp_tensors=nextn_tensors,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
