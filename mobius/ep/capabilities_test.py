@@ -199,7 +199,7 @@ def test_openvino_precision_follows_the_build():
     assert not openvino.supports_scatter_reduction and openvino.contrib_ops == {"MatMulNBits"}
     f16 = openvino.provider_options_for(F16, quantized=False)["OpenVINO"]
     assert f16["device_type"] == "CPU"
-    assert json.loads(f16["load_config"]) == {"CPU": {"INFERENCE_PRECISION_HINT": "f16"}}
+    assert json.loads(f16["load_config"]) == {"CPU": {"INFERENCE_PRECISION_HINT": "f32"}}
     int4 = json.loads(openvino.provider_options_for(F32, quantized=True)["OpenVINO"]["load_config"])
     assert int4 == {"CPU": {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}}
     assert get_ep("cuda").provider_options_for(F16, quantized=True) == {"cuda": {}}

@@ -51,7 +51,7 @@ def test_openvino_options_follow_the_build_dtype_and_quantization():
     f16 = genai_provider_options(get_ep("openvino"), False, dtype=ir.DataType.FLOAT16,
                                  quantized=True)
     assert f16 == [{"OpenVINO": {"device_type": "CPU", "load_config": json.dumps(
-        {"CPU": {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "0", "INFERENCE_PRECISION_HINT": "f16"}})}}]
+        {"CPU": {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "0", "INFERENCE_PRECISION_HINT": "f32"}})}}]
 
 
 def test_graph_capture_only_with_shared_kv_buffers():
