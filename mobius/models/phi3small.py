@@ -184,7 +184,7 @@ TINY_PRESETS = {
         "vocab_size": VOCAB_SIZE, "hidden_size": 64, "ff_intermediate_size": 88,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
         "max_position_embeddings": 256, "original_max_position_embeddings": 256,
-        "layer_norm_epsilon": 1e-5, "hidden_act": "gegelu", "gegelu_limit": 2.5,
+        "layer_norm_epsilon": 1e-5, "hidden_act": "gegelu", "gegelu_limit": 0.06,
         "gegelu_pad_to_256": True, "rope_embedding_base": 10000.0,
         "rope_position_scale": 1.0, "rope_scaling": None,
         "mup_use_scaling": True, "mup_attn_multiplier": 1.5,
