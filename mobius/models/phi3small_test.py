@@ -64,7 +64,7 @@ SWITCHES: dict[str, tuple[str, dict]] = {
     "rope_embedding_base": ("sparse", {"rope_embedding_base": None}),
     "rope_scaling_su": ("longrope", {"rope_scaling": None}),
     "num_key_value_heads": ("sparse", {"num_key_value_heads": 4}),
-    "ff_dim_multiplier": ("longrope", {"gegelu_pad_to_256": True}),
+    "gegelu_pad_to_256": ("longrope", {"gegelu_pad_to_256": True}),
 }
 
 REJECTED: dict[str, tuple[dict, str]] = {
