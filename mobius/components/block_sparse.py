@@ -29,8 +29,10 @@ class BlockSparsePattern:
     num_heads: int
 
     def head_offsets(self) -> np.ndarray:
-        """Each query head's vertical-stride offset ([heads], all 0 when homo_head)."""
-        step = 0 if self.homo_head else max(1, self.vert_stride // self.num_heads)
+        """Each query head's vertical-stride offset: [heads], or [1] (0) with homo_head."""
+        if self.homo_head:
+            return np.zeros(1, np.int64)
+        step = max(1, self.vert_stride // self.num_heads)
         return np.arange(self.num_heads, dtype=np.int64) * step
 
     def allowed(self, op, query_positions, key_positions):
@@ -44,7 +46,7 @@ class BlockSparsePattern:
         queries = op.Unsqueeze(query_blocks, op.Constant(value_ints=[1, 3]))  # [b, 1, s, 1]
         keys = op.Unsqueeze(key_blocks, op.Constant(value_ints=[1, 2]))  # [b, 1, 1, t]
         local = op.Less(op.Sub(queries, keys), op.Constant(value_int=self.local_blocks))
-        offsets = self.head_offsets() if not self.homo_head else np.zeros(1, np.int64)
-        shifted = op.Add(keys, op.Constant(value=ir.tensor(offsets.reshape(-1, 1, 1) + 1)))
+        offsets = self.head_offsets().reshape(-1, 1, 1) + 1  # [heads or 1, 1, 1]
+        shifted = op.Add(keys, op.Constant(value=ir.tensor(offsets)))
         vertical = op.Equal(op.Mod(shifted, op.Constant(value_int=self.vert_stride)), zero)
         return op.Or(local, vertical)  # [b, heads or 1, s, t]
