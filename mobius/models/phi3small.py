@@ -12,7 +12,9 @@ that mobius never runs; it builds from config.json + safetensors.
   logits divided by ``mup_width_multiplier``.
 * Layer i is dense when ``(i + 1) % dense_attention_every_n_layers == 0``, else
   block-sparse (mobius/components/block_sparse.py: the block layout, per head unless
-  ``blocksparse_homo_head_pattern``), at every sequence length.
+  ``blocksparse_homo_head_pattern``), at every sequence length. It is exact attention
+  under one [batch, heads, seq, total] mask shared by the sparse layers; within
+  ``num_local_blocks * block_size`` tokens (1024 in the released models) it equals dense.
 * RoPE base ``rope_embedding_base``; LongRoPE ("su") for the 128k model.
 """
 
