@@ -11,6 +11,8 @@ checkpoint's weights remapped as the checkpoint's modeling file reads them:
 * chatglm -> GlmForCausalLM (the class transformers converted ChatGLM into: partial 0.5
   interleaved RoPE): query_key_value split into [q | k | v] rows, dense_h_to_4h is GLM's
   gate_up_proj, base 10000 * rope_ratio, K/V heads multi_query_group_num.
+* phi3small -> LlamaForCausalLM with Phi-3-small's parts put in
+  (testing/phi3small_reference.py: GeGELU, LayerNorms, muP, block-sparse attention).
 
 testing/hf_checkpoints.load_hf_model loads these through REFERENCES.
 """
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 import json
 import os
+
+from testing.phi3small_reference import phi3small_reference
 
 
 def _config(checkpoint: str) -> dict:
@@ -124,4 +128,5 @@ def glm_reference(checkpoint: str):
 
 
 #: model_type -> checkpoint folder -> the remapped transformers model (eval mode, f32)
-REFERENCES = {"internlm2": llama_reference, "chatglm": glm_reference}
+REFERENCES = {"internlm2": llama_reference, "chatglm": glm_reference,
+              "phi3small": phi3small_reference}

@@ -19,6 +19,9 @@ negative finite value of the dtype rather than -inf, so rows that see nothing
 the current chunk, later ones included (bidirectional attention inside one image).
 Such a mask is not causal: its value carries the ``NON_CAUSAL`` metadata key, so
 rewrite rules that assume causality (GroupQueryAttention) leave it alone.
+
+``pattern`` (Phi-3-small's block-sparse layers, mobius/components/block_sparse.py)
+restricts the causal mask further by the same token positions, per head.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ NON_CAUSAL = "mobius.non_causal_mask"
 
 
 def causal_padding_mask(op, input_ids, attention_mask, dtype: ir.DataType,
-                        sliding_window: int | None = None, blocks=None):
-    """Returns the additive mask [batch, 1, seq, total_seq] in ``dtype``.
+                        sliding_window: int | None = None, blocks=None, pattern=None):
+    """Returns the additive mask [batch, 1 (heads with a per-head ``pattern``), seq,
+    total_seq] in ``dtype``.
 
     ``blocks`` [batch, seq] int64: each current token's block id, -1 outside any
     block (:func:`token_blocks`).
@@ -50,10 +54,13 @@ def causal_padding_mask(op, input_ids, attention_mask, dtype: ir.DataType,
     allowed = op.LessOrEqual(key_slots, query_slots)  # [seq, total]
     if blocks is not None:
         allowed = op.Or(allowed, _same_block(op, blocks, past_len))  # [batch, 1, seq, total]
-    if sliding_window:
+    if sliding_window or pattern is not None:
         key_positions = op.Sub(op.CumSum(attention_mask, one), one)  # [batch, total]
         query_positions = op.Slice(key_positions, past_len, total_len,
                                    op.Constant(value_ints=[1]))  # [batch, seq]
+    if pattern is not None:
+        allowed = op.And(allowed, pattern.allowed(op, query_positions, key_positions))
+    if sliding_window:
         distance = op.Sub(op.Unsqueeze(query_positions, op.Constant(value_ints=[1, 3])),
                           op.Unsqueeze(key_positions, op.Constant(value_ints=[1, 2])))
         allowed = op.And(allowed, op.Less(distance, op.Constant(value_int=sliding_window)))

@@ -18,6 +18,7 @@ import onnx_ir as ir
 from onnxscript import nn
 
 from mobius.components.attention_mask import causal_padding_mask, token_blocks
+from mobius.components.block_sparse import BlockSparsePattern
 from mobius.components.embedding import Embedding
 from mobius.components.lm_head import LMHead
 from mobius.components.rotary import RotaryEmbedding
@@ -46,11 +47,13 @@ class CausalTransformer(nn.Module):
         embedding_attribute: str = "embed_tokens",
         layers_attribute: str = "layers",
         position_embedding: nn.Module | None = None,
+        layer_patterns: Sequence[BlockSparsePattern | None] | None = None,
     ):
         """ropes: RoPE kind -> config (default: {"default": config.rope});
         layer_rope_kinds: each layer's RoPE kind, None for a layer without RoPE;
         *_attribute: checkpoint names of the parts (Phi: final_layernorm; GPT-2:
-        wte, h, ln_f); position_embedding: learned absolute positions (GPT-2's wpe)."""
+        wte, h, ln_f); position_embedding: learned absolute positions (GPT-2's wpe);
+        layer_patterns: each layer's block-sparse pattern, None for dense (Phi-3-small)."""
         super().__init__()
         self.config = config
         self.attributes = (embedding_attribute, layers_attribute, norm_attribute)
@@ -65,6 +68,8 @@ class CausalTransformer(nn.Module):
         self.layer_rope_kinds = (list(layer_rope_kinds) if layer_rope_kinds is not None
                                  else [self.rope_kinds[0]] * len(layers))
         self.embed_scale = embed_scale
+        self.layer_patterns = (list(layer_patterns) if layer_patterns is not None
+                               else [None] * len(layers))
         #: a token whose runs attend bidirectionally when input_ids is given (Gemma 3's images)
         self.block_token_id: int | None = None
 
@@ -93,14 +98,15 @@ class CausalTransformer(nn.Module):
         presents = []
         for i, layer in enumerate(layers):
             window = config.layer_sliding_window(i)
-            if window not in masks:
-                masks[window] = causal_padding_mask(
-                    op, tokens, attention_mask, get_build_dtype(), window, blocks
+            key = (window, self.layer_patterns[i])
+            if key not in masks:
+                masks[key] = causal_padding_mask(
+                    op, tokens, attention_mask, get_build_dtype(), window, blocks, key[1]
                 )
             kind = self.layer_rope_kinds[i]
             cos, sin = rotary[kind] if kind is not None else (None, None)
             hidden, present_key, present_value = layer(
-                op, hidden, cos, sin, masks[window], *past_key_values[i]
+                op, hidden, cos, sin, masks[key], *past_key_values[i]
             )
             if i < len(layer_additions):
                 hidden = op.Add(hidden, layer_additions[i])
