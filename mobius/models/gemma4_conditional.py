@@ -74,6 +74,12 @@ def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
     return {**out, **own, "model_type": "gemma4", "vision_config": raw.get("vision_config")}
 
 
+def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The decoder's checks, and the vision tower's, before any weight is read."""
+    vision_options(raw.get("vision_config"))
+    return TEXT.config_overrides(raw)
+
+
 class _Towers(nn.Module):
     """``model.vision_tower`` and ``model.embed_vision``."""
 
@@ -145,7 +151,7 @@ FAMILY = ModelFamily(
     name="gemma4", model_types=("gemma4",), architectures=("Gemma4ForConditionalGeneration",),
     module=Gemma4ForConditionalGeneration, task=vision_language.TASK,
     tiny_preset="tiny-gemma4-mm", options=Gemma4VLOptions, normalize_raw=normalize,
-    config_overrides=TEXT.config_overrides, attention_traits=TEXT.attention_traits,
+    config_overrides=_overrides, attention_traits=TEXT.attention_traits,
     ignored_tensors=lambda config: UNREAD,
     checkpoint_aliases=(("language_model.model.", ("model.language_model.",
                                                     "language_model.model.")),
