@@ -179,7 +179,7 @@ TINY_PRESETS = {
         "boa_token_id": VOCAB_SIZE - 4, "eoa_token_index": VOCAB_SIZE - 7,
         "text_config": {**_TEXT, "model_type": "gemma4_text", "enable_moe_block": True,
                         "num_hidden_layers": 3, "layer_types": [SLIDING, FULL, FULL],
-                        "num_kv_shared_layers": 1, "max_position_embeddings": 512,
+                        "num_kv_shared_layers": 1,
                         "num_experts": 4, "top_k_experts": 4, "moe_intermediate_size": 40},
         "vision_config": {"model_type": "gemma4_vision", "hidden_size": 48,
                           "intermediate_size": 96, "num_hidden_layers": 2,
