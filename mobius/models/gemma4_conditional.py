@@ -133,6 +133,11 @@ class Gemma4ForConditionalGeneration(nn.Module):
         embeds = op.Mul(body.embed_tokens(op, token_ids), scalar(op, body.embed_scale))
         return merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
 
+    def genai_model_config(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
+        """No speech model: onnxruntime-genai 0.18's gemma4 type names a speech processor
+        config unless the package blanks it."""
+        return {"speech": {"config_filename": ""}}
+
     def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """onnxruntime-genai's gemma4 image processor: Gemma4ImageTransform resizes within
         max_soft_tokens x kernel^2 patches (aspect kept), rescales to [0, 1] and patchifies."""

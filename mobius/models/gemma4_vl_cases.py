@@ -37,7 +37,11 @@ OVERRIDES: dict[str, dict] = {
     "bidirectional": {"text_config": {**_MM["text_config"],
                                       "use_bidirectional_attention": "vision"}},
 }
-CASES = sorted(OVERRIDES)
+#: the genai test's checkpoint ("genai"): the bidirectional one, its tokenizer knowing
+#: Gemma 4's image tokens and a preprocessor_config.json at the tiny budget
+GENAI_BASE, NEW_TOKENS = "bidirectional", 8
+TOKENS = {"boi_token_id": "<|image>", "image_token_id": "<|image|>", "eoi_token_id": "<image|>"}
+CASES = [*sorted(OVERRIDES), "genai"]
 
 
 def _random_buffers(ckpt: str) -> None:
@@ -116,12 +120,63 @@ def _record(hf_model, path: str) -> None:
                               "merged": merged.numpy()}, logits, tokens)
 
 
+def _genai_files(ckpt: str) -> None:
+    """Image tokens in tokenizer.json at the config's ids; the processor's budget."""
+    import json
+
+    with open(os.path.join(ckpt, "config.json")) as f:
+        config = json.load(f)
+    path = os.path.join(ckpt, "tokenizer.json")
+    with open(path) as f:
+        tokenizer = json.load(f)
+    for key, text in TOKENS.items():
+        tokenizer["model"]["vocab"][text] = config[key]
+        tokenizer["added_tokens"].append({"id": config[key], "content": text, "special": True,
+                                          "single_word": False, "lstrip": False,
+                                          "rstrip": False, "normalized": False})
+    with open(path, "w") as f:
+        json.dump(tokenizer, f)
+    vision = config["vision_config"]
+    with open(os.path.join(ckpt, "preprocessor_config.json"), "w") as f:
+        json.dump({"image_processor_type": "Gemma4ImageProcessor",
+                   "patch_size": vision["patch_size"], "max_soft_tokens": MAX_SOFT_TOKENS,
+                   "pooling_kernel_size": vision["pooling_kernel_size"]}, f)
+
+
+def _record_genai(hf_model, folder: str) -> None:
+    """image.png, and transformers' processor output for it, prompt and greedy tokens."""
+    from PIL import Image
+
+    from testing import vlm_reference
+
+    rng = np.random.default_rng(8)  # a varied continuation, no eos
+    path = os.path.join(folder, "image.png")
+    Image.fromarray(rng.integers(0, 256, size=(*SIZES[0], 3), dtype=np.uint8)).save(path)
+    out = processor(hf_model.config)(images=Image.open(path), return_tensors="np")
+    config = hf_model.config
+    count = int(out["num_soft_tokens_per_image"][0])
+    ids = [int(t) for t in rng.integers(4, config.image_token_id - 8, size=5)]
+    ids = ids[:3] + [config.boi_token_id, *[config.image_token_id] * count,
+                     config.eoi_token_id] + ids[3:]
+    input_ids = np.array([ids], np.int64)
+    prefill = {"input_ids": input_ids, "pixel_values": out["pixel_values"].astype(np.float32),
+               "image_position_ids": out["image_position_ids"].astype(np.int64),
+               "mm_token_type_ids": (input_ids == config.image_token_id).astype(np.int64)}
+    _, tokens = vlm_reference.greedy(hf_model, prefill, np.ones_like(input_ids), NEW_TOKENS)
+    np.savez(os.path.join(folder, "genai.npz"), **prefill, count=count,
+             tokens=np.concatenate(tokens, axis=1))
+
+
 def write_case(case: str, folder: str) -> None:
-    """ckpt/ and run.npz."""
+    """ckpt/ and run.npz ("genai": ckpt/ with genai's files, image.png and genai.npz)."""
     from testing.hf_checkpoints import load_hf_model
     from testing.random_checkpoint import random_checkpoint
 
     ckpt = os.path.join(folder, "ckpt")
-    random_checkpoint(ckpt, PRESET, **OVERRIDES[case])
+    random_checkpoint(ckpt, PRESET, **OVERRIDES[GENAI_BASE if case == "genai" else case])
     _random_buffers(ckpt)
+    if case == "genai":
+        _genai_files(ckpt)
+        _record_genai(load_hf_model(ckpt), folder)
+        return
     _record(load_hf_model(ckpt), os.path.join(folder, "run.npz"))

@@ -1,4 +1,4 @@
-"""L3: the Gemma 4 vision-language package vs transformers' Gemma4ForConditionalGeneration, f32.
+"""L3 / L4: the Gemma 4 vision-language package vs transformers' Gemma4ForConditionalGeneration, f32.
 
 Per case (gemma4_vl_cases.py: every parameter and read buffer random) one batch of two
 prompts, each with one image (transformers' processor: patches padded to its budget, (-1, -1)
@@ -8,6 +8,11 @@ the embedding model (no features) with present.* fed back as past_key_values.*. 
 each within 1e-4: image features, merged embeddings, prefill and decode-step logits. Each
 switch case, reverted in config.json on the same weights, moves the outputs (or needs
 tensors the checkpoint lacks / leaves some unread).
+
+L4 (case "genai"): onnxruntime-genai 0.18 runs the cpu package as its gemma4 type on
+transformers' processed inputs and greedy-generates transformers' tokens; its own processor
+makes transformers' patch positions and token count of the same PNG, and pixels within
+its resize's difference.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import os
 import shutil
 
 import numpy as np
+import onnxruntime_genai as og
 import pytest
 
 from mobius.builder import build
@@ -94,7 +100,7 @@ def _diffs(ours, ref) -> dict[str, float]:
     return {k: float(v) for k, v in out.items()}
 
 
-@pytest.mark.parametrize("name", cases.CASES)
+@pytest.mark.parametrize("name", sorted(cases.OVERRIDES))
 def test_f32_parity_with_transformers(name, tmp_path):
     folder, ref = _case(name)
     ours = _chain(folder, tmp_path / "pkg").run(ref)
@@ -183,3 +189,49 @@ def test_unsupported_vision_values_are_rejected_up_front(name, tmp_path):
     vision = raw.pop("vision_config")
     config = raw if edit is None else {**raw, "vision_config": {**vision, **edit}}
     assert_rejected_up_front(tmp_path, config, words)
+
+
+def _genai_package(tmp_path):
+    folder = case_dir(cases, "genai")
+    package = build(os.path.join(folder, "ckpt"), execution_provider="cpu", dtype="f32")
+    model = og.Model(package.save(str(tmp_path / "pkg")))
+    return model, dict(np.load(os.path.join(folder, "genai.npz"))), folder
+
+
+def _greedy(model, inputs: og.NamedTensors, count: int) -> list[int]:
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=256, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.set_inputs(inputs)
+    tokens = []
+    while not generator.is_done() and len(tokens) < count:
+        generator.generate_next_token()
+        tokens.append(int(generator.get_next_tokens()[0]))
+    return tokens
+
+
+def test_genai_greedy_tokens_equal_transformers(tmp_path):
+    model, ref, _ = _genai_package(tmp_path)
+    inputs = og.NamedTensors()
+    inputs["input_ids"] = ref["input_ids"].astype(np.int32)
+    inputs["pixel_values"] = ref["pixel_values"]
+    inputs["pixel_position_ids"] = ref["image_position_ids"]
+    inputs["num_image_tokens"] = np.array([int(ref["count"])], np.int64)
+    expected = [int(t) for t in ref["tokens"][0]]
+    assert _greedy(model, inputs, len(expected)) == expected
+    assert len(set(expected)) > 1, "degenerate continuation: the comparison would prove little"
+
+
+def test_genai_processor_patches_the_image_as_transformers(tmp_path):
+    model, ref, folder = _genai_package(tmp_path)
+    processor = model.create_multimodal_processor()
+    inputs = processor("A <|image> b", images=og.Images.open(os.path.join(folder, "image.png")))
+    ids = inputs["input_ids"].as_numpy()[0]
+    count = int(ref["count"])
+    image = cases.TINY_PRESETS[cases.PRESET]["image_token_id"]
+    assert int((ids == image).sum()) == count == int(inputs["num_image_tokens"].as_numpy()[0])
+    np.testing.assert_array_equal(inputs["pixel_position_ids"].as_numpy(),
+                                  ref["image_position_ids"])
+    pixels = inputs["pixel_values"].as_numpy()
+    assert pixels.shape == ref["pixel_values"].shape
+    assert float(np.abs(pixels - ref["pixel_values"]).mean()) < 0.01  # bicubic resizes differ
