@@ -1,4 +1,5 @@
-"""L3 / L4: the Gemma 4 vision-language package vs transformers' Gemma4ForConditionalGeneration, f32.
+"""L3 / L4: the Gemma 4 vision-language package vs transformers'
+Gemma4ForConditionalGeneration, f32.
 
 Per case (gemma4_vl_cases.py: every parameter and read buffer random) one batch of two
 prompts, each with one image (transformers' processor: patches padded to its budget, (-1, -1)
