@@ -37,11 +37,14 @@ OVERRIDES: dict[str, dict] = {
     "bidirectional": {"text_config": {**_MM["text_config"],
                                       "use_bidirectional_attention": "vision"}},
 }
-#: the genai test's checkpoint ("genai"): the bidirectional one, its tokenizer knowing
-#: Gemma 4's image tokens and a preprocessor_config.json at the tiny budget
-GENAI_BASE, NEW_TOKENS = "bidirectional", 8
+#: the genai test's checkpoints: genai case -> its base case, with a tokenizer knowing
+#: Gemma 4's image tokens and a preprocessor_config.json at the tiny budget. "genai": the
+#: bidirectional decoder (standard Attention, own cache buffers); "genai_causal": the
+#: default one (GroupQueryAttention on cpu, past and present sharing genai's buffer)
+GENAI = {"genai": "bidirectional", "genai_causal": "default"}
+NEW_TOKENS = 8
 TOKENS = {"boi_token_id": "<|image>", "image_token_id": "<|image|>", "eoi_token_id": "<image|>"}
-CASES = [*sorted(OVERRIDES), "genai"]
+CASES = [*sorted(OVERRIDES), *sorted(GENAI)]
 
 
 def _random_buffers(ckpt: str) -> None:
@@ -168,14 +171,14 @@ def _record_genai(hf_model, folder: str) -> None:
 
 
 def write_case(case: str, folder: str) -> None:
-    """ckpt/ and run.npz ("genai": ckpt/ with genai's files, image.png and genai.npz)."""
+    """ckpt/ and run.npz (GENAI cases: ckpt/ with genai's files, image.png, genai.npz)."""
     from testing.hf_checkpoints import load_hf_model
     from testing.random_checkpoint import random_checkpoint
 
     ckpt = os.path.join(folder, "ckpt")
-    random_checkpoint(ckpt, PRESET, **OVERRIDES[GENAI_BASE if case == "genai" else case])
+    random_checkpoint(ckpt, PRESET, **OVERRIDES[GENAI.get(case, case)])
     _random_buffers(ckpt)
-    if case == "genai":
+    if case in GENAI:
         _genai_files(ckpt)
         _record_genai(load_hf_model(ckpt), folder)
         return
