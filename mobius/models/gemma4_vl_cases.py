@@ -32,6 +32,7 @@ OVERRIDES: dict[str, dict] = {
     "clipped": _vision(use_clipped_linears=True),
     "standardize": _vision(standardize=True),
     "pool3": _vision(pooling_kernel_size=3),
+    "tower_silu": _vision(hidden_activation="silu"),
     "tower_gqa_theta": _vision(num_key_value_heads=1,
                                rope_parameters={"rope_type": "axial", "rope_theta": 10000.0}),
     "bidirectional": {"text_config": {**_MM["text_config"],

@@ -142,6 +142,7 @@ REVERTS = {
     "clipped": {"vision_config": {"use_clipped_linears": False}},
     "standardize": {"vision_config": {"standardize": False}},
     "pool3": {"vision_config": {"pooling_kernel_size": 2}},
+    "tower_silu": {"vision_config": {"hidden_activation": "gelu_pytorch_tanh"}},
     "tower_gqa_theta": {"vision_config": {"rope_parameters": {"rope_type": "axial",
                                                               "rope_theta": 100.0}}},
     "bidirectional": {"text_config": {"use_bidirectional_attention": None}},
