@@ -360,9 +360,10 @@ TRAIT_GAPS = (
              "attention sinks: the EP's GQA kernel takes no head_sink",
              lambda caps: not caps.gqa_head_sink),
     # GroupQueryAttention appends to its own cache: a layer reading another's stays
-    # standard Attention, its Q rotated apart
+    # standard Attention, its Q rotated apart (unless the EP expands Attention: openvino)
     TraitGap("kv_sharing", ("1xAttention/layer", "no-Attention", "rope-in-gqa"),
-             "KV-sharing layers have no cache: their attention stays standard Attention"),
+             "KV-sharing layers have no cache: their attention stays standard Attention",
+             lambda caps: "Attention" not in caps.expand_standard_ops),
 )
 
 

@@ -68,6 +68,12 @@ def vision_feeds(family: str, raw: dict, rng) -> dict[str, np.ndarray]:
 
         pixels, sizes, mask, _ = hd_inputs([(1, 1, 0, 0)], rng)  # global crop + 1 sub-crop
         return {"pixel_values": pixels, "image_sizes": sizes, "image_attention_mask": mask}
+    if family == "gemma4":  # a 6 x 4 patch image: 3 x 2 pooled tokens
+        vision = raw["vision_config"]
+        x, y = np.meshgrid(np.arange(6), np.arange(4))
+        positions = np.stack([x.ravel(), y.ravel()], -1)[None].astype(np.int64)
+        pixels = rng.random((1, 24, 3 * vision["patch_size"] ** 2)).astype(np.float32)
+        return {"pixel_values": pixels, "pixel_position_ids": positions}
     size = raw["vision_config"]["image_size"]  # llava, gemma3: one fixed-size image
     return {"pixel_values": rng.standard_normal((1, 3, size, size)).astype(np.float32)}
 

@@ -46,7 +46,7 @@ from onnxscript import nn
 
 from mobius.components.activations import apply_activation
 from mobius.components.attention import scaled_dot_product_attention
-from mobius.components.attention_mask import causal_padding_mask
+from mobius.components.attention_mask import causal_padding_mask, token_blocks
 from mobius.components.causal_transformer import CausalLM, CausalTransformer, scalar
 from mobius.components.decoder_layer import SandwichNormDecoderLayer
 from mobius.components.embedding import Embedding
@@ -336,6 +336,8 @@ class Gemma4TextModel(CausalTransformer):
                                                     width)
             self.per_layer_model_projection = Linear(config.hidden_size, width)
             self.per_layer_projection_norm = RMSNorm(size, config.rms_norm_eps)
+        #: a multimodal package's media token ids (image, video, audio)
+        self.media_token_ids: tuple[int, ...] = ()
 
     def per_layer_inputs(self, op, input_ids, embeds):
         """[batch, seq, layers, P]: (norm(proj(embeds) / sqrt(hidden)) + table * sqrt(P))
@@ -348,18 +350,42 @@ class Gemma4TextModel(CausalTransformer):
         projected = self.per_layer_projection_norm(op, op.Reshape(projected, shape))
         return op.Mul(op.Add(projected, op.Reshape(table, shape)), scalar(op, 0.5**0.5))
 
-    def forward(self, op, input_ids, attention_mask, position_ids, past_key_values):
+    def multimodal_per_layer_inputs(self, op, input_ids, inputs_embeds):
+        """Per-layer inputs beside merged embeddings (transformers' multimodal model): a
+        media token reads the pad token's table row; the projection reads the merged row."""
+        media = None
+        for token in self.media_token_ids:
+            hit = op.Equal(input_ids, op.Constant(value_int=token))
+            media = hit if media is None else op.Or(media, hit)
+        ids = op.Where(media, op.Constant(value_int=self.config.pad_token_id or 0), input_ids)
+        return self.per_layer_inputs(op, ids, inputs_embeds)
+
+    def forward(self, op, input_ids, attention_mask, position_ids, past_key_values,
+                inputs_embeds=None):
+        """``inputs_embeds`` (a multimodal package's merged, scaled embeddings) replaces the
+        lookup; input_ids then feed the per-layer inputs and the image blocks, which sliding
+        layers let attend both ways (``block_token_id``)."""
         config = self.config
-        hidden = op.Mul(self.embed_tokens(op, input_ids), scalar(op, self.embed_scale))
-        per_layer = self.per_layer_inputs(op, input_ids, hidden) if self.per_layer_size else None
+        if inputs_embeds is None:
+            hidden = op.Mul(self.embed_tokens(op, input_ids), scalar(op, self.embed_scale))
+            per_layer = (self.per_layer_inputs(op, input_ids, hidden) if self.per_layer_size
+                         else None)
+        else:
+            hidden = inputs_embeds
+            per_layer = (self.multimodal_per_layer_inputs(op, input_ids, hidden)
+                         if self.per_layer_size else None)
+        blocks = (token_blocks(op, input_ids, self.block_token_id)
+                  if self.block_token_id is not None else None)
         rotary = {kind: getattr(self, f"rotary_emb_{kind}")(op, position_ids)
                   for kind in self.rope_kinds}
         masks, stored, presents = {}, {}, []
+        tokens = input_ids if inputs_embeds is None else hidden
         for i, (layer, plan) in enumerate(zip(self.layers, self.plans)):
             window = config.layer_sliding_window(i)
             if window not in masks:
-                masks[window] = causal_padding_mask(op, input_ids, attention_mask,
-                                                    get_build_dtype(), window)
+                masks[window] = causal_padding_mask(op, tokens, attention_mask,
+                                                    get_build_dtype(), window,
+                                                    blocks if window else None)
             layer_input = (None if per_layer is None
                            else op.Gather(per_layer, op.Constant(value_int=i), axis=2))
             hidden, present = layer(op, hidden, *rotary[plan.kind], masks[window], layer_input,

@@ -6,7 +6,6 @@ left-padded row (testing/checkpoint_runs.py).
 
 from __future__ import annotations
 
-from mobius.tiny.presets import TINY_PRESETS
 
 PRESET = "tiny-gemma4"
 
@@ -32,13 +31,6 @@ CONFIGS: dict[str, dict] = {
 MOE = {"enable_moe_block": True, "num_experts": 5, "top_k_experts": 2,
        "moe_intermediate_size": 40}
 CONFIGS["moe"] = MOE
-#: Gemma4ForConditionalGeneration as released (mobius/models/gemma4_conditional.py): the MoE
-#: decoder nested in text_config beside vision and audio towers, run on text input; its
-#: 5 experts chosen top 2
-PRESETS = {"conditional": "tiny-gemma4-mm"}
-CONFIGS["conditional"] = {"text_config": {
-    **TINY_PRESETS["tiny-gemma4-mm"]["text_config"], "num_experts": 5, "top_k_experts": 2}}
-
 CASES = sorted(CONFIGS)
 
 
@@ -63,7 +55,7 @@ def write_case(case: str, folder: str) -> None:
     from testing.random_checkpoint import random_checkpoint
 
     def make(ckpt: str) -> str:
-        random_checkpoint(ckpt, PRESETS.get(case, PRESET), **CONFIGS[case])
+        random_checkpoint(ckpt, PRESET, **CONFIGS[case])
         _random_layer_scalars(ckpt)
         return ckpt
 

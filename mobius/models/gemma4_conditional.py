@@ -1,50 +1,167 @@
-"""Gemma 4 as released (Gemma4ForConditionalGeneration, model_type "gemma4"): the text
-decoder of mobius/models/gemma4.py, built from the nested ``text_config`` and the
-checkpoint's ``model.language_model.*`` tensors, as onnxruntime-genai's ``gemma4_text``
-package (the peer builds the same component of this checkpoint under that type).
+"""Gemma 4 as released (Gemma4ForConditionalGeneration, model_type "gemma4"): the vision
+tower of mobius/models/gemma4_vision.py and the text decoder of mobius/models/gemma4.py
+(from the nested ``text_config``), built as the three models of
+mobius/tasks/vision_language.py, onnxruntime-genai's ``gemma4`` type:
 
-On text input transformers' multimodal model is its decoder: image / audio / video token
-ids (outside any text vocabulary) are the only ids it treats otherwise. The vision and
-audio towers and their embedders (``model.vision_tower``, ``model.audio_tower``,
-``model.embed_vision``, ``model.embed_audio``) are not part of a text decoder: their
-tensors are declared unread and their config sections left out of the plausibility check.
+* ``vision``: pixel_values [images, patches, 3 * patch^2] and pixel_position_ids
+  [images, patches, 2] (transformers' and genai's Gemma 4 image processors patchify) ->
+  the tower's real soft tokens through ``embed_vision`` -> image_features [tokens, hidden].
+* ``embedding``: the scaled token embedding, image-token positions replaced in order.
+* ``model``: the decoder on inputs_embeds and input_ids: per-layer inputs read the pad
+  token's row at media tokens (image, video, audio), as transformers does; with
+  ``use_bidirectional_attention`` "vision" a run of image tokens attends to itself both
+  ways on the sliding layers (transformers does so given mm_token_type_ids, which its
+  processor makes).
+
+The audio tower and its embedder (``model.audio_tower``, ``model.embed_audio``) are not
+built: their tensors are declared unread, their config section left out of the
+plausibility check. Video tokens are not expanded (genai's gemma4 type takes images).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
+import onnx_ir as ir
+from onnxscript import nn
+
+from mobius.components.image_tokens import image_positions, merge_image_features
+from mobius.components.causal_transformer import scalar
+from mobius.components.lm_head import LMHead
+from mobius.config.architecture import ArchitectureConfig
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.gemma4 import (FAMILY as TEXT, FULL, SLIDING, TINY_PRESETS as TEXT_PRESETS,
-                                  Gemma4ForCausalLM)
+                                  Gemma4ForCausalLM, Gemma4Options)
+from mobius.models.gemma4_vision import (Gemma4MultimodalEmbedder, Gemma4VisionModel,
+                                         vision_options)
+from mobius.tasks import vision_language
+from mobius.tasks.task import TensorSpec
+from mobius.tasks.vision_language import NUM_IMAGES, NUM_PATCHES
 from mobius.weights.attach import IgnoredTensors
+from mobius.tiny.bases import VOCAB_SIZE
 
-#: the multimodal model's parts a text decoder does not run
-TOWERS = ("vision_tower", "audio_tower", "embed_vision", "embed_audio")
-UNREAD = tuple(IgnoredTensors(rf"model\.{part}\..*", f"{part} (the text decoder reads only "
-                              f"model.language_model)") for part in TOWERS)
+#: the multimodal model's parts this package does not run
+UNREAD = tuple(IgnoredTensors(rf"model\.{part}\..*", f"{part} (the audio tower is not built)")
+               for part in ("audio_tower", "embed_audio"))
+PROCESSOR_FILE = "processor_config.json"
+#: transformers' Gemma4Config token ids
+_TOKEN_DEFAULTS = {"image_token_id": 258_880, "video_token_id": 258_884,
+                   "audio_token_id": 258_881}
+
+
+@dataclasses.dataclass(frozen=True)
+class Gemma4VLOptions(Gemma4Options):
+    """The decoder's switches plus what the multimodal model reads (normalize)."""
+
+    vision_config: dict | None = None
+    image_token_id: int = _TOKEN_DEFAULTS["image_token_id"]
+    video_token_id: int = _TOKEN_DEFAULTS["video_token_id"]
+    audio_token_id: int = _TOKEN_DEFAULTS["audio_token_id"]
 
 
 def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """``text_config`` at the top level as the gemma4_text decoder it is (its model_type
-    names genai's type); tie_word_embeddings is the outer config's."""
+    """``text_config`` at the top level, the token ids and ``vision_config`` beside it;
+    tie_word_embeddings is the outer config's."""
     text = raw.get("text_config")
     if not isinstance(text, dict):
         raise ConfigError("config.json: gemma4: text_config (the decoder's config) is missing")
     tie = raw.get("tie_word_embeddings", text.get("tie_word_embeddings", True))
-    out = {**text, "model_type": "gemma4_text", "tie_word_embeddings": tie,
-           "architectures": list(raw.get("architectures") or [])}
-    return TEXT.normalize_raw(out)
+    out = TEXT.normalize_raw({**text, "tie_word_embeddings": tie,
+                              "architectures": list(raw.get("architectures") or [])})
+    own = {key: raw.get(key, default) for key, default in _TOKEN_DEFAULTS.items()}
+    return {**out, **own, "model_type": "gemma4", "vision_config": raw.get("vision_config")}
+
+
+def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The decoder's checks, and the vision tower's, before any weight is read."""
+    vision_options(raw.get("vision_config"))
+    return TEXT.config_overrides(raw)
+
+
+class _Towers(nn.Module):
+    """``model.vision_tower`` and ``model.embed_vision``."""
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        vision = vision_options(config.options.vision_config)
+        self.vision_tower = Gemma4VisionModel(vision)
+        self.embed_vision = Gemma4MultimodalEmbedder(vision.hidden_size, config.hidden_size,
+                                                     vision.rms_norm_eps)
+
+
+class Gemma4ForConditionalGeneration(nn.Module):
+    """The vision-language module protocol of mobius/tasks/vision_language.py."""
+
+    decoder_token_ids = True
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        options = config.options
+        self.image_token_id = options.image_token_id
+        if not 0 <= self.image_token_id < config.vocab_size:
+            raise ConfigError(f"config.json: gemma4: image_token_id {self.image_token_id} is "
+                              f"outside the vocabulary (vocab_size {config.vocab_size})")
+        self.hidden_size = config.hidden_size
+        self.model = _Towers(config)
+        self.vision = self.model.vision_tower.options
+        patch = 3 * self.vision.patch_size**2
+        self.vision_inputs = (
+            TensorSpec("pixel_values", None, (NUM_IMAGES, NUM_PATCHES, patch)),
+            TensorSpec("pixel_position_ids", ir.DataType.INT64,
+                       (NUM_IMAGES, NUM_PATCHES, 2)))
+        self.language_model = Gemma4ForCausalLM(config)
+        body = self.language_model.model
+        body.media_token_ids = (options.image_token_id, options.video_token_id,
+                                options.audio_token_id)
+        if options.use_bidirectional_attention == "vision":
+            body.block_token_id = self.image_token_id
+        if config.tie_word_embeddings:  # the head's own copy (the lookup is in embedding.onnx)
+            self.language_model.lm_head = LMHead(
+                config.hidden_size, config.vocab_size,
+                checkpoint_name="language_model.model.embed_tokens.weight")
+
+    def encode_images(self, op, pixel_values, pixel_position_ids):
+        """Patches -> image_features [real soft tokens of every image, text hidden]."""
+        tokens = self.model.vision_tower(op, pixel_values, pixel_position_ids)
+        return self.model.embed_vision(op, tokens)
+
+    def embed(self, op, input_ids, image_features):
+        is_image, token_ids = image_positions(op, input_ids, self.image_token_id)
+        body = self.language_model.model
+        embeds = op.Mul(body.embed_tokens(op, token_ids), scalar(op, body.embed_scale))
+        return merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
+
+    def genai_model_config(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
+        """No speech model: onnxruntime-genai 0.18's gemma4 type names a speech processor
+        config unless the package blanks it."""
+        return {"speech": {"config_filename": ""}}
+
+    def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
+        """onnxruntime-genai's gemma4 image processor: Gemma4ImageTransform resizes within
+        max_soft_tokens x kernel^2 patches (aspect kept), rescales to [0, 1] and patchifies."""
+        attrs = {"patch_size": self.vision.patch_size,
+                 "max_soft_tokens": int(preprocessor.get("max_soft_tokens", 280)),
+                 "pooling_kernel_size": self.vision.pooling_kernel_size}
+        steps = [("decode_image", "DecodeImage", {"color_space": "RGB"}),
+                 ("gemma4_image_transform", "Gemma4ImageTransform", attrs)]
+        return {PROCESSOR_FILE: {"processor": {
+            "name": "gemma4_image_processor",
+            "transforms": [{"operation": {"name": name, "type": kind, "attrs": attrs}}
+                           for name, kind, attrs in steps]}}}
 
 
 FAMILY = ModelFamily(
     name="gemma4", model_types=("gemma4",), architectures=("Gemma4ForConditionalGeneration",),
-    module=Gemma4ForCausalLM, tiny_preset="tiny-gemma4-mm", options=TEXT.options,
-    normalize_raw=normalize, config_overrides=TEXT.config_overrides, cohorts=("genai",),
-    attention_traits=TEXT.attention_traits, ignored_tensors=lambda config: UNREAD,
-    checkpoint_aliases=(("model.", ("model.language_model.", "model.")),),
-    unread_config=("vision_config", "audio_config"),
+    module=Gemma4ForConditionalGeneration, task=vision_language.TASK,
+    tiny_preset="tiny-gemma4-mm", options=Gemma4VLOptions, normalize_raw=normalize,
+    config_overrides=_overrides, attention_traits=TEXT.attention_traits,
+    ignored_tensors=lambda config: UNREAD,
+    checkpoint_aliases=(("language_model.model.", ("model.language_model.",
+                                                    "language_model.model.")),
+                        ("language_model.lm_head.", ("lm_head.", "language_model.lm_head."))),
+    unread_config=("audio_config",),
 )
 
 _TEXT = {k: v for k, v in TEXT_PRESETS["tiny-gemma4"].items()
@@ -53,14 +170,18 @@ _TEXT = {k: v for k, v in TEXT_PRESETS["tiny-gemma4"].items()
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
 TINY_PRESETS = {
     # tiny-gemma4's decoder cut to 3 layers (sliding, global, global sharing the first's K/V)
-    # with the 26B-A4B feed-forward (4 experts of 40 beside the dense MLP), plus 2-layer
-    # vision and 1-layer audio towers the decoder leaves unread. Every expert is chosen: a
-    # random router's probabilities lie within 1e-4 of each other (its input is scaled by
-    # hidden^-0.5), so a true-bf16 graph would choose other experts than a float32-compute
-    # one; gemma4_test checks top-k choice (cases moe, conditional).
+    # with the 26B-A4B feed-forward (4 experts of 40 beside the dense MLP); a 2-layer vision
+    # tower (4 px patches, 2 x 2 pooling, hidden 48, 3 heads of 16) and a 1-layer audio
+    # tower left unread. Image / video / audio tokens: the last three ids. Every expert is
+    # chosen: a random router's probabilities lie within 1e-4 of each other (its input is
+    # scaled by hidden^-0.5), so a true-bf16 graph would choose other experts than a
+    # float32-compute one; gemma4_test checks top-k choice (case moe).
     "tiny-gemma4-mm": {
         "model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"],
-        "tie_word_embeddings": True,
+        "tie_word_embeddings": True, "image_token_id": VOCAB_SIZE - 3,
+        "video_token_id": VOCAB_SIZE - 2, "audio_token_id": VOCAB_SIZE - 1,
+        "boi_token_id": VOCAB_SIZE - 6, "eoi_token_id": VOCAB_SIZE - 5,
+        "boa_token_id": VOCAB_SIZE - 4, "eoa_token_index": VOCAB_SIZE - 7,
         "text_config": {**_TEXT, "model_type": "gemma4_text", "enable_moe_block": True,
                         "num_hidden_layers": 3, "layer_types": [SLIDING, FULL, FULL],
                         "num_kv_shared_layers": 1,

@@ -1,6 +1,5 @@
-"""Gemma 4 text decoder (and Gemma4ForConditionalGeneration's, case "conditional", against
-transformers' multimodal model on text input): L3 parity per switch, the per-layer cache
-I/O, refused switches.
+"""Gemma 4 text decoder: L3 parity per switch, the per-layer cache I/O, refused switches
+(Gemma4ForConditionalGeneration's package with its vision tower: gemma4_vl_test.py).
 
 * Every case is a transformers-written tiny checkpoint with every parameter random (the
   layer_scalar buffers too).

@@ -20,7 +20,7 @@ from mobius.optimize.histogram import describe, diff, op_histogram
 from mobius.optimize.trace import RuleRecord, Tracer
 from mobius.quantize.spec import QuantSpec
 from mobius.rewrite import library_passes as lib
-from mobius.rewrite.group_query_attention import is_sink_attention
+from mobius.rewrite.group_query_attention import caches_non_causal_attention, is_sink_attention
 from mobius.rewrite.graph_inputs import attention_mask_input
 from mobius.rewrite.registry import staged_rules
 from mobius.rewrite.rule import Rule, RuleContext
@@ -128,6 +128,8 @@ def _warn_if_gqa_missing(caps, dtype, role, histogram, model=None) -> None:
         attention -= sum(is_sink_attention(n) for n in model.graph)
     if model is not None:  # so does attention under a non-causal mask (Gemma 3's images)
         attention -= sum(_non_causal(n) for n in model.graph)
+        if caches_non_causal_attention(model.graph):  # and then every layer (Gemma 4's)
+            attention = 0
     if expected and attention and not histogram.get("com.microsoft::GroupQueryAttention", 0):
         warnings.warn(
             f"GroupQueryAttention was expected for EP {caps.name!r} / "

@@ -25,6 +25,9 @@ standard Attention.
 Legal only for the decoder role and dtypes in ``caps.gqa_dtypes``, and only
 for a causal mask: GroupQueryAttention is always causal, so a mask that lets a
 query see later keys (``NON_CAUSAL``, Gemma 3's image blocks) keeps Attention.
+Where such a layer keeps a cache (Gemma 4's sliding layers under its image blocks), no
+layer fuses: genai shares one max-length buffer between past and present for every layer
+of a GQA decoder, which standard Attention cannot read.
 """
 
 from __future__ import annotations
@@ -118,6 +121,9 @@ class GroupQueryAttentionFusion(NodeRule):
             return Rejected("is_causal set or more than 6 inputs (GQA takes its own mask)")
         if NON_CAUSAL in match.cache.mask.metadata_props:
             return Rejected("the mask is not causal (GQA is always causal)")
+        if caches_non_causal_attention(node.graph):
+            return Rejected("another layer caches under a non-causal mask (genai's shared "
+                            "past/present buffer would not fit its standard Attention)")
         sinks = match.cache.sinks
         heads = match.q.num_heads
         if sinks is not None and (not ctx.caps.gqa_head_sink or attr(node, "softcap", 0.0)
@@ -209,6 +215,13 @@ def _cache_inputs(node: ir.Node) -> _Cache | None:
     if mask is None or past_k is None or past_v is None:
         return None
     return _Cache(k, v, mask, past_k, past_v, node.outputs[1], node.outputs[2])
+
+
+def caches_non_causal_attention(graph: ir.Graph) -> bool:
+    """Whether some Attention with a past cache attends under a ``NON_CAUSAL`` mask."""
+    return any(n.op_type == "Attention" and len(n.inputs) > 4 and n.inputs[4] is not None
+               and n.inputs[3] is not None and NON_CAUSAL in n.inputs[3].metadata_props
+               for n in graph)
 
 
 def is_sink_attention(node: ir.Node) -> bool:
