@@ -1,0 +1,71 @@
+"""The torch side of phi3_v_parity_test (the reference_cases rule runs it at build time,
+//rules:references.bzl): per case a hub-layout checkpoint (ckpt/) and reference.npz
+(testing/vlm_reference.py): the batch, the reference's image features and merged
+embeddings, and its logits and greedy tokens over STEPS decode steps
+(testing/phi3v_checkpoints.py: CLIPVisionModel + Phi3ForCausalLM, weights remapped).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+STEPS, PAD, NUM_CROPS = 3, 3, 4
+GRIDS = [(1, 2), (2, 2), (1, 1)]  # sub-crop grids (rows, cols) of the batch's images
+
+#: case -> make_phi3v_checkpoint overrides
+CASES_CONFIG: dict[str, dict] = {
+    "default": {},
+    # the tower's last layer (hidden state -1) and exact-GELU tower MLPs
+    "layer_idx_last": {"img_processor": {"layer_idx": -1, "clip_config": {
+        "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "hidden_act": "gelu"}}},
+    # prompts past original_max_position_embeddings 512: LongRoPE's long factors
+    "longrope_long_prompt": {"original_max_position_embeddings": 64},
+    "no_rope_scaling_tied": {"rope_scaling": None, "tie_word_embeddings": True},
+}
+CASES = sorted(CASES_CONFIG)
+
+
+def write_case(case: str, folder: str) -> None:
+    from testing.phi3v_checkpoints import load_phi3v, make_phi3v_checkpoint
+
+    ckpt = make_phi3v_checkpoint(os.path.join(folder, "ckpt"), num_crops=NUM_CROPS,
+                                 **CASES_CONFIG[case])
+    _record(load_phi3v(ckpt), folder)
+
+
+def image_batch(seed: int = 0):
+    """Row 0 holds images 1 and 2, row 1 image 3 (its own id -1), left-padded by PAD."""
+    from testing.phi3v_checkpoints import hd_inputs
+
+    rng = np.random.default_rng(seed)
+    pixels, sizes, counts = hd_inputs(GRIDS, NUM_CROPS, rng)
+    text = lambda n: [int(t) for t in rng.integers(3, 1000, size=n)]  # noqa: E731
+    row0 = text(2) + [-1] * counts[0] + text(1) + [-2] * counts[1] + text(2)
+    row1 = [0] * PAD + text(2) + [-1] * counts[2] + text(len(row0) - PAD - 2 - counts[2])
+    input_ids = np.array([row0, row1], dtype=np.int64)
+    attention_mask = np.ones_like(input_ids)
+    attention_mask[1, :PAD] = 0
+    return input_ids, attention_mask, pixels, sizes
+
+
+def _record(model, folder):
+    import torch
+
+    from testing import vlm_reference
+    from testing.parity import position_ids_for
+
+    input_ids, attention_mask, pixels, sizes = image_batch()
+    with torch.no_grad():
+        features = model.image_features(torch.from_numpy(pixels), torch.from_numpy(sizes))
+        merged = model.embeddings(torch.from_numpy(input_ids), torch.from_numpy(pixels),
+                                  torch.from_numpy(sizes))
+    prefill = {"input_ids": input_ids, "pixel_values": pixels, "image_sizes": sizes,
+               "position_ids": position_ids_for(attention_mask, input_ids.shape[1])}
+    logits, tokens = vlm_reference.greedy(model, prefill, attention_mask, STEPS,
+                                          lambda step, mask: position_ids_for(mask, 1))
+    arrays = {"input_ids": input_ids, "attention_mask": attention_mask, "pixels": pixels,
+              "sizes": sizes, "features": features.numpy(), "merged": merged.numpy()}
+    vlm_reference.save(os.path.join(folder, "reference.npz"), arrays, logits, tokens)
