@@ -21,19 +21,58 @@ CASES_CONFIG: dict[str, dict] = {
     "layer_idx_last": {"img_processor": {"layer_idx": -1, "clip_config": {
         "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
         "num_attention_heads": 2, "hidden_act": "gelu"}}},
-    # prompts past original_max_position_embeddings 512: LongRoPE's long factors
-    "longrope_long_prompt": {"original_max_position_embeddings": 64},
+    # the ~1200-token prompts within original_max_position_embeddings: LongRoPE's short
+    # factors (the preset's 512 makes every other case read the long ones)
+    "longrope_short_factors": {"original_max_position_embeddings": 2048,
+                               "max_position_embeddings": 4096},
     "no_rope_scaling_tied": {"rope_scaling": None, "tie_word_embeddings": True},
 }
-CASES = sorted(CASES_CONFIG)
+#: genai_test's prompts (batch 1): images -> their grids; greedy NEW_TOKENS tokens
+GENAI_IMAGES = {0: [], 1: [(1, 2)], 2: [(2, 1), (1, 1)]}
+NEW_TOKENS = 8
+CASES = [*sorted(CASES_CONFIG), "genai"]
 
 
 def write_case(case: str, folder: str) -> None:
     from testing.phi3v_checkpoints import load_phi3v, make_phi3v_checkpoint
 
     ckpt = make_phi3v_checkpoint(os.path.join(folder, "ckpt"), num_crops=NUM_CROPS,
-                                 **CASES_CONFIG[case])
+                                 **CASES_CONFIG.get(case, {}))
+    if case == "genai":
+        _record_genai(load_phi3v(ckpt), folder)
+        return
     _record(load_phi3v(ckpt), folder)
+
+
+def genai_prompt(images: int, seed: int = 1):
+    """(input_ids [1, n] with image i's tokens -i, pixel_values, image_sizes, token counts)."""
+    from testing.phi3v_checkpoints import hd_inputs
+
+    rng = np.random.default_rng(seed + images)
+    grids = GENAI_IMAGES[images]
+    pixels, sizes, counts = hd_inputs(grids, NUM_CROPS, rng) if grids else (None, None, [])
+    row = [int(t) for t in rng.integers(3, 1000, size=3)]
+    for i, count in enumerate(counts):
+        row += [-(i + 1)] * count + [int(t) for t in rng.integers(3, 1000, size=2)]
+    return np.array([row], np.int64), pixels, sizes, np.array(counts, np.int64)
+
+
+def _record_genai(model, folder):
+    """genai.npz: each GENAI_IMAGES prompt and the reference's NEW_TOKENS greedy tokens."""
+    from testing import vlm_reference
+    from testing.parity import position_ids_for
+
+    arrays = {}
+    for images in GENAI_IMAGES:
+        input_ids, pixels, sizes, counts = genai_prompt(images)
+        mask = np.ones_like(input_ids)
+        prefill = {"input_ids": input_ids, "position_ids": position_ids_for(mask, mask.shape[1])}
+        if images:
+            prefill.update(pixel_values=pixels, image_sizes=sizes)
+        _, tokens = vlm_reference.greedy(model, prefill, mask, NEW_TOKENS,
+                                         lambda step, m: position_ids_for(m, 1))
+        arrays[f"tokens.{images}"] = np.concatenate(tokens, axis=1)[0]
+    np.savez(os.path.join(folder, "genai.npz"), **arrays)
 
 
 def image_batch(seed: int = 0):
