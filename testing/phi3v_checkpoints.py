@@ -136,9 +136,9 @@ def _hub_names(state: dict) -> dict:
     return out
 
 
-def make_phi3v_checkpoint(folder: str, seed: int = 0, num_crops: int = 4, **overrides) -> str:
+def make_phi3v_checkpoint(folder: str, seed: int = 0, **overrides) -> str:
     """A random reference saved in the hub layout (+ config.json with auto_map, a
-    tokenizer and preprocessor_config.json with ``num_crops``)."""
+    tokenizer and Phi-3-vision's preprocessor_config.json: 16 crops)."""
     import torch
     from safetensors.torch import save_file
 
@@ -165,7 +165,7 @@ def make_phi3v_checkpoint(folder: str, seed: int = 0, num_crops: int = 4, **over
                    "do_sample": False}, f)
     write_tiny_preprocessors(folder, raw)
     with open(os.path.join(folder, "preprocessor_config.json"), "w") as f:
-        json.dump({"image_processor_type": "Phi3VImageProcessor", "num_crops": num_crops,
+        json.dump({"image_processor_type": "Phi3VImageProcessor", "num_crops": 16,
                    "image_mean": [0.48145466, 0.4578275, 0.40821073],
                    "image_std": [0.26862954, 0.26130258, 0.27577711]}, f, indent=2)
     return folder

@@ -16,9 +16,10 @@ config.json: ``img_processor`` (``model_name`` must be the CLIP ViT-L/14-336 the
 hard-wires; ``image_dim_out``, ``num_img_tokens``, ``layer_idx``, ``type_feature``) and
 ``embd_layer`` (``use_hd_transform``, ``with_learnable_separator``,
 ``hd_transform_order``, ``projection_cls``), defaulted as the checkpoint's code
-defaults them; every value its code cannot run with images is refused. The released
-checkpoints' processor crop count (preprocessor_config.json ``num_crops``: 16, 4 for
-Phi-3.5's multi-frame use) goes into genai's processor config. mobius' own tiny
+defaults them; every value its code cannot run with images is refused.
+preprocessor_config.json ``num_crops`` must be genai's fixed 16 (Phi-3-vision's; a
+processor set to 4, as Phi-3.5-vision ships for multi-frame use, is refused: genai would
+crop differently). mobius' own tiny
 checkpoints shrink the tower through ``img_processor.clip_config`` (CLIPVisionConfig
 fields over ViT-L/14-336's), which no hub checkpoint has.
 """
@@ -60,8 +61,8 @@ EMBD_LAYER_DEFAULTS: Mapping[str, Any] = {
     "hd_transform_order": "glb_sub", "projection_cls": "linear",
 }
 PROCESSOR_FILE = "processor_config.json"
-#: the released checkpoints' image processor crop count (preprocessor_config.json)
-DEFAULT_NUM_CROPS = 16
+#: the crop count of genai's processor (and of Phi-3-vision's preprocessor_config.json)
+GENAI_NUM_CROPS = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +117,12 @@ def vision_settings(options: Phi3VOptions) -> VisionSettings:
     return VisionSettings(clip, hidden_state_index(img["layer_idx"], clip.num_hidden_layers))
 
 
+def check_raw(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """config.json as it is, once its image sections are known buildable (up front)."""
+    vision_settings(Phi3VOptions(raw.get("img_processor"), raw.get("embd_layer")))
+    return dict(raw)
+
+
 class Phi3VForCausalLM(nn.Module):
     """The vision-language module protocol of mobius/tasks/vision_language.py."""
 
@@ -159,19 +166,21 @@ class Phi3VForCausalLM(nn.Module):
                                                        "image_sizes": "image_sizes"}}}
 
     def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
-        """onnxruntime-extensions' Phi-3 HD transform (its crop size and normalization are
-        fixed: 336 px, CLIP's mean / std), with the checkpoint's ``num_crops``."""
-        num_crops = int(settings.number(preprocessor, "num_crops", DEFAULT_NUM_CROPS,
-                                        integer=True))
-        if self.clip.image_size != CLIP_L14_336["image_size"]:
-            raise ConfigError(f"phi3_v: onnxruntime-genai's Phi-3 image processor makes "
-                              f"{CLIP_L14_336['image_size']} px crops, not "
-                              f"{self.clip.image_size}")
-        base = self.clip.image_size // self.clip.patch_size // 2
+        """onnxruntime-extensions' Phi-3 HD transform: 336 px crops, CLIP's mean / std and
+        16 crops, all fixed in its code (the attrs it is given are not read), so a checkpoint
+        whose processor differs (``num_crops``, the tower's crop) is refused."""
+        settings.require(preprocessor, {"num_crops": GENAI_NUM_CROPS},
+                         "Phi-3 image processor (Phi3ImageTransform)")
+        crop, patch = CLIP_L14_336["image_size"], CLIP_L14_336["patch_size"]
+        if (self.clip.image_size, self.clip.patch_size) != (crop, patch):
+            raise ConfigError(f"phi3_v: onnxruntime-genai's Phi-3 image processor makes {crop} "
+                              f"px crops of {patch} px patches, not {self.clip.image_size} / "
+                              f"{self.clip.patch_size}")
+        base = crop // patch // 2
         steps = [("decode_image", "DecodeImage", {"color_space": "RGB"}),
                  ("convert_to_rgb", "ConvertRGB", None),
                  ("phi3_image_transform", "Phi3ImageTransform",
-                  {"num_crops": num_crops, "num_img_tokens": base * base})]
+                  {"num_crops": GENAI_NUM_CROPS, "num_img_tokens": base * base})]
         transforms = []
         for name, kind, attrs in steps:
             operation = {"name": name, "type": kind}
@@ -208,6 +217,7 @@ FAMILY = ModelFamily(
     module=Phi3VForCausalLM,
     task=vision_language.TASK,
     tiny_preset="tiny-phi3v",
+    normalize_raw=check_raw,
     options=Phi3VOptions,
     ignored_tensors=_unread,
     checkpoint_aliases=(  # the hub's names; the module's own (mobius' tiny checkpoints)

@@ -14,7 +14,8 @@ hub-layout checkpoint's weights, the HD layout from the published description), 
   its phi3v processor makes (input_ids with image i's tokens -i, pixel_values,
   image_sizes, num_image_tokens) go in through ``set_inputs``, and its greedy tokens
   equal the reference's for 0, 1 and 2 images. genai's processor itself (processor_config
-  .json) is checked for loading, crop count and token counts.
+  .json) is checked for loading, crop count and token counts (its transform hard-wires
+  16 crops: a checkpoint processor with another num_crops is refused).
 """
 
 from __future__ import annotations
@@ -28,14 +29,14 @@ import pytest
 import onnxruntime_genai as og
 
 from mobius.builder import build
+from mobius.errors import ConfigError, WeightsError
 from mobius.models import phi3_v_parity_cases as cases
 from mobius.models.phi3_v_parity_cases import (CASES_CONFIG, GENAI_IMAGES, NEW_TOKENS, STEPS,
                                                genai_prompt)
 from testing import vlm_reference, vlm_runs
 from testing.parity import compare_logits
 from testing.reference_cases import case_dir
-from testing.switch_checks import (assert_rejected_up_front, assert_revert_moves_logits,
-                                   copy_case)
+from testing.switch_checks import CHANGED, assert_rejected_up_front, copy_case, edit_config
 from testing.vlm_sessions import Sessions
 
 F32_TOLERANCE = 1e-4
@@ -96,7 +97,16 @@ def test_reverted_switch_moves_logits(switch, tmp_path):
         with open(os.path.join(_case(case)[0], "config.json")) as f:
             revert = {"img_processor": {**json.load(f)["img_processor"],
                                         **revert["img_processor"]}}
-    assert_revert_moves_logits(cases, case, revert, tmp_path, switch)
+    reverted = copy_case(cases, case, tmp_path / "reverted")
+    edit_config(reverted, revert)
+    ref = _case(case)[1]
+    try:
+        _, _, steps = _run(_chain(reverted, tmp_path / "pkg"), ref)
+    except WeightsError as error:  # a structural switch: the head's tensor is then missing
+        assert "missing" in str(error), error
+        return
+    diff = compare_logits(steps, ref.logits, ref["attention_mask"])
+    assert diff > CHANGED, f"{switch}: changes nothing ({diff:.3g})"
 
 
 #: a config.json section edit the family refuses, and the error's words
@@ -158,38 +168,48 @@ def test_genai_phi3v_generates_like_reference(genai_package, images):
     assert tokens == expected[images]
 
 
-def test_genai_processor_config(genai_package, tmp_path):
-    """genai's phi3v processor loads the package's processor_config.json with the
-    checkpoint's num_crops (4): crops + 1 per image, and the token count the vision
-    model returns for them."""
+def test_genai_processor(genai_package, tmp_path):
+    """genai's phi3v processor loads the package's processor_config.json: 16 + 1 crops
+    per image, and the vision model returns as many features as it counts tokens."""
     from PIL import Image
 
     path, _ = genai_package
-    with open(os.path.join(path, "processor_config.json")) as f:
-        steps = json.load(f)["processor"]["transforms"]
-    assert steps[-1]["operation"]["attrs"] == {"num_crops": 4, "num_img_tokens": 144}
     image = tmp_path / "image.png"
     pixels = np.random.default_rng(0).integers(0, 255, (500, 700, 3), dtype=np.uint8)
     Image.fromarray(pixels).save(image)
-    model = og.Model(path)
-    processor = model.create_multimodal_processor()
+    processor = og.Model(path).create_multimodal_processor()
     inputs = processor("<|user|>\n<|image_1|>\nWhat is it?<|end|>\n<|assistant|>\n",
                        images=og.Images.open(str(image)))
     values = inputs["pixel_values"].as_numpy()
     sizes = inputs["image_sizes"].as_numpy()
-    assert values.shape[:2] == (1, 5)
+    assert values.shape[:2] == (1, 17)
     count = int(inputs["num_image_tokens"].as_numpy().sum())
     assert int((inputs["input_ids"].as_numpy() < 0).sum()) == count
-    vision = Sessions(path, None).vision
-    features = vision.run(None, {"pixel_values": values, "image_sizes": sizes})[0]
+    features = Sessions(path, None).vision.run(None, {"pixel_values": values,
+                                                      "image_sizes": sizes})[0]
     assert features.shape[0] == count
 
 
-def test_processor_num_crops_default(tmp_path):
-    """No num_crops in preprocessor_config.json: the released checkpoints' 16."""
+@pytest.mark.parametrize("num_crops", [None, 4])
+def test_processor_num_crops(num_crops, tmp_path):
+    """preprocessor_config.json num_crops: absent or 16 builds (genai's fixed 16 crops);
+    4 (Phi-3.5-vision's multi-frame setting) is refused."""
     folder = copy_case(cases, "default", tmp_path / "ckpt")
-    os.remove(os.path.join(folder, "preprocessor_config.json"))
+    config = os.path.join(folder, "preprocessor_config.json")
+    with open(config) as f:
+        preprocessor = json.load(f)
+    assert preprocessor["num_crops"] == 16
+    if num_crops is None:
+        del preprocessor["num_crops"]
+    else:
+        preprocessor["num_crops"] = num_crops
+    with open(config, "w") as f:
+        json.dump(preprocessor, f)
+    if num_crops == 4:
+        with pytest.raises(ConfigError, match="num_crops=4 is not supported"):
+            build(folder, execution_provider="cpu", dtype="f32")
+        return
     path = build(folder, execution_provider="cpu", dtype="f32").save(str(tmp_path / "pkg"))
     with open(os.path.join(path, "processor_config.json")) as f:
         steps = json.load(f)["processor"]["transforms"]
-    assert steps[-1]["operation"]["attrs"]["num_crops"] == 16
+    assert steps[-1]["operation"]["attrs"] == {"num_crops": 16, "num_img_tokens": 144}
