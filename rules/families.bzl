@@ -827,6 +827,7 @@ FAMILY_DEPS = {
         "//mobius/config:architecture",
         "//mobius/config:options",
         "//mobius/tasks:genai_image_settings",
+        "//mobius/tasks:image_processor",
         "//mobius/tasks:task",
         "//mobius/tasks:vision_language",
         "//mobius/tiny:bases",

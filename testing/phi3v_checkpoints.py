@@ -20,6 +20,7 @@ import os
 
 import numpy as np
 
+from mobius.models.phi3_v import CLIP_NORMALIZATION
 from mobius.tiny.checkpoint import write_tiny_preprocessors
 from mobius.tiny.presets import TINY_PRESETS
 
@@ -166,8 +167,7 @@ def make_phi3v_checkpoint(folder: str, seed: int = 0, **overrides) -> str:
     write_tiny_preprocessors(folder, raw)
     with open(os.path.join(folder, "preprocessor_config.json"), "w") as f:
         json.dump({"image_processor_type": "Phi3VImageProcessor", "num_crops": 16,
-                   "image_mean": [0.48145466, 0.4578275, 0.40821073],
-                   "image_std": [0.26862954, 0.26130258, 0.27577711]}, f, indent=2)
+                   "num_img_tokens": 144, **CLIP_NORMALIZATION}, f, indent=2)
     return folder
 
 

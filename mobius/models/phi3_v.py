@@ -42,6 +42,7 @@ from mobius.models.family import ModelFamily
 from mobius.models.phi3 import Phi3ForCausalLM
 from mobius.models.phi3v_vision import Phi3VImageEmbedding
 from mobius.tasks import genai_image_settings as settings
+from mobius.tasks.image_processor import FILE
 from mobius.tasks import vision_language
 from mobius.tasks.task import TensorSpec
 from mobius.tiny.bases import COMMON
@@ -61,6 +62,11 @@ EMBD_LAYER_DEFAULTS: Mapping[str, Any] = {
     "hd_transform_order": "glb_sub", "projection_cls": "linear",
 }
 PROCESSOR_FILE = "processor_config.json"
+#: the normalization genai's Phi-3 processor hard-wires (OpenAI CLIP's)
+CLIP_NORMALIZATION: Mapping[str, Any] = {
+    "image_mean": [0.48145466, 0.4578275, 0.40821073],
+    "image_std": [0.26862954, 0.26130258, 0.27577711],
+}
 #: the crop count of genai's processor (and of Phi-3-vision's preprocessor_config.json)
 GENAI_NUM_CROPS = 16
 
@@ -168,9 +174,14 @@ class Phi3VForCausalLM(nn.Module):
     def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """onnxruntime-extensions' Phi-3 HD transform: 336 px crops, CLIP's mean / std and
         16 crops, all fixed in its code (the attrs it is given are not read), so a checkpoint
-        whose processor differs (``num_crops``, the tower's crop) is refused."""
-        settings.require(preprocessor, {"num_crops": GENAI_NUM_CROPS},
-                         "Phi-3 image processor (Phi3ImageTransform)")
+        whose processor differs (``num_crops``, mean / std, the tower's crop) is refused."""
+        settings.require(preprocessor, CLIP_NORMALIZATION, "Phi-3 image processor")
+        num_crops = preprocessor.get("num_crops", GENAI_NUM_CROPS)
+        if num_crops != GENAI_NUM_CROPS:
+            raise ConfigError(
+                f"{FILE}: num_crops={num_crops!r} is not supported: onnxruntime-genai's "
+                f"Phi-3 image processor always makes {GENAI_NUM_CROPS} crops (Phi-3.5-vision's "
+                f"card recommends {GENAI_NUM_CROPS} for single images: set it there to build)")
         crop, patch = CLIP_L14_336["image_size"], CLIP_L14_336["patch_size"]
         if (self.clip.image_size, self.clip.patch_size) != (crop, patch):
             raise ConfigError(f"phi3_v: onnxruntime-genai's Phi-3 image processor makes {crop} "

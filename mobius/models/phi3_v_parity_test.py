@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -190,23 +191,33 @@ def test_genai_processor(genai_package, tmp_path):
     assert features.shape[0] == count
 
 
-@pytest.mark.parametrize("num_crops", [None, 4])
-def test_processor_num_crops(num_crops, tmp_path):
-    """preprocessor_config.json num_crops: absent or 16 builds (genai's fixed 16 crops);
-    4 (Phi-3.5-vision's multi-frame setting) is refused."""
+#: preprocessor_config.json edit -> the error's words (None: builds, 16 crops)
+PROCESSOR_EDITS = {
+    "num_crops_absent": ({"num_crops": None}, None),
+    "num_crops_4": ({"num_crops": 4}, "num_crops=4 is not supported"),
+    "image_std": ({"image_std": [0.5, 0.5, 0.5]}, "image_std=[0.5, 0.5, 0.5] is not supported"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROCESSOR_EDITS))
+def test_processor_settings(name, tmp_path):
+    """genai's processor fixes 16 crops and CLIP's mean / std: the checkpoint's processor
+    may leave them out, any other value (Phi-3.5-vision ships num_crops 4) is refused."""
     folder = copy_case(cases, "default", tmp_path / "ckpt")
     config = os.path.join(folder, "preprocessor_config.json")
     with open(config) as f:
         preprocessor = json.load(f)
     assert preprocessor["num_crops"] == 16
-    if num_crops is None:
-        del preprocessor["num_crops"]
-    else:
-        preprocessor["num_crops"] = num_crops
+    edit, words = PROCESSOR_EDITS[name]
+    for key, value in edit.items():
+        if value is None:
+            del preprocessor[key]
+        else:
+            preprocessor[key] = value
     with open(config, "w") as f:
         json.dump(preprocessor, f)
-    if num_crops == 4:
-        with pytest.raises(ConfigError, match="num_crops=4 is not supported"):
+    if words is not None:
+        with pytest.raises(ConfigError, match=re.escape(words)):
             build(folder, execution_provider="cpu", dtype="f32")
         return
     path = build(folder, execution_provider="cpu", dtype="f32").save(str(tmp_path / "pkg"))
