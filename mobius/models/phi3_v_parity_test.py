@@ -224,3 +224,43 @@ def test_processor_settings(name, tmp_path):
     with open(os.path.join(path, "processor_config.json")) as f:
         steps = json.load(f)["processor"]["transforms"]
     assert steps[-1]["operation"]["attrs"] == {"num_crops": 16, "num_img_tokens": 144}
+
+
+#: Phi-3-vision-128k-instruct's config.json as published (its LongRoPE factors shortened)
+HUB_CONFIG = {
+    "architectures": ["Phi3VForCausalLM"], "auto_map": {
+        "AutoConfig": "configuration_phi3_v.Phi3VConfig",
+        "AutoModelForCausalLM": "modeling_phi3_v.Phi3VForCausalLM"},
+    "bos_token_id": 1, "embd_layer": {
+        "embedding_cls": "image", "hd_transform_order": "sub_glb", "projection_cls": "mlp",
+        "use_hd_transform": True, "with_learnable_separator": True},
+    "embd_pdrop": 0.0, "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 3072,
+    "img_processor": {"image_dim_out": 1024, "model_name": "openai/clip-vit-large-patch14-336",
+                      "name": "clip_vision_model", "num_img_tokens": 144},
+    "intermediate_size": 8192, "max_position_embeddings": 131072, "model_type": "phi3_v",
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+    "original_max_position_embeddings": 4096, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"long_factor": [1.5] * 48, "short_factor": [1.0] * 48, "type": "su"},
+    "rope_theta": 10000.0, "sliding_window": 131072, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "vocab_size": 32064,
+}
+
+
+def test_hub_config_constructs():
+    """The published config: CLIP ViT-L/14-336 read at hidden state 23 of 24 (layer 23
+    declared unread), 336 px crops, LongRoPE from 4.x's "su"."""
+    import onnx_ir as ir
+
+    from mobius.context import build_context
+    from mobius.models.registry import family_for
+
+    family = family_for(HUB_CONFIG)
+    config = family.make_config(HUB_CONFIG)
+    assert config.rope.rope_type == "longrope"
+    with build_context(None, ir.DataType.FLOAT):
+        module = family.module(config)
+    assert module.vision_embed_tokens.feature_state == 23
+    assert len(module.vision_embed_tokens.img_processor.vision_model.encoder.layers) == 23
+    assert [spec.dims for spec in module.vision_inputs] == [
+        ("num_images", "num_crops", 3, 336, 336), ("num_images", 2)]
+    assert any(r"layers\.(23)" in i.pattern for i in family.ignored_tensors(config))
