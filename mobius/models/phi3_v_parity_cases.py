@@ -3,6 +3,9 @@
 (testing/vlm_reference.py): the batch, the reference's image features and merged
 embeddings, and its logits and greedy tokens over STEPS decode steps
 (testing/phi3v_checkpoints.py: CLIPVisionModel + Phi3ForCausalLM, weights remapped).
+The "genai" case: genai.npz (hand-made prompts' greedy tokens) and, per
+PROCESSOR_PROMPTS run, what genai's own phi3v processor makes of it (on the package built
+from ckpt/) with the reference's greedy tokens on those tensors (<run>.npz).
 """
 
 from __future__ import annotations
@@ -31,15 +34,24 @@ CASES_CONFIG: dict[str, dict] = {
 #: genai_test's prompts (batch 1): images -> their grids; greedy NEW_TOKENS tokens
 GENAI_IMAGES = {0: [], 1: [(1, 2)], 2: [(2, 1), (1, 1)]}
 NEW_TOKENS = 8
+#: genai_test's prompts through genai's own processor: prompt, images (IMAGE_SIZES order)
+PROCESSOR_PROMPTS = {"processor-one-image": ("The quick <|image_1|> fox", 1),
+                     "processor-two-images": ("<|image_1|> and <|image_2|> jump", 2)}
+IMAGE_SIZES = [(700, 500), (300, 460)]  # (width, height) px
+PROCESSOR_KEYS = ("input_ids", "pixel_values", "image_sizes", "num_image_tokens")
 CASES = [*sorted(CASES_CONFIG), "genai"]
 
 
 def write_case(case: str, folder: str) -> None:
     from testing.phi3v_checkpoints import load_phi3v, make_phi3v_checkpoint
 
-    ckpt = make_phi3v_checkpoint(os.path.join(folder, "ckpt"), **CASES_CONFIG.get(case, {}))
+    # genai's processor makes 16 + 1 crops an image (~1900 tokens): the genai case's context
+    # holds two images
+    config = CASES_CONFIG.get(case, {"max_position_embeddings": 8192})
+    ckpt = make_phi3v_checkpoint(os.path.join(folder, "ckpt"), **config)
     if case == "genai":
         _record_genai(load_phi3v(ckpt), folder)
+        _record_processor_runs(load_phi3v(ckpt), ckpt, folder)
         return
     _record(load_phi3v(ckpt), folder)
 
@@ -108,3 +120,51 @@ def _record(model, folder):
     arrays = {"input_ids": input_ids, "attention_mask": attention_mask, "pixels": pixels,
               "sizes": sizes, "features": features.numpy(), "merged": merged.numpy()}
     vlm_reference.save(os.path.join(folder, "reference.npz"), arrays, logits, tokens)
+
+
+def write_images(folder: str) -> list[str]:
+    """The genai test's PNG images (the second dark: far from the first's noise)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    paths = []
+    for i, (width, height) in enumerate(IMAGE_SIZES):
+        paths.append(os.path.join(folder, f"image{i}.png"))
+        pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+        Image.fromarray(pixels // 8 if i else pixels).save(paths[-1])
+    return paths
+
+
+def processor_inputs(processor, run: str, images: list[str]):
+    import onnxruntime_genai as og
+
+    prompt, count = PROCESSOR_PROMPTS[run]
+    return processor(prompt, images=og.Images.open(*images[:count]))
+
+
+def _record_processor_runs(model, ckpt, folder):
+    """<run>.npz: what genai's phi3v processor makes of each PROCESSOR_PROMPTS prompt (on
+    the package built from ckpt/, cpu) and the reference's greedy tokens on those tensors."""
+    import tempfile
+
+    import mobius
+    from testing import vlm_reference, vlm_runs
+    from testing.parity import position_ids_for
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = mobius.build(ckpt, execution_provider="cpu", dtype="f32").save(
+            os.path.join(tmp, "pkg"))
+        processor = vlm_runs.genai_model(path).create_multimodal_processor()
+        images = write_images(tmp)
+        for run in PROCESSOR_PROMPTS:
+            inputs = processor_inputs(processor, run, images)
+            arrays = {k: inputs[k].as_numpy() for k in PROCESSOR_KEYS}
+            input_ids = arrays["input_ids"].astype(np.int64)
+            mask = np.ones_like(input_ids)
+            prefill = {"input_ids": input_ids, "pixel_values": arrays["pixel_values"],
+                       "image_sizes": arrays["image_sizes"].astype(np.int64),
+                       "position_ids": position_ids_for(mask, mask.shape[1])}
+            _, tokens = vlm_reference.greedy(model, prefill, mask, NEW_TOKENS,
+                                             lambda step, m: position_ids_for(m, 1))
+            np.savez(os.path.join(folder, f"{run}.npz"),
+                     tokens=np.concatenate(tokens, axis=1)[0], **arrays)

@@ -10,12 +10,13 @@ hub-layout checkpoint's weights, the HD layout from the published description), 
 * Switches: layer_idx, LongRoPE (long / short factors, none), tied head: each case
   matches, and reverting it on the same weights moves the logits; values the
   checkpoint's code cannot run with images are refused up front.
-* genai: onnxruntime-genai 0.18 runs the package as its own ``phi3v`` type; the inputs
-  its phi3v processor makes (input_ids with image i's tokens -i, pixel_values,
-  image_sizes, num_image_tokens) go in through ``set_inputs``, and its greedy tokens
-  equal the reference's for 0, 1 and 2 images. genai's processor itself (processor_config
-  .json) is checked for loading, crop count and token counts (its transform hard-wires
-  16 crops: a checkpoint processor with another num_crops is refused).
+* genai: onnxruntime-genai 0.18 runs the package as its own ``phi3v`` type. Hand-made
+  inputs of its processor's form (input_ids with image i's tokens -i, pixel_values,
+  image_sizes, num_image_tokens, through ``set_inputs``) and its whole pipeline from a
+  prompt and PNG images (its processor reads the package's processor_config.json: 16 + 1
+  crops, the tensors the reference ran on at build time) greedy-generate the reference's
+  tokens, for 0, 1 and 2 images. genai's processor hard-wires 16 crops and CLIP's
+  mean / std: a checkpoint processor asking other values is refused.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ import onnxruntime_genai as og
 from mobius.builder import build
 from mobius.errors import ConfigError, WeightsError
 from mobius.models import phi3_v_parity_cases as cases
-from mobius.models.phi3_v_parity_cases import (CASES_CONFIG, GENAI_IMAGES, NEW_TOKENS, STEPS,
-                                               genai_prompt)
+from mobius.models.phi3_v_parity_cases import (CASES_CONFIG, GENAI_IMAGES, NEW_TOKENS,
+                                               PROCESSOR_KEYS, PROCESSOR_PROMPTS, STEPS,
+                                               genai_prompt, processor_inputs, write_images)
 from testing import vlm_reference, vlm_runs
 from testing.parity import compare_logits
 from testing.reference_cases import case_dir
@@ -167,6 +169,23 @@ def test_genai_phi3v_generates_like_reference(genai_package, images):
         inputs["num_image_tokens"] = counts
     tokens = vlm_runs.genai_greedy(model, inputs, input_ids.shape[1], NEW_TOKENS)
     assert tokens == expected[images]
+
+
+@pytest.mark.parametrize("run", sorted(PROCESSOR_PROMPTS))
+def test_genai_processor_pipeline_generates_like_reference(genai_package, run, tmp_path):
+    """genai's whole phi3v pipeline from a prompt and PNG images: its processor gives the
+    tensors the reference ran on (recorded at build time), and its greedy tokens are the
+    reference's."""
+    path, _ = genai_package
+    model = og.Model(path)
+    inputs = processor_inputs(model.create_multimodal_processor(), run,
+                              write_images(str(tmp_path)))
+    with np.load(os.path.join(case_dir(cases, "genai"), f"{run}.npz")) as recorded:
+        for key in PROCESSOR_KEYS:
+            np.testing.assert_array_equal(inputs[key].as_numpy(), recorded[key], err_msg=key)
+        expected = recorded["tokens"].tolist()
+    length = inputs["input_ids"].as_numpy().shape[1]
+    assert vlm_runs.genai_greedy(model, inputs, length, NEW_TOKENS) == expected
 
 
 def test_genai_processor(genai_package, tmp_path):
