@@ -74,11 +74,18 @@ def vision_feeds(family: str, raw: dict, rng) -> dict[str, np.ndarray]:
         positions = np.stack([x.ravel(), y.ravel()], -1)[None].astype(np.int64)
         pixels = rng.random((1, 24, 3 * vision["patch_size"] ** 2)).astype(np.float32)
         return {"pixel_values": pixels, "pixel_position_ids": positions}
+    if family == "phi3_v":
+        from testing.phi3v_checkpoints import hd_inputs
+
+        pixels, sizes, _ = hd_inputs([(1, 1)], 1, rng)  # global crop + 1 sub-crop
+        return {"pixel_values": pixels, "image_sizes": sizes}
     size = raw["vision_config"]["image_size"]  # llava, gemma3: one fixed-size image
     return {"pixel_values": rng.standard_normal((1, 3, size, size)).astype(np.float32)}
 
 
 def image_token_id(raw: dict) -> int:
+    if raw.get("model_type") == "phi3_v":  # genai's phi3v placeholder: image 1's tokens are -1
+        return -1
     for key in ("image_token_index", "image_token_id"):
         if key in raw:
             return int(raw[key])
