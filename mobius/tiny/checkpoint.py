@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ from mobius.tiny.presets import TINY_PRESETS
 from mobius.tiny.tokenizer import write_tiny_tokenizer
 from mobius.weights.safetensors_writer import write_safetensors
 
-_FORMAT_VERSION = 2  # bump when presets or generation change, to refresh caches
+_FORMAT_VERSION = 2  # bump when the generation changes, to refresh caches
 
 
 def tiny_cache_dir() -> str:
@@ -56,7 +57,7 @@ def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) ->
     preset_config(name)  # unknown names fail before any lookup
     if folder is None and (prebuilt := prebuilt_tiny_checkpoint(name, seed)):
         return prebuilt
-    folder = folder or os.path.join(tiny_cache_dir(), f"{name}-v{_FORMAT_VERSION}-seed{seed}")
+    folder = folder or os.path.join(tiny_cache_dir(), cache_entry(name, seed))
     if os.path.isfile(os.path.join(folder, "model.safetensors")):
         return folder
     os.makedirs(os.path.dirname(os.path.abspath(folder)), exist_ok=True)
@@ -70,6 +71,14 @@ def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) ->
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return folder
+
+
+def cache_entry(name: str, seed: int) -> str:
+    """The cache folder's name: the preset's config.json in it, so a cached checkpoint of
+    an edited preset is never reused (its tensors would no longer match the module)."""
+    config = json.dumps(preset_config(name), sort_keys=True).encode()
+    digest = hashlib.sha256(config).hexdigest()[:12]
+    return f"{name}-v{_FORMAT_VERSION}-{digest}-seed{seed}"
 
 
 def write_tiny_checkpoint(name: str, folder: str, seed: int = 0) -> None:
