@@ -86,7 +86,8 @@ def tests_for(ep: str) -> dict[str, Callable]:
             built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
             ep_vlm_parity.assert_vlm_close(
                 built, generic, family, f"{ep}/{dtype} {family} vs default (vision-language)",
-                generic=generic_runs.load(generic, family, generic_runs.VISION_LANGUAGE))
+                generic=generic_runs.load(generic, family, generic_runs.VISION_LANGUAGE),
+                spacings=_spacings(family))
 
         tests["test_vision_language"] = test_vision_language
     if not other_dtypes:

@@ -209,11 +209,12 @@ def run_candidate(chain: Chain, vision: dict, audio: dict | None, reference: Tra
     return trace
 
 
-def tolerance(reference: np.ndarray, dtype: str) -> float:
-    """testing/ep_parity.py's per-dtype tolerance for a tensor of this magnitude."""
+def tolerance(reference: np.ndarray, dtype: str, spacings: int = ep_parity.HALF_ULPS) -> float:
+    """testing/ep_parity.py's per-dtype tolerance for a tensor of this magnitude
+    (``spacings``: a family's low-precision allowance, ep_parity.tolerances)."""
     if dtype == "f32":
         return ep_parity.F32_ATOL
-    return ep_parity.HALF_ULPS * ep_parity.spacing(float(np.abs(reference).max()), dtype)
+    return spacings * ep_parity.spacing(float(np.abs(reference).max()), dtype)
 
 
 def generic_trace(generic_built, family: str, seed: int = 0) -> tuple:
@@ -227,10 +228,12 @@ def generic_trace(generic_built, family: str, seed: int = 0) -> tuple:
 
 
 def assert_vlm_close(ep_built, generic_built, family: str, what: str, seed: int = 0,
-                     generic: tuple | None = None) -> None:
+                     generic: tuple | None = None,
+                     spacings: int = ep_parity.HALF_ULPS) -> None:
     """The EP package's image features, prefill inputs_embeds and every step's logits
     match the generic package's (see the module docstring). ``generic``: the
-    :func:`generic_trace` of ``generic_built`` already made (testing/generic_runs.py)."""
+    :func:`generic_trace` of ``generic_built`` already made (testing/generic_runs.py);
+    ``spacings``: the family's low-precision allowance (ep/parity_suite._spacings)."""
     dtype = generic_built.dtype
     vision, audio, reference, input_ids = generic or generic_trace(generic_built, family, seed)
     keys = list(ep_built.serialized or ep_built.models)
@@ -249,6 +252,6 @@ def assert_vlm_close(ep_built, generic_built, family: str, what: str, seed: int 
     for name, a, b in pairs:
         a, b = a.astype(np.float32), b.astype(np.float32)
         assert a.shape == b.shape, f"{what}: {name} shape {b.shape} != {a.shape}"
-        diff, tol = float(np.abs(a - b).max()), tolerance(a, dtype)
+        diff, tol = float(np.abs(a - b).max()), tolerance(a, dtype, spacings)
         assert diff <= tol, (f"{what}: {name} max|diff| {diff:.3g} > {tol:.3g} "
                              f"(max|ref| {float(np.abs(a).max()):.3g})")
