@@ -1,6 +1,7 @@
 """onnxruntime-node and onnxruntime-web (WebAssembly, in Node) run mobius packages.
 
-Every decoder family is built for the cpu, default and webgpu EPs;
+Every decoder family's f32 package for the cpu, default and webgpu EPs (the EP suites'
+builds: under Bazel //ep:suite_builds made them once, testing/ep_suite.Builds);
 onnxruntime-node replays Python onnxruntime's prefill + cached decode steps and
 must give the same logits within 1e-5. onnxruntime-web's WebAssembly backend
 does the same for the webgpu and onnx-standard packages.
@@ -12,9 +13,9 @@ decoder_runner.mjs): starting a runtime costs more than replaying a tiny model.
 import json
 import os
 
+import onnx_ir as ir
 import pytest
 
-from mobius.builder import build
 from testing import ep_suite
 from testing.js.decoder_cases import write_decoder_case
 from testing.js.node import run_node
@@ -35,14 +36,16 @@ def replayed(request, tmp_path_factory):
     wanted = [tuple(item.callspec.params[k] for k in ("family", "ep", "backend"))
               for item in request.session.items if item.module is request.module]
     root = tmp_path_factory.mktemp("js")
-    checkpoints = ep_suite.Checkpoints(root / "ckpt")
+    builds = ep_suite.Builds(ep_suite.Checkpoints(root / "ckpt"))
     cases = {}
     for family, ep, _ in wanted:
         if (family, ep) not in cases:
-            out = os.path.join(root, "pkg", family, ep)
-            build(checkpoints.folder(family), execution_provider=ep, dtype="f32").save(out)
-            cases[family, ep] = write_decoder_case(os.path.join(out, "model.onnx"),
-                                                   os.path.join(root, "case", family, ep))
+            model = root / "pkg" / family / ep / "model.onnx"
+            model.parent.mkdir(parents=True)
+            ir.save(builds.get(family, ep, "f32").model, model,  # the package's file layout
+                    external_data="model.onnx.data")
+            case = os.path.join(root, "case", family, ep)
+            cases[family, ep] = write_decoder_case(str(model), case)
     jobs = root / "jobs.json"
     jobs.write_text(json.dumps([{"case": cases[f, e], "backend": b} for f, e, b in wanted]))
     results = run_node("decoder_runner.mjs", str(jobs), timeout=600)["results"]
