@@ -8,8 +8,9 @@ mobius/tasks/vision_language.py (onnxruntime-genai's ``gemma4_unified`` type):
 * ``model``: the Gemma 4 decoder of mobius/models/gemma4.py without per-layer inputs or
   experts (the text config has neither); KV sharing from ``num_kv_shared_layers``.
   ``use_bidirectional_attention`` defaults to "vision": a run of image tokens attends
-  to itself both ways on the sliding layers (transformers does so given
-  mm_token_type_ids); null makes the decoder causal; "all" is refused.
+  to itself both ways on every layer, as transformers' forward does given
+  mm_token_type_ids (its compiled-cache generate path keeps global layers causal, as
+  Gemma 4 does; the two disagree); null makes the decoder causal; "all" is refused.
 
 The audio embedder (``model.embed_audio``, raw waveform frames) is not built: its tensors
 are declared unread, ``audio_config`` left out of the plausibility check.
@@ -91,7 +92,8 @@ class Gemma4UnifiedForConditionalGeneration(nn.Module):
                        (NUM_IMAGES, NUM_PATCHES, 2)))
         self.language_model = Gemma4ForCausalLM(config)
         if options.use_bidirectional_attention == "vision":
-            self.language_model.model.block_token_id = self.image_token_id
+            body = self.language_model.model
+            body.block_token_id, body.blocks_on_full_layers = self.image_token_id, True
         if config.tie_word_embeddings:  # the head's own copy (the lookup is in embedding.onnx)
             self.language_model.lm_head = LMHead(
                 config.hidden_size, config.vocab_size,
