@@ -106,4 +106,5 @@ class Gemma4UnifiedVision(nn.Module):
         real = op.Not(op.Cast(op.Reshape(padded, op.Constant(value_ints=[-1])),
                               to=ir.DataType.BOOL))
         flat = op.Reshape(tokens, op.Constant(value_ints=[-1, self.text_hidden]))
-        return op.Compress(flat, real, axis=0)
+        kept = op.Squeeze(op.NonZero(real), op.Constant(value_ints=[0]))  # Compress lacks bf16
+        return op.Gather(flat, kept, axis=0)
