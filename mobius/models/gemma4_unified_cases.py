@@ -30,6 +30,9 @@ OVERRIDES: dict[str, dict] = {
     "default": {},  # bidirectional image spans, 2 x 2 merges
     "causal": _text(use_bidirectional_attention=None),
     "pool3": {"vision_config": {**_MM["vision_config"], "pooling_kernel_size": 3}},
+    # the decoder's switches the preset sets, off: V projected, no KV sharing, no cap
+    "plain": _text(attention_k_eq_v=False, num_kv_shared_layers=0, use_double_wide_mlp=False,
+                   final_logit_softcapping=None),
 }
 CASES = sorted(OVERRIDES)
 

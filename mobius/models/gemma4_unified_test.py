@@ -119,11 +119,16 @@ def test_cpu_build_fuses_the_decoder_and_matches_the_prefill(tmp_path):
     assert np.abs(logits - ref.logits[0])[real].max() <= TOLERANCE
 
 
-#: case: config.json edit that reverts its switch ("default": bidirectional by default)
+#: (case, config.json edit that reverts one of its switches)
 REVERTS = {
-    "default": {"text_config": {"use_bidirectional_attention": None}},
-    "causal": {"text_config": {"use_bidirectional_attention": "vision"}},
-    "pool3": {"vision_config": {"pooling_kernel_size": 2}},
+    "bidirectional": ("default", {"text_config": {"use_bidirectional_attention": None}}),
+    "softcap": ("default", {"text_config": {"final_logit_softcapping": None}}),
+    "k_eq_v": ("default", {"text_config": {"attention_k_eq_v": False}}),
+    "kv_sharing": ("default", {"text_config": {"num_kv_shared_layers": 0}}),
+    "double_wide": ("default", {"text_config": {"use_double_wide_mlp": False}}),
+    "causal": ("causal", {"text_config": {"use_bidirectional_attention": "vision"}}),
+    "pool3": ("pool3", {"vision_config": {"pooling_kernel_size": 2}}),
+    "plain_softcap": ("plain", {"text_config": {"final_logit_softcapping": 10.0}}),
 }
 
 
@@ -141,8 +146,9 @@ def _edit(folder, out, edit) -> str:
 
 @pytest.mark.parametrize("name", sorted(REVERTS))
 def test_reverting_the_switch_changes_the_outputs(name, tmp_path):
-    folder, ref = _case(name)
-    reverted = _edit(folder, tmp_path / "ckpt", REVERTS[name])
+    case, edit = REVERTS[name]
+    folder, ref = _case(case)
+    reverted = _edit(folder, tmp_path / "ckpt", edit)
     try:
         ours = _chain(reverted, tmp_path / "pkg").run(ref)
     except MobiusError as error:  # the reverted model needs other tensors
