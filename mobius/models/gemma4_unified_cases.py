@@ -34,7 +34,11 @@ OVERRIDES: dict[str, dict] = {
     "plain": _text(attention_k_eq_v=False, num_kv_shared_layers=0, use_double_wide_mlp=False,
                    final_logit_softcapping=None),
 }
-CASES = sorted(OVERRIDES)
+#: the genai test's checkpoint: genai case -> its base case; GENAI_SEED's prompt has a
+#: varied greedy continuation (no eos)
+GENAI = {"genai": "default"}
+GENAI_SEED, NEW_TOKENS = 5, 8
+CASES = [*sorted(OVERRIDES), *sorted(GENAI)]
 
 
 def _random_layer_scalars(ckpt: str) -> None:
@@ -107,12 +111,29 @@ def _record(hf_model, path: str) -> None:
                               "merged": merged.numpy()}, logits, tokens)
 
 
+def _record_genai(hf_model, path: str) -> None:
+    """Row 0 of GENAI_SEED's batch (one image, its real patches) and its greedy tokens."""
+    from testing import vlm_reference
+
+    inputs = _inputs(hf_model.config, GENAI_SEED)
+    ids = inputs["input_ids"][:1]
+    count = int((ids == hf_model.config.image_token_id).sum())
+    prefill = {"input_ids": ids, "pixel_values": inputs["pixel_values"][:1, :count],
+               "image_position_ids": inputs["image_position_ids"][:1, :count],
+               "mm_token_type_ids": inputs["mm_token_type_ids"][:1]}
+    _, tokens = vlm_reference.greedy(hf_model, prefill, np.ones_like(ids), NEW_TOKENS)
+    np.savez(path, **prefill, count=count, tokens=np.concatenate(tokens, axis=1))
+
+
 def write_case(case: str, folder: str) -> None:
-    """ckpt/ and run.npz."""
+    """ckpt/ and run.npz (GENAI cases: ckpt/ and genai.npz)."""
     from testing.hf_checkpoints import load_hf_model
     from testing.random_checkpoint import random_checkpoint
 
     ckpt = os.path.join(folder, "ckpt")
-    random_checkpoint(ckpt, PRESET, **OVERRIDES[case])
+    random_checkpoint(ckpt, PRESET, **OVERRIDES[GENAI.get(case, case)])
     _random_layer_scalars(ckpt)
+    if case in GENAI:
+        _record_genai(load_hf_model(ckpt), os.path.join(folder, "genai.npz"))
+        return
     _record(load_hf_model(ckpt), os.path.join(folder, "run.npz"))
