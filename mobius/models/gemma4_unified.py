@@ -66,6 +66,10 @@ def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
 def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The decoder's checks, and the embedder's, before any weight is read."""
     unified_vision_options(raw.get("vision_config"))
+    mode = raw.get("use_bidirectional_attention")
+    if mode not in (None, "vision", "all"):  # "all": the decoder's own refusal
+        raise ConfigError(f"config.json: gemma4_unified: use_bidirectional_attention "
+                          f"{mode!r} is not supported (null or 'vision')")
     return TEXT.config_overrides(raw)
 
 

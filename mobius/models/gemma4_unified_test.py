@@ -180,6 +180,8 @@ REJECTED = {
     "no_vision_config": ({"vision_config": None}, "vision_config"),
     "bidirectional_all": ({"text_config": {"use_bidirectional_attention": "all"}},
                           "use_bidirectional_attention"),
+    "bidirectional_text": ({"text_config": {"use_bidirectional_attention": "text"}},
+                           "use_bidirectional_attention"),
 }
 
 
