@@ -74,6 +74,13 @@ def vision_feeds(family: str, raw: dict, rng) -> dict[str, np.ndarray]:
         positions = np.stack([x.ravel(), y.ravel()], -1)[None].astype(np.int64)
         pixels = rng.random((1, 24, 3 * vision["patch_size"] ** 2)).astype(np.float32)
         return {"pixel_values": pixels, "pixel_position_ids": positions}
+    if family == "gemma4_unified":  # a 3 x 2 merged-patch image: 6 tokens
+        vision = raw["vision_config"]
+        x, y = np.meshgrid(np.arange(3), np.arange(2))
+        positions = np.stack([x.ravel(), y.ravel()], -1)[None].astype(np.int64)
+        width = 3 * (vision["patch_size"] * vision["pooling_kernel_size"]) ** 2
+        pixels = rng.random((1, 6, width)).astype(np.float32)
+        return {"pixel_values": pixels, "pixel_position_ids": positions}
     if family == "phi3_v":
         from testing.phi3v_checkpoints import hd_inputs
 

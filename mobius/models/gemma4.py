@@ -338,6 +338,8 @@ class Gemma4TextModel(CausalTransformer):
             self.per_layer_projection_norm = RMSNorm(size, config.rms_norm_eps)
         #: a multimodal package's media token ids (image, video, audio)
         self.media_token_ids: tuple[int, ...] = ()
+        #: image blocks attend both ways on global layers too (Gemma 4 Unified)
+        self.blocks_on_full_layers = False
 
     def per_layer_inputs(self, op, input_ids, embeds):
         """[batch, seq, layers, P]: (norm(proj(embeds) / sqrt(hidden)) + table * sqrt(P))
@@ -385,7 +387,8 @@ class Gemma4TextModel(CausalTransformer):
             if window not in masks:
                 masks[window] = causal_padding_mask(op, tokens, attention_mask,
                                                     get_build_dtype(), window,
-                                                    blocks if window else None)
+                                                    blocks if window or self.blocks_on_full_layers
+                                                    else None)
             layer_input = (None if per_layer is None
                            else op.Gather(per_layer, op.Constant(value_int=i), axis=2))
             hidden, present = layer(op, hidden, *rotary[plan.kind], masks[window], layer_input,

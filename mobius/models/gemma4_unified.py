@@ -1,0 +1,159 @@
+"""Gemma 4 Unified (Gemma4UnifiedForConditionalGeneration, model_type "gemma4_unified"):
+Gemma 4 without a vision tower. Built as the three models of
+mobius/tasks/vision_language.py (onnxruntime-genai's ``gemma4_unified`` type):
+
+* ``vision``: merged patches (mobius/models/gemma4_unified_vision.py) -> one text-width
+  token per real patch -> image_features [tokens, hidden].
+* ``embedding``: the scaled token embedding, image-token positions replaced in order.
+* ``model``: the Gemma 4 decoder of mobius/models/gemma4.py without per-layer inputs or
+  experts (the text config has neither); KV sharing from ``num_kv_shared_layers``.
+  ``use_bidirectional_attention`` defaults to "vision": a run of image tokens attends
+  to itself both ways on every layer, as transformers' forward does given
+  mm_token_type_ids (its compiled-cache generate path keeps global layers causal, as
+  Gemma 4 does; the two disagree); null makes the decoder causal; "all" is refused.
+
+The audio embedder (``model.embed_audio``, raw waveform frames) is not built: its tensors
+are declared unread, ``audio_config`` left out of the plausibility check.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import onnx_ir as ir
+from onnxscript import nn
+
+from mobius.components.causal_transformer import scalar
+from mobius.components.image_tokens import image_positions, merge_image_features
+from mobius.components.lm_head import LMHead
+from mobius.config.architecture import ArchitectureConfig
+from mobius.errors import ConfigError
+from mobius.models.family import ModelFamily
+from mobius.models.gemma4 import (FAMILY as TEXT, FULL, SLIDING, TINY_PRESETS as TEXT_PRESETS,
+                                  Gemma4ForCausalLM)
+from mobius.models.gemma4_conditional import Gemma4VLOptions
+from mobius.models.gemma4_unified_vision import Gemma4UnifiedVision, unified_vision_options
+from mobius.tasks import vision_language
+from mobius.tasks.task import TensorSpec
+from mobius.tasks.vision_language import NUM_IMAGES, NUM_PATCHES
+from mobius.tiny.bases import VOCAB_SIZE
+from mobius.weights.attach import IgnoredTensors
+
+UNREAD = (IgnoredTensors(r"model\.embed_audio\..*", "embed_audio (audio is not built)"),)
+#: transformers' Gemma4UnifiedConfig token ids
+_TOKEN_DEFAULTS = {"image_token_id": 258_880, "video_token_id": 258_884,
+                   "audio_token_id": 258_881}
+
+
+def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``text_config`` at the top level (no per-layer inputs, no experts, bidirectional
+    "vision" unless it says otherwise), the token ids and ``vision_config`` beside it."""
+    text = raw.get("text_config")
+    if not isinstance(text, dict):
+        raise ConfigError("config.json: gemma4_unified: text_config (the decoder's config) "
+                          "is missing")
+    tie = raw.get("tie_word_embeddings", text.get("tie_word_embeddings", True))
+    out = TEXT.normalize_raw({
+        **text, "tie_word_embeddings": tie, "hidden_size_per_layer_input": 0,
+        "enable_moe_block": False,
+        "use_bidirectional_attention": text.get("use_bidirectional_attention", "vision"),
+        "architectures": list(raw.get("architectures") or [])})
+    own = {key: raw.get(key, default) for key, default in _TOKEN_DEFAULTS.items()}
+    return {**out, **own, "model_type": "gemma4_unified",
+            "vision_config": raw.get("vision_config")}
+
+
+def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The decoder's checks, and the embedder's, before any weight is read."""
+    unified_vision_options(raw.get("vision_config"))
+    mode = raw.get("use_bidirectional_attention")
+    if mode not in (None, "vision", "all"):  # "all": the decoder's own refusal
+        raise ConfigError(f"config.json: gemma4_unified: use_bidirectional_attention "
+                          f"{mode!r} is not supported (null or 'vision')")
+    return TEXT.config_overrides(raw)
+
+
+class Gemma4UnifiedForConditionalGeneration(nn.Module):
+    """The vision-language module protocol of mobius/tasks/vision_language.py."""
+
+    decoder_token_ids = True
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        options = config.options
+        self.image_token_id = options.image_token_id
+        if not 0 <= self.image_token_id < config.vocab_size:
+            raise ConfigError(f"config.json: gemma4_unified: image_token_id "
+                              f"{self.image_token_id} is outside the vocabulary "
+                              f"(vocab_size {config.vocab_size})")
+        self.hidden_size = config.hidden_size
+        self.model = Gemma4UnifiedVision(unified_vision_options(options.vision_config),
+                                         config.hidden_size)
+        patch = 3 * self.model.options.model_patch_size**2
+        self.vision_inputs = (
+            TensorSpec("pixel_values", None, (NUM_IMAGES, NUM_PATCHES, patch)),
+            TensorSpec("pixel_position_ids", ir.DataType.INT64,
+                       (NUM_IMAGES, NUM_PATCHES, 2)))
+        self.language_model = Gemma4ForCausalLM(config)
+        if options.use_bidirectional_attention == "vision":
+            body = self.language_model.model
+            body.block_token_id, body.blocks_on_full_layers = self.image_token_id, True
+        if config.tie_word_embeddings:  # the head's own copy (the lookup is in embedding.onnx)
+            self.language_model.lm_head = LMHead(
+                config.hidden_size, config.vocab_size,
+                checkpoint_name="language_model.model.embed_tokens.weight")
+
+    def encode_images(self, op, pixel_values, pixel_position_ids):
+        """Merged patches -> image_features [real patches of every image, text hidden]."""
+        return self.model(op, pixel_values, pixel_position_ids)
+
+    def embed(self, op, input_ids, image_features):
+        is_image, token_ids = image_positions(op, input_ids, self.image_token_id)
+        body = self.language_model.model
+        embeds = op.Mul(body.embed_tokens(op, token_ids), scalar(op, body.embed_scale))
+        return merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
+
+    def genai_model_config(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
+        """No speech model in the package."""
+        return {"speech": {"config_filename": ""}}
+
+
+FAMILY = ModelFamily(
+    name="gemma4_unified", model_types=("gemma4_unified",),
+    architectures=("Gemma4UnifiedForConditionalGeneration",),
+    module=Gemma4UnifiedForConditionalGeneration, task=vision_language.TASK,
+    tiny_preset="tiny-gemma4-unified", options=Gemma4VLOptions, normalize_raw=normalize,
+    config_overrides=_overrides, attention_traits=TEXT.attention_traits,
+    ignored_tensors=lambda config: UNREAD,
+    checkpoint_aliases=(("language_model.model.", ("model.language_model.",
+                                                    "language_model.model.")),
+                        ("language_model.lm_head.", ("lm_head.", "language_model.lm_head."))),
+    unread_config=("audio_config",),
+)
+
+_TEXT = {k: v for k, v in TEXT_PRESETS["tiny-gemma4"].items()
+         if k not in ("model_type", "architectures", "tie_word_embeddings",
+                      "hidden_size_per_layer_input", "vocab_size_per_layer_input")}
+
+#: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
+TINY_PRESETS = {
+    # tiny-gemma4's decoder without per-layer inputs, cut to 3 layers (sliding, global,
+    # global sharing the first global's K/V, double-wide MLP), bidirectional image spans;
+    # 2 x 2 merges of 2 px patches (48 pixel values a token) embedded at 40, a table of
+    # 12 positions; an audio embedder left unread. Image / video / audio: the last ids.
+    "tiny-gemma4-unified": {
+        "model_type": "gemma4_unified",
+        "architectures": ["Gemma4UnifiedForConditionalGeneration"],
+        "tie_word_embeddings": True, "image_token_id": VOCAB_SIZE - 3,
+        "video_token_id": VOCAB_SIZE - 2, "audio_token_id": VOCAB_SIZE - 1,
+        "boi_token_id": VOCAB_SIZE - 6, "eoi_token_id": VOCAB_SIZE - 5,
+        "boa_token_id": VOCAB_SIZE - 4, "eoa_token_index": VOCAB_SIZE - 7,
+        "text_config": {**_TEXT, "model_type": "gemma4_unified_text",
+                        "num_hidden_layers": 3, "layer_types": [SLIDING, FULL, FULL],
+                        "num_kv_shared_layers": 1, "use_bidirectional_attention": "vision"},
+        "vision_config": {"model_type": "gemma4_unified_vision", "patch_size": 2,
+                          "pooling_kernel_size": 2, "mm_embed_dim": 40,
+                          "output_proj_dims": 40, "mm_posemb_size": 12},
+        "audio_config": {"model_type": "gemma4_unified_audio", "audio_embed_dim": 24},
+    },
+}
