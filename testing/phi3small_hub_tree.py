@@ -11,7 +11,8 @@ from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 
 #: Phi3SmallConfig's defaults for the keys the builder reads
-DEFAULTS = {"max_position_embeddings": 8192, "rope_embedding_base": 10**6, "rope_position_scale": 1.0, "rope_scaling": None,
+DEFAULTS = {"max_position_embeddings": 8192, "rope_embedding_base": 10**6,
+            "rope_position_scale": 1.0, "rope_scaling": None,
             "num_key_value_heads": 8, "gegelu_limit": 20.0, "ff_intermediate_size": 14336,
             "layer_norm_epsilon": 1e-5, "mup_use_scaling": True, "mup_width_multiplier": 8.0,
             "mup_embedding_multiplier": 10.0, "mup_attn_multiplier": 1.0,

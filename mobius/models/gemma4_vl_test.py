@@ -10,8 +10,8 @@ each within 1e-4: image features, merged embeddings, prefill and decode-step log
 switch case, reverted in config.json on the same weights, moves the outputs (or needs
 tensors the checkpoint lacks / leaves some unread).
 
-L4 (cases "genai", "genai_causal"): onnxruntime-genai 0.18 runs the cpu package as its gemma4 type on
-transformers' processed inputs and greedy-generates transformers' tokens; its own processor
+L4 (cases "genai", "genai_causal"): onnxruntime-genai 0.18 runs the cpu package as its gemma4
+type on transformers' processed inputs and greedy-generates transformers' tokens; its own processor
 makes transformers' patch positions and token count of the same PNG, and pixels within
 its resize's difference.
 """
