@@ -29,90 +29,26 @@ from mobius.builder import build
 from mobius.errors import MobiusError
 from mobius.models import gemma4_unified_cases as cases
 from mobius.tiny.presets import TINY_PRESETS
-from testing import vlm_reference
-from testing.model_runs import ort_session
-from testing.parity import position_ids_for
+from testing.gemma4_vl_chain import Chain, built_chain, diffs, edited, load_case
 from testing.reference_cases import case_dir
 from testing.switch_checks import assert_rejected_up_front
 
 TOLERANCE = 1e-4
 
 
-class Chain:
-    """vision.onnx, embedding.onnx and model.onnx of a saved package."""
-
-    def __init__(self, path: str):
-        self.vision, self.embedding, self.decoder = (
-            ort_session(os.path.join(path, f"{name}.onnx"))
-            for name in ("vision", "embedding", "model"))
-        self.past = {i.name: i.shape for i in self.decoder.get_inputs()
-                     if i.name.startswith("past_key_values.")}
-        self.width = self.embedding.get_inputs()[1].shape[1]
-
-    def features(self, pixels, positions):
-        return self.vision.run(None, {"pixel_values": pixels, "pixel_position_ids": positions})[0]
-
-    def embed(self, ids, features):
-        return self.embedding.run(None, {"input_ids": ids, "image_features": features})[0]
-
-    def decode(self, ids, embeds, mask, past):
-        feeds = {"inputs_embeds": embeds, "input_ids": ids, "attention_mask": mask,
-                 "position_ids": position_ids_for(mask, ids.shape[1])}
-        for name, shape in self.past.items():
-            feeds[name] = past.get(name.replace("past_key_values.", "present."), np.zeros(
-                (ids.shape[0], shape[1], 0, shape[3]), np.float32))
-        names = [o.name for o in self.decoder.get_outputs()]
-        out = dict(zip(names, self.decoder.run(None, feeds)))
-        return out["logits"], {k: v for k, v in out.items() if k.startswith("present.")}
-
-    def run(self, ref):
-        """(features, merged embeddings, per-step logits) on transformers' greedy tokens."""
-        features = self.features(ref["pixel_values"], ref["image_position_ids"])
-        ids, mask = ref["input_ids"], ref["attention_mask"]
-        embeds = self.embed(ids, features)
-        logits, past = self.decode(ids, embeds, mask, {})
-        steps = [logits]
-        for token in ref.tokens:
-            mask = np.concatenate([mask, np.ones((mask.shape[0], 1), mask.dtype)], axis=1)
-            step_embeds = self.embed(token, np.zeros((0, self.width), np.float32))
-            logits, past = self.decode(token, step_embeds, mask, past)
-            steps.append(logits)
-        return features, embeds, steps
-
-
-def _case(name):
-    folder = case_dir(cases, name)
-    return os.path.join(folder, "ckpt"), vlm_reference.load(os.path.join(folder, "run.npz"))
-
-
-def _chain(folder, out, ep="default") -> Chain:
-    package = build(folder, execution_provider=ep, dtype="f32")
-    return Chain(package.save(str(out), overwrite=True))
-
-
-def _diffs(ours, ref) -> dict[str, float]:
-    features, embeds, steps = ours
-    real = ref["attention_mask"].astype(bool)
-    out = {"features": np.abs(features - ref["features"]).max(),
-           "merged": np.abs(embeds - ref["merged"])[real].max()}
-    for i, (got, want) in enumerate(zip(steps, ref.logits)):
-        out[f"logits{i}"] = np.abs(got - want)[real].max() if i == 0 else np.abs(got - want).max()
-    return {k: float(v) for k, v in out.items()}
-
-
 @pytest.mark.parametrize("name", sorted(cases.OVERRIDES))
 def test_f32_parity_with_transformers(name, tmp_path):
-    folder, ref = _case(name)
-    ours = _chain(folder, tmp_path / "pkg").run(ref)
+    folder, ref = load_case(cases, name)
+    ours = built_chain(folder, tmp_path / "pkg").run(ref)
     assert ours[0].shape == ref["features"].shape, (ours[0].shape, ref["features"].shape)
-    diffs = _diffs(ours, ref)
-    assert max(diffs.values()) <= TOLERANCE, f"{name}: {diffs}"
+    found = diffs(ours, ref)
+    assert max(found.values()) <= TOLERANCE, f"{name}: {found}"
     assert float(np.abs(ref["features"]).mean()) > 0.1  # O(1) features: the image matters
 
 
 def test_cpu_build_fuses_the_decoder_and_matches_the_prefill(tmp_path):
     """cpu: GroupQueryAttention in the decoder; prefill logits of the left-padded batch."""
-    folder, ref = _case("causal")
+    folder, ref = load_case(cases, "causal")
     package = build(folder, execution_provider="cpu", dtype="f32")
     ops = {n.op_type for n in package.models["model"].graph}
     assert "GroupQueryAttention" in ops, sorted(ops)
@@ -137,34 +73,22 @@ REVERTS = {
 }
 
 
-def _edit(folder, out, edit) -> str:
-    shutil.copytree(folder, out)
-    path = os.path.join(out, "config.json")
-    with open(path) as f:
-        config = json.load(f)
-    for section, values in edit.items():
-        config[section].update(values)
-    with open(path, "w") as f:
-        json.dump(config, f)
-    return str(out)
-
-
 @pytest.mark.parametrize("name", sorted(REVERTS))
 def test_reverting_the_switch_changes_the_outputs(name, tmp_path):
     case, edit = REVERTS[name]
-    folder, ref = _case(case)
-    reverted = _edit(folder, tmp_path / "ckpt", edit)
+    folder, ref = load_case(cases, case)
+    reverted = edited(folder, tmp_path / "ckpt", edit)
     try:
-        ours = _chain(reverted, tmp_path / "pkg").run(ref)
+        ours = built_chain(reverted, tmp_path / "pkg").run(ref)
     except MobiusError as error:  # the reverted model needs other tensors
         assert "tensor" in str(error), error
         return
-    assert max(_diffs(ours, ref).values()) > 1e-2, name
+    assert max(diffs(ours, ref).values()) > 1e-2, name
 
 
 def test_bidirectional_attention_is_the_default(tmp_path):
     """A text_config without the key builds the bidirectional decoder ("default")."""
-    folder, ref = _case("default")
+    folder, ref = load_case(cases, "default")
     path = os.path.join(tmp_path, "ckpt")
     shutil.copytree(folder, path)
     with open(os.path.join(path, "config.json")) as f:
@@ -172,7 +96,7 @@ def test_bidirectional_attention_is_the_default(tmp_path):
     del config["text_config"]["use_bidirectional_attention"]
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(config, f)
-    assert max(_diffs(_chain(path, tmp_path / "pkg").run(ref), ref).values()) <= TOLERANCE
+    assert max(diffs(built_chain(path, tmp_path / "pkg").run(ref), ref).values()) <= TOLERANCE
 
 
 REJECTED = {
