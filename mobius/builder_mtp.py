@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-import onnx_ir as ir
-
 from mobius.config.architecture import ArchitectureConfig
 from mobius.context import build_context
 from mobius.errors import MobiusError

@@ -97,8 +97,9 @@ def ep_suite_builds(name):
         name = name,
         eps = sorted(EP_PRIMARY_DTYPES.keys()),
         testonly = True,
-        # the MoE families' L1 tests read every EP's builds of their presets
-        visibility = ["//ep:__subpackages__", "//mobius/models:__pkg__"],
+        # the MoE families' L1 tests read every EP's builds of their presets, the JS
+        # runtimes' replay test the decoder families' f32 ones
+        visibility = ["//ep:__subpackages__", "//mobius/models:__pkg__", "//testing/js:__pkg__"],
     )
 
 def _ep_generic_runs_impl(ctx):
