@@ -33,7 +33,8 @@ from typing import Callable
 import pytest
 
 from mobius.ep.registry import get_ep
-from testing import ep_parity, ep_suite as s, ep_vlm_parity, generic_runs, static_decoder
+from testing import (ep_builds, ep_parity, ep_suite as s, ep_vlm_parity, generic_runs,
+                     static_decoder)
 
 
 def _diff(built, generic, family: str, dtype: str, pad: int, backend: str = "ort",
@@ -77,7 +78,17 @@ def tests_for(ep: str) -> dict[str, Callable]:
                                f"{ep}/{dtype} {family} vs default, left-padded, {what}",
                                _spacings(family))
 
+    def test_generic_runs_are_stored():
+        """Under Bazel (the suite's builds prebuilt) the generic side comes from
+        //ep:generic_runs: a target whose runfiles lack it would quietly rerun every
+        generic graph itself, as all of them did while that rule returned no runfiles."""
+        if ep_builds.prebuilt_dirs(ep) is None:
+            return  # outside Bazel: everything is built and run in-process
+        assert generic_runs.roots(), f"//ep:generic_runs is not in the {ep} suite's runfiles"
+
     tests = {"test_unpadded": test_unpadded, "test_left_padded": test_left_padded}
+    if ep != "default":  # the default EP's graphs are the generic ones
+        tests["test_generic_runs_are_stored"] = test_generic_runs_are_stored
     vlm_matrix = ep_vlm_parity.vlm_matrix(ep, cpu_dtypes)
     if vlm_matrix:  # none for an EP that serves text generation only (MLX)
 

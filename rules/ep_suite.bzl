@@ -68,8 +68,11 @@ def _ep_builds_impl(ctx):
         for ep, out in outs.items():
             groups[_dir_of(ep)].append(out)
     every = [out for outs in groups.values() for out in outs]
+
+    # runfiles too: a Starlark rule's files reach a test's runfiles through `data` only
+    # when DefaultInfo names them as runfiles (a filegroup of them does that itself).
     return [
-        DefaultInfo(files = depset(every)),
+        DefaultInfo(files = depset(every), runfiles = ctx.runfiles(files = every)),
         OutputGroupInfo(**{d: depset(outs) for d, outs in groups.items()}),
     ]
 
@@ -119,7 +122,10 @@ def _ep_generic_runs_impl(ctx):
             use_default_shell_env = True,
         )
         outs.append(out)
-    return [DefaultInfo(files = depset(outs))]
+
+    # runfiles: without them `data = ["//ep:generic_runs"]` brought nothing into the parity
+    # targets' runfiles, and every EP target re-ran the generic graphs (generic_runs.roots()).
+    return [DefaultInfo(files = depset(outs), runfiles = ctx.runfiles(files = outs))]
 
 ep_generic_runs = rule(
     implementation = _ep_generic_runs_impl,
