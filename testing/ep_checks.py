@@ -378,7 +378,7 @@ class StandardDomainOnly(Check):
     def failure(self, built, generic):
         custom = Counter(op_key(n) for n in all_nodes(built.model.graph)
                          if n.domain not in STANDARD_DOMAINS)
-        functions = [f"{d}::{n}" for (d, n, _o) in built.model.functions]
+        functions = [f"{d}::{n}" for (d, n) in sorted(built.functions())]
         if custom or functions:
             return f"non-standard ops {dict(custom)}, local functions {functions}"
         return None
@@ -392,7 +392,7 @@ class CustomOpsHaveFunctions(Check):
     """Every non-standard op carries its local function (standard-op body): portable."""
 
     def failure(self, built, generic):
-        functions = {(d, n) for (d, n, _o) in built.model.functions}
+        functions = built.functions()
         bad = Counter(op_key(n) for n in all_nodes(built.model.graph)
                       if n.domain not in STANDARD_DOMAINS
                       and (n.domain, n.op_type) not in functions)

@@ -184,12 +184,31 @@ class Built:
     quant: str | None = None  # "int4" / "int8" for quantized builds (EP-default options)
     #: model key -> its ONNX bytes: serialized once, or as the ep_builds action stored them
     serialized: dict[str, bytes] = dataclasses.field(default_factory=dict)
+    #: model key -> (domain, name) of its local functions, for graphs parsed from the bytes
+    #: without the function bodies (_graph_of)
+    parsed_functions: dict[str, set] = dataclasses.field(default_factory=dict)
 
     @property
     def models(self) -> dict[str, ir.Model]:
         if not self.package.models and self.serialized:  # loaded bytes: parsed on first use
-            self.package.models = {key: _graph_of(b) for key, b in self.serialized.items()}
+            for key, data in self.serialized.items():
+                self.package.models[key], self.parsed_functions[key] = _graph_of(data)
         return self.package.models
+
+    def functions(self, key: str | None = None) -> set[tuple[str, str]]:
+        """(domain, name) of model ``key``'s (the main model's) local functions."""
+        key = key or self.main_key
+        model = self.models[key]
+        if key in self.parsed_functions:
+            return self.parsed_functions[key]
+        return {(domain, name) for domain, name, _overload in model.functions}
+
+    def save(self, folder: str) -> str:
+        """Writes the package; loaded bytes are parsed whole for it (function bodies too)."""
+        loaded = self.parsed_functions or not self.package.models
+        models = ({key: ir.serde.deserialize_model(onnx.ModelProto.FromString(data))
+                   for key, data in self.serialized.items()} if loaded else self.package.models)
+        return dataclasses.replace(self.package, models=models).save(folder)
 
     @property
     def main_key(self) -> str:
@@ -239,13 +258,17 @@ class Built:
         return [n for n in all_nodes(self.model.graph) if op_key(n) == op]
 
 
-def _graph_of(model_bytes: bytes) -> ir.Model:
-    """A stored build's graph, as the L2 / L5 checks look at it: nodes, initializers, I/O.
-    The intermediate values' shape annotations (value_info) are left out, a third of the
-    parse; the bytes keep them, and the L1 full checker reads the bytes."""
+def _graph_of(model_bytes: bytes) -> tuple[ir.Model, set[tuple[str, str]]]:
+    """A stored build's graph, as the L2 / L5 checks look at it: nodes, initializers, I/O,
+    and the (domain, name) of its local functions. The intermediate values' shape
+    annotations (value_info, a third of the parse) and the function bodies (another
+    third; no check reads them) are left out; the bytes keep both: sessions, the L1 full
+    checker and :meth:`Built.save` read the bytes."""
     proto = onnx.ModelProto.FromString(model_bytes)
     proto.graph.ClearField("value_info")
-    return ir.serde.deserialize_model(proto)
+    functions = {(f.domain, f.name) for f in proto.functions}
+    proto.ClearField("functions")
+    return ir.serde.deserialize_model(proto), functions
 
 
 class Builds:
