@@ -20,9 +20,10 @@ projection and per-codebook embeddings, and the codebook buffers. genai's ``lfm2
 type (the decoder stage of its audio pipeline, fed inputs_embeds by an audio embedding
 model) needs those parts as ONNX models; mobius does not build them.
 
-Peer check (ORT GenAI 0.18's builder, ``-p fp32 -e cpu``, on this family's test checkpoint
-``lfm2_audio`` of peer_families_cases.py): its package and mobius' agree to 1.2e-6 in the
-logits of a 6-token prompt (measured once, not a test).
+Peer check (measured once, not a test): ORT GenAI 0.18's builder (``-p fp32 -e cpu``) on
+the ``lfm2_audio`` checkpoint of peer_families_cases.py writes the same type and eos ids;
+its logits and mobius' cpu package's agree to 6.6e-7 (logits up to 1.6) over a 6-token
+prompt, and genai greedy-decodes the same tokens from both.
 """
 
 from __future__ import annotations

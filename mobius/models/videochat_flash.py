@@ -16,13 +16,14 @@ layers during the prefill) is refused: it changes what the decoder computes.
 
 genai_config's type is genai's generic ``decoder``: onnxruntime-genai 0.18's
 ``videochat_flash_qwen`` type is its video pipeline (vision and embedding models beside
-the decoder) and refuses a package without them, so a text package of that type (what
-ORT GenAI's builder writes) does not load in genai.
+the decoder): og.Model refuses a decoder-only package of that type (measured), which is
+what ORT GenAI's builder writes for these checkpoints.
 
-Peer check (ORT GenAI 0.18's builder, ``-p fp32 -e cpu``, on this family's test checkpoint
-``videochat_flash`` of peer_families_cases.py, its type set to genai's ``qwen2`` to load):
-its package and mobius' agree to 1.9e-6 in the logits of a 6-token prompt (measured once,
-not a test).
+Peer check (measured once, not a test): ORT GenAI 0.18's builder reads config.json with
+transformers' AutoConfig, which refuses this checkpoint without running its auto_map code;
+on a copy with model_type ``qwen2`` and no auto_map (``-p fp32 -e cpu``; its type is then
+``qwen2``) its logits and mobius' cpu package's agree to 6.0e-7 (logits up to 1.6) over a
+6-token prompt, and genai greedy-decodes the same tokens from both.
 """
 
 from __future__ import annotations
