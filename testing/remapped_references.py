@@ -182,7 +182,8 @@ def _loaded(model, state: dict, pad_token_id):
     return model.eval()
 
 
-#: model_type (an architecture where config.json has none) -> checkpoint folder -> the remapped transformers model (eval mode, f32)
+#: model_type (an architecture where config.json has none) -> checkpoint folder -> the
+#: remapped transformers model (eval mode, f32)
 REFERENCES = {"internlm2": llama_reference, "chatglm": glm_reference,
               "phi3small": phi3small_reference, "videochat_flash_qwen": qwen2_reference,
               "Lfm2AudioForConditionalGeneration": lfm2_audio_reference}
