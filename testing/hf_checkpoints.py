@@ -115,7 +115,7 @@ def load_hf_model(folder: str):
     if raw.get("model_type") not in transformers.CONFIG_MAPPING:
         from testing.remapped_references import REFERENCES
 
-        return REFERENCES[raw["model_type"]](folder)
+        return REFERENCES[raw.get("model_type") or raw["architectures"][0]](folder)
     model = _auto_class(raw).from_pretrained(folder, dtype=torch.float32)
     model.eval()
     return model

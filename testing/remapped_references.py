@@ -13,6 +13,11 @@ checkpoint's weights remapped as the checkpoint's modeling file reads them:
   gate_up_proj, base 10000 * rope_ratio, K/V heads multi_query_group_num.
 * phi3small -> LlamaForCausalLM with Phi-3-small's parts put in
   (testing/phi3small_reference.py: GeGELU, LayerNorms, muP, block-sparse attention).
+* videochat_flash_qwen -> Qwen2ForCausalLM: the same names, the video tower / projector
+  tensors left out.
+* LFM2-Audio (no model_type: keyed by its architecture) -> Lfm2ForCausalLM of the ``lfm``
+  section, ``lfm.*`` as ``model.*``, the head tied to the token embedding (liquid-audio's
+  text logits), the audio encoder / depthformer tensors left out.
 
 testing/hf_checkpoints.load_hf_model loads these through REFERENCES.
 """
@@ -127,6 +132,58 @@ def glm_reference(checkpoint: str):
     return model.eval()
 
 
-#: model_type -> checkpoint folder -> the remapped transformers model (eval mode, f32)
+def qwen2_reference(checkpoint: str):
+    """transformers' Qwen2ForCausalLM holding a VideoChat-Flash checkpoint's language model."""
+    import transformers
+
+    raw = _config(checkpoint)
+    keys = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+            "num_attention_heads", "num_key_value_heads", "hidden_act", "rms_norm_eps",
+            "max_position_embeddings", "rope_theta", "rope_scaling", "tie_word_embeddings",
+            "use_sliding_window", "sliding_window", "max_window_layers", "bos_token_id",
+            "eos_token_id", "pad_token_id")
+    config = transformers.Qwen2Config(**{k: raw[k] for k in keys if k in raw})
+    state = {name: tensor for name, tensor in _tensors(checkpoint).items()
+             if not name.startswith(("model.vision_tower.", "model.mm_projector."))
+             and not name.endswith("_newline")}
+    return _loaded(transformers.Qwen2ForCausalLM(config), state, raw.get("pad_token_id"))
+
+
+def lfm2_audio_reference(checkpoint: str):
+    """transformers' Lfm2ForCausalLM holding an LFM2-Audio checkpoint's text decoder."""
+    import transformers
+
+    text = {k: v for k, v in _config(checkpoint)["lfm"].items()
+            if k not in ("model_type", "architectures")}
+    config = transformers.Lfm2Config(**{**text, "tie_word_embeddings": True})
+    state = {"model." + name[len("lfm."):]: tensor
+             for name, tensor in _tensors(checkpoint).items() if name.startswith("lfm.")}
+    return _loaded(transformers.Lfm2ForCausalLM(config), state, text.get("pad_token_id"))
+
+
+def _tensors(checkpoint: str) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(os.path.join(checkpoint, "model.safetensors"))
+
+
+def _loaded(model, state: dict, pad_token_id):
+    """``model`` in f32 holding ``state`` (every parameter, a tied head excepted)."""
+    import torch
+
+    model = model.to(torch.float32)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = model.config.tie_word_embeddings
+    if unexpected or set(missing) - ({"lm_head.weight"} if tied else set()):
+        raise ValueError(f"reference: missing {missing}, unexpected {unexpected}")
+    if tied:
+        model.tie_weights()
+    model.generation_config.pad_token_id = pad_token_id
+    return model.eval()
+
+
+#: model_type (an architecture where config.json has none) -> checkpoint folder -> the
+#: remapped transformers model (eval mode, f32)
 REFERENCES = {"internlm2": llama_reference, "chatglm": glm_reference,
-              "phi3small": phi3small_reference}
+              "phi3small": phi3small_reference, "videochat_flash_qwen": qwen2_reference,
+              "Lfm2AudioForConditionalGeneration": lfm2_audio_reference}

@@ -119,21 +119,23 @@ def overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
     return {"intermediate_size": feed_forward_size(raw, size, options(raw)), "qk_norm": True}
 
 
-def attention(config: ArchitectureConfig, i: int) -> Attention:
+def attention(config: ArchitectureConfig, i: int, body: str = "model") -> Attention:
+    """body: the decoder's checkpoint prefix (LFM2-Audio's ``lfm``)."""
     d, eps = config.head_dim, config.rms_norm_eps
     attn = Attention(config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
                      d, config.rope.rotary_dim, q_norm=RMSNorm(d, eps), k_norm=RMSNorm(d, eps),
                      qk_norm_names=("q_layernorm", "k_layernorm"))
     attn.o_proj = Linear(config.num_attention_heads * d, config.hidden_size,
-                         prefix=f"model.layers.{i}.self_attn.out_proj")
+                         prefix=f"{body}.layers.{i}.self_attn.out_proj")
     return attn
 
 
-def feed_forward(config: ArchitectureConfig, i: int, size: int | None = None) -> GatedMLP:
-    """SwiGLU with transformers' w1 (gate), w3 (up), w2 (down)."""
+def feed_forward(config: ArchitectureConfig, i: int, size: int | None = None,
+                 body: str = "model") -> GatedMLP:
+    """SwiGLU with transformers' w1 (gate), w3 (up), w2 (down); body: as for attention."""
     size = config.intermediate_size if size is None else size
     mlp = GatedMLP(config.hidden_size, size, "silu")
-    prefix = f"model.layers.{i}.feed_forward"
+    prefix = f"{body}.layers.{i}.feed_forward"
     mlp.gate_proj = Linear(config.hidden_size, size, prefix=f"{prefix}.w1")
     mlp.up_proj = Linear(config.hidden_size, size, prefix=f"{prefix}.w3")
     mlp.down_proj = Linear(size, config.hidden_size, prefix=f"{prefix}.w2")
@@ -207,17 +209,21 @@ def conv_layers(config: ArchitectureConfig) -> list[int]:
 
 
 class Lfm2ForCausalLM(CausalLM):
-    def __init__(self, config: ArchitectureConfig, mlps: list[nn.Module] | None = None):
-        """mlps: each layer's feed-forward block (LFM2-MoE's experts); default SwiGLU."""
+    def __init__(self, config: ArchitectureConfig, mlps: list[nn.Module] | None = None,
+                 body_attribute: str = "model"):
+        """mlps: each layer's feed-forward block (LFM2-MoE's experts); default SwiGLU.
+        body_attribute: the decoder's checkpoint prefix (LFM2-Audio's ``lfm``)."""
         o = options(config)
         convs = set(conv_layers(config))
-        mlps = mlps or [feed_forward(config, i) for i in range(config.num_hidden_layers)]
+        mlps = mlps or [feed_forward(config, i, body=body_attribute)
+                        for i in range(config.num_hidden_layers)]
         layers = [Lfm2DecoderLayer(
             config, ShortConv(config.hidden_size, o.conv_L_cache, o.conv_bias) if i in convs
-            else attention(config, i), mlps[i]) for i in range(config.num_hidden_layers)]
+            else attention(config, i, body_attribute), mlps[i])
+            for i in range(config.num_hidden_layers)]
         body = Lfm2Model(config, layers, RMSNorm(config.hidden_size, config.rms_norm_eps),
                          norm_attribute="embedding_norm")
-        super().__init__(config, body)
+        super().__init__(config, body, body_attribute=body_attribute)
         #: read by the text-generation task: these layers carry a conv state, not a KV cache
         self.recurrent_states = {i: (("conv", layers[i].conv.state_shape),)
                                  for i in sorted(convs)}

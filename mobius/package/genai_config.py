@@ -16,6 +16,7 @@ from mobius.config.architecture import ArchitectureConfig
 GENAI_DECODER_TYPES = frozenset({
     "chatglm", "decoder", "ernie4_5", "gemma", "gemma2", "gemma3_text", "gptoss", "granite",
     "internlm2", "lfm2", "lfm2_moe", "llama", "mistral", "nemotron", "olmo", "phi", "phimoe",
+    "lfm2_audio_text",  # LFM2-Audio's decoder as a text model (genai's lfm2 conv cache)
     "phi3", "phi3small",
     "qwen2", "qwen3", "smollm3",
     # Qwen 3.5 text: [batch, seq] position_ids; DeltaNet states found by name

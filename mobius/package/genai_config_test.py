@@ -41,7 +41,10 @@ def test_decoder_section_describes_the_graph(preset):
     model, decoder = genai["model"], genai["model"]["decoder"]
     assert model["type"] == genai_model_type(config.model_type)
     assert model["vocab_size"] == config.vocab_size
-    assert (model["bos_token_id"], model["eos_token_id"], model["pad_token_id"]) == (1, 2, 0)
+    eos = model["eos_token_id"]  # the preset's 2 first; a family may add its own (LFM2-Audio)
+    eos = eos if isinstance(eos, list) else [eos]
+    assert (model["bos_token_id"], eos[0], model["pad_token_id"]) == (1, 2, 0)
+    assert list(config.eos_token_id) == eos
     assert decoder["head_size"] == config.head_dim  # tiny-qwen3: 32, not hidden / heads
     assert decoder["num_key_value_heads"] == config.num_key_value_heads
     assert decoder["inputs"]["past_key_names"] % 3 == "past_key_values.3.key"
