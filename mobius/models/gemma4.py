@@ -49,10 +49,10 @@ from mobius.components.attention import scaled_dot_product_attention
 from mobius.components.attention_mask import causal_padding_mask, token_blocks
 from mobius.components.causal_transformer import CausalLM, CausalTransformer, scalar
 from mobius.components.decoder_layer import SandwichNormDecoderLayer
-from mobius.components.embedding import Embedding
 from mobius.components.linear import Linear
 from mobius.components.mlp import GatedMLP
 from mobius.components.moe import ExpertFn, combine_experts, routing_weights
+from mobius.components.per_layer_embedding import PerLayerEmbeddings, PerLayerInputBranch
 from mobius.components.rms_norm import RMSNorm
 from mobius.components.rotary import apply_rotary
 from mobius.components.weight import Weight
@@ -165,7 +165,8 @@ class Gemma4Attention(nn.Module):
     """Q/K/V-normed attention, scale 1; V from K's projection (k_eq_v); a sharing layer
     has only q_proj / q_norm / o_proj and attends to the K/V it is given."""
 
-    def __init__(self, config: ArchitectureConfig, plan: LayerPlan, rope: RopeConfig):
+    def __init__(self, config: ArchitectureConfig, plan: LayerPlan, rope: RopeConfig,
+                 values_from_keys: bool = False):
         super().__init__()
         hidden, heads, eps = config.hidden_size, config.num_attention_heads, config.rms_norm_eps
         self.num_heads, self.num_kv_heads, self.head_dim = heads, plan.kv_heads, plan.head_dim
@@ -179,7 +180,7 @@ class Gemma4Attention(nn.Module):
             kv_size = plan.kv_heads * plan.head_dim
             self.k_proj = Linear(hidden, kv_size, config.qkv_bias)
             self.k_norm = RMSNorm(plan.head_dim, eps)
-            if not (config.options.attention_k_eq_v and plan.kind == FULL):
+            if not values_from_keys:
                 self.v_proj = Linear(hidden, kv_size, config.qkv_bias)
 
     def _heads(self, op, x, heads, norm):
@@ -266,7 +267,7 @@ def moe_sizes(options: Gemma4Options) -> tuple[int, int, int]:
     return experts, top_k, moe_int("moe_intermediate_size", options.moe_intermediate_size)
 
 
-class Gemma4DecoderLayer(SandwichNormDecoderLayer):
+class Gemma4DecoderLayer(SandwichNormDecoderLayer, PerLayerInputBranch):
     """Sandwich norms (a MoE branch beside the MLP), then the per-layer-input branch,
     then x layer_scalar."""
 
@@ -274,16 +275,15 @@ class Gemma4DecoderLayer(SandwichNormDecoderLayer):
         options = config.options
         wide = 2 if options.use_double_wide_mlp and plan.shared else 1
         norms = [RMSNorm(config.hidden_size, config.rms_norm_eps) for _ in range(4)]
-        super().__init__(Gemma4Attention(config, plan, rope),
+        k_eq_v = options.attention_k_eq_v and plan.kind == FULL
+        super().__init__(Gemma4Attention(config, plan, rope, values_from_keys=k_eq_v),
                          GatedMLP(config.hidden_size, config.intermediate_size * wide,
                                   config.hidden_act), *norms)
-        self.activation = config.hidden_act
         self.layer_scalar = Weight([1])
         size = options.hidden_size_per_layer_input
         if size:
-            self.per_layer_input_gate = Linear(config.hidden_size, size)
-            self.per_layer_projection = Linear(size, config.hidden_size)
-            self.post_per_layer_input_norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+            self.add_per_layer_input_branch(config.hidden_size, size, config.rms_norm_eps,
+                                            config.hidden_act)
         self.router = None
         if options.enable_moe_block:
             experts, top_k, inter = moe_sizes(options)
@@ -310,13 +310,11 @@ class Gemma4DecoderLayer(SandwichNormDecoderLayer):
         hidden = op.Add(hidden, post_attn(op, attn))
         hidden = op.Add(hidden, post_mlp(op, self.feed_forward(op, hidden, pre_mlp)))
         if per_layer_input is not None:
-            gate = apply_activation(op, self.per_layer_input_gate(op, hidden), self.activation)
-            branch = self.per_layer_projection(op, op.Mul(gate, per_layer_input))
-            hidden = op.Add(hidden, self.post_per_layer_input_norm(op, branch))
+            hidden = op.Add(hidden, self.per_layer_branch(op, hidden, per_layer_input))
         return op.Mul(hidden, self.layer_scalar), present
 
 
-class Gemma4TextModel(CausalTransformer):
+class Gemma4TextModel(CausalTransformer, PerLayerEmbeddings):
     """Embedding (x sqrt(hidden)), per-layer inputs, layers with KV sharing, final norm."""
 
     def __init__(self, config: ArchitectureConfig):
@@ -331,26 +329,13 @@ class Gemma4TextModel(CausalTransformer):
         self.plans = plans
         size = self.per_layer_size = config.options.hidden_size_per_layer_input
         if size:
-            width = config.num_hidden_layers * size
-            self.embed_tokens_per_layer = Embedding(config.options.vocab_size_per_layer_input,
-                                                    width)
-            self.per_layer_model_projection = Linear(config.hidden_size, width)
-            self.per_layer_projection_norm = RMSNorm(size, config.rms_norm_eps)
+            self.add_per_layer_embeddings(config.num_hidden_layers, size,
+                                          config.options.vocab_size_per_layer_input,
+                                          config.hidden_size, config.rms_norm_eps)
         #: a multimodal package's media token ids (image, video, audio)
         self.media_token_ids: tuple[int, ...] = ()
         #: image blocks attend both ways on global layers too (Gemma 4 Unified)
         self.blocks_on_full_layers = False
-
-    def per_layer_inputs(self, op, input_ids, embeds):
-        """[batch, seq, layers, P]: (norm(proj(embeds) / sqrt(hidden)) + table * sqrt(P))
-        / sqrt(2)."""
-        shape = op.Constant(value_ints=[0, 0, self.config.num_hidden_layers, self.per_layer_size])
-        table = op.Mul(self.embed_tokens_per_layer(op, input_ids),
-                       scalar(op, self.per_layer_size**0.5))
-        projected = op.Mul(self.per_layer_model_projection(op, embeds),
-                           scalar(op, self.config.hidden_size**-0.5))
-        projected = self.per_layer_projection_norm(op, op.Reshape(projected, shape))
-        return op.Mul(op.Add(projected, op.Reshape(table, shape)), scalar(op, 0.5**0.5))
 
     def multimodal_per_layer_inputs(self, op, input_ids, inputs_embeds):
         """Per-layer inputs beside merged embeddings (transformers' multimodal model): a
