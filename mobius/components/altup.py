@@ -55,7 +55,7 @@ def expand_streams(op, hidden, projections) -> object:
                                    for p in projections)])
 
 
-def collapse_streams(op, streams, projections, count: int):
+def collapse_streams(op, streams, projections):
     """[batch, seq, hidden, N] -> [batch, seq, hidden]: the mean of stream 0 and the
     projected others (N - 1 Linears), each at stream 0's magnitude."""
     first = stream(op, streams, 0)
@@ -63,16 +63,18 @@ def collapse_streams(op, streams, projections, count: int):
     rest = [_rescaled(op, p(op, stream(op, streams, i + 1)), magnitude)
             for i, p in enumerate(projections)]
     return op.ReduceMean(_stacked(op, [first, *rest]), op.Constant(value_ints=[-1]),
-                         keepdims=0) if count > 1 else first
+                         keepdims=0)
 
 
 class AltUp(nn.Module):
-    """One layer's predict / correct, transformers' Gemma3nTextAltUp names."""
+    """One layer's predict / correct, transformers' Gemma3nTextAltUp names; with
+    ``correct_scale`` the corrected active stream is scaled by ``correct_output_scale``."""
 
-    def __init__(self, hidden_size: int, num_inputs: int, active: int, eps: float):
+    def __init__(self, hidden_size: int, num_inputs: int, active: int, eps: float,
+                 correct_scale: bool = True):
         super().__init__()
         self.hidden_size, self.num_inputs, self.active = hidden_size, num_inputs, active
-        self.correct_output_scale = Weight([hidden_size])
+        self.correct_output_scale = Weight([hidden_size]) if correct_scale else None
         self.correction_coefs = Linear(num_inputs, num_inputs)
         self.prediction_coefs = Linear(num_inputs, num_inputs * num_inputs)
         self.modality_router = Linear(hidden_size, num_inputs)
@@ -100,5 +102,7 @@ class AltUp(nn.Module):
         return op.Add(predictions, op.Mul(op.Unsqueeze(innovation, op.Constant(value_ints=[-1])),
                                           op.Unsqueeze(coefs, op.Constant(value_ints=[2]))))
 
-    def scale_corrected_output(self, op, x):
-        return op.Mul(x, self.correct_output_scale)
+    def forward(self, op, x):
+        """The corrected active stream, scaled (the module's own weight is named only
+        inside its call, hence the scale is the forward)."""
+        return x if self.correct_output_scale is None else op.Mul(x, self.correct_output_scale)

@@ -122,10 +122,15 @@ def layer_plans(options: Gemma4Options, layer_types, kv_heads: int,
         if len({(p.kv_heads, p.head_dim) for p in plans if p.kind == kind}) > 1:
             raise ConfigError(f"config.json: gemma4: {kind} layers of different shapes are "
                               f"not supported")
+    return checked_sharing(plans, options.num_kv_shared_layers, "gemma4")
+
+
+def checked_sharing(plans: list[LayerPlan], shared: int, family: str) -> list[LayerPlan]:
+    """``plans``, once each layer type has a caching layer for its sharing layers to read."""
+    for kind in sorted({p.kind for p in plans}):
         if not any(p.kind == kind and not p.shared for p in plans):
-            raise ConfigError(f"config.json: gemma4: num_kv_shared_layers "
-                              f"{options.num_kv_shared_layers} leaves no {kind} layer to "
-                              f"share its K/V")
+            raise ConfigError(f"config.json: {family}: num_kv_shared_layers {shared} leaves "
+                              f"no {kind} layer to share its K/V")
     return plans
 
 
@@ -380,12 +385,12 @@ class Gemma4TextModel(CausalTransformer, PerLayerEmbeddings):
                                     past_key_values[i],
                                     shared=stored[plan.kind] if plan.shared else None)
             if not plan.shared:
-                stored[plan.kind] = tuple(_valid(op, x, attention_mask) for x in present)
+                stored[plan.kind] = tuple(valid_cache(op, x, attention_mask) for x in present)
             presents.append(present)
         return self.norm(op, hidden), presents
 
 
-def _valid(op, cache, attention_mask):
+def valid_cache(op, cache, attention_mask):
     """The cache's first total_sequence_length positions: a buffer genai shares between
     past and present is max-length."""
     total = op.Shape(attention_mask, start=1, end=2)
