@@ -13,7 +13,8 @@ PRESET = "tiny-gemma3n"
 CONFIGS: dict[str, dict] = {
     "base": {},
     # no sharing, one MLP width, transformers' default sparsity (none below 11 layers), no
-    # AltUp output scale; attention biases, an untied head, the hub's RoPE keys
+    # AltUp output scale; attention biases, an untied head, RoPE bases of the hub's keys
+    # (transformers saves them as rope_parameters: gemma3n_test spells them again)
     "plain": {
         "num_kv_shared_layers": 0, "intermediate_size": 150,
         "activation_sparsity_pattern": None, "altup_correct_scale": False,
