@@ -204,8 +204,10 @@ class Gemma3nForCausalLM(CausalLM):
 
 
 def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """transformers' derived defaults: layer_types, RoPE per layer type, the per-layer
-    MLP widths and sparsities."""
+    """A multimodal config's ``text_config`` at the top level; transformers' derived
+    defaults: layer_types, RoPE per layer type, the per-layer MLP widths and sparsities."""
+    if raw.get("model_type") == "gemma3n":
+        raw = _text_config(raw)
     out = dict(raw)
     layers = out.get("num_hidden_layers", 35)
     if not isinstance(layers, int):
@@ -295,55 +297,44 @@ def unread(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
     return towers if config.options.altup_correct_scale else (scale, *towers)
 
 
-def normalize_multimodal(raw: Mapping[str, Any]) -> dict[str, Any]:
+def _text_config(raw: Mapping[str, Any]) -> dict[str, Any]:
     """``text_config`` at the top level; tie_word_embeddings the outer config's."""
     text = raw.get("text_config")
     if not isinstance(text, dict):
         raise ConfigError("config.json: gemma3n: text_config (the decoder's config) is missing")
     tie = raw.get("tie_word_embeddings", text.get("tie_word_embeddings", True))
-    return {**normalize({**text, "tie_word_embeddings": tie}), "model_type": "gemma3n",
+    return {**text, "tie_word_embeddings": tie, "model_type": "gemma3n",
             "architectures": list(raw.get("architectures") or [])}
 
 
-_COMMON = dict(module=Gemma3nForCausalLM, options=Gemma3nOptions, config_overrides=_overrides,
-               attention_traits=("kv_sharing", "unscaled_attention"), ignored_tensors=unread)
-FAMILIES = (
-    ModelFamily(name="gemma3n_text", model_types=("gemma3n_text",),
-                architectures=("Gemma3nForCausalLM",), tiny_preset="tiny-gemma3n",
-                normalize_raw=normalize, **_COMMON),
-    ModelFamily(name="gemma3n", model_types=("gemma3n",),
-                architectures=("Gemma3nForConditionalGeneration",),
-                tiny_preset="tiny-gemma3n-mm", normalize_raw=normalize_multimodal,
-                checkpoint_aliases=(("model.", ("model.language_model.", "model.")),),
-                unread_config=("vision_config", "audio_config"), **_COMMON),
+FAMILY = ModelFamily(
+    name="gemma3n", model_types=("gemma3n_text", "gemma3n"),
+    architectures=("Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"),
+    module=Gemma3nForCausalLM, tiny_preset="tiny-gemma3n", options=Gemma3nOptions,
+    normalize_raw=normalize, config_overrides=_overrides,
+    attention_traits=("kv_sharing", "unscaled_attention"), ignored_tensors=unread,
+    checkpoint_aliases=(("model.", ("model.", "model.language_model.")),),
+    unread_config=("vision_config", "audio_config"),
 )
-
-_TEXT = {
-    **COMMON, "num_hidden_layers": 5, "head_dim": 16, "hidden_activation": "gelu_pytorch_tanh",
-    "tie_word_embeddings": True, "sliding_window": 6,
-    "layer_types": [SLIDING, FULL, SLIDING, SLIDING, FULL],
-    "rope_parameters": {SLIDING: {"rope_type": "default", "rope_theta": 10000.0},
-                        FULL: {"rope_type": "default", "rope_theta": 1000000.0}},
-    "intermediate_size": [172, 160, 148, 136, 124],
-    "activation_sparsity_pattern": [0.95, 0.6, 0.0, 0.0, 0.0],
-    "num_kv_shared_layers": 2, "altup_num_inputs": 3, "altup_active_idx": 1,
-    "laurel_rank": 12, "hidden_size_per_layer_input": 8, "vocab_size_per_layer_input": 1000,
-    "final_logit_softcapping": 10.0,
-}
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
 TINY_PRESETS = {
     # sliding, full, sliding, sliding, full; the last two share the K/V of layers 2 and 1;
     # MLPs of 172 .. 124, the first two gaussian top-k sparse (0.95, 0.6); 3 AltUp streams,
     # stream 1 active; LAuReL rank 12; per-layer inputs of 8 from a table of 1000 rows
-    # (ids 1000.. read row 0); window 6; logits capped at 10.
-    "tiny-gemma3n": {**_TEXT, "model_type": "gemma3n_text",
-                     "architectures": ["Gemma3nForCausalLM"]},
-    # the same decoder in the multimodal layout (towers declared, never built)
-    "tiny-gemma3n-mm": {
-        "model_type": "gemma3n", "architectures": ["Gemma3nForConditionalGeneration"],
-        "text_config": {**_TEXT, "model_type": "gemma3n_text"},
-        "vision_config": {"model_type": "gemma3n_vision", "hidden_size": 64},
-        "audio_config": {"model_type": "gemma3n_audio", "hidden_size": 40},
+    # (ids 1000.. read row 0); window 6; logits capped at 10. (The multimodal layout needs
+    # timm for transformers to write it: gemma3n_test renames this one's tensors.)
+    "tiny-gemma3n": {
+        **COMMON, "model_type": "gemma3n_text", "architectures": ["Gemma3nForCausalLM"],
+        "num_hidden_layers": 5, "head_dim": 16, "hidden_activation": "gelu_pytorch_tanh",
+        "tie_word_embeddings": True, "sliding_window": 6,
+        "layer_types": [SLIDING, FULL, SLIDING, SLIDING, FULL],
+        "rope_parameters": {SLIDING: {"rope_type": "default", "rope_theta": 10000.0},
+                            FULL: {"rope_type": "default", "rope_theta": 1000000.0}},
+        "intermediate_size": [172, 160, 148, 136, 124],
+        "activation_sparsity_pattern": [0.95, 0.6, 0.0, 0.0, 0.0],
+        "num_kv_shared_layers": 2, "altup_num_inputs": 3, "altup_active_idx": 1,
+        "laurel_rank": 12, "hidden_size_per_layer_input": 8, "vocab_size_per_layer_input": 1000,
+        "final_logit_softcapping": 10.0,
     },
 }

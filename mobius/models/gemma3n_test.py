@@ -108,8 +108,9 @@ def _multimodal_layout(folder: str, out) -> str:
     os.makedirs(out)
     with open(os.path.join(folder, "config.json")) as f:
         text = json.load(f)
-    raw = {**{k: v for k, v in TINY_PRESETS["tiny-gemma3n-mm"].items() if k != "text_config"},
-           "text_config": text}
+    raw = {"model_type": "gemma3n", "architectures": ["Gemma3nForConditionalGeneration"],
+           "text_config": text, "vision_config": {"model_type": "gemma3n_vision"},
+           "audio_config": {"model_type": "gemma3n_audio", "hidden_size": 40}}
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(raw, f)
     tensors = {name.replace("model.", "model.language_model.", 1): value
