@@ -28,10 +28,10 @@ The multimodal checkpoint: the decoder from the nested ``text_config`` under
 ``model.embed_audio``) are declared unread, their config sections left out of the
 plausibility check: the package is the text decoder only.
 
-onnxruntime-genai 0.18 has no gemma3n type: genai_config says "decoder", whose pipeline
-expects a KV cache on every one of ``num_hidden_layers`` layers, and the sharing layers
-have none (nor can its gemma3_text type run it, for the same reason). The package is
-for onnxruntime itself.
+onnxruntime-genai 0.18 has no gemma3n type; genai_config names its generic "decoder",
+which runs the package although the sharing layers have no past_key_values inputs
+(dense_families_genai_test: token for token with transformers, default and cpu EP
+packages; its gemma3_text type, tried by hand, decodes the same tokens).
 """
 
 from __future__ import annotations
@@ -314,7 +314,7 @@ FAMILY = ModelFamily(
     normalize_raw=normalize, config_overrides=_overrides,
     attention_traits=("kv_sharing", "unscaled_attention"), ignored_tensors=unread,
     checkpoint_aliases=(("model.", ("model.", "model.language_model.")),),
-    unread_config=("vision_config", "audio_config"),
+    unread_config=("vision_config", "audio_config"), cohorts=("genai",),
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json
