@@ -52,6 +52,8 @@ from mobius.components.linear import Linear
 from mobius.components.mlp import GatedMLP
 from mobius.components.per_layer_embedding import PerLayerEmbeddings, PerLayerInputBranch
 from mobius.components.rms_norm import RMSNorm
+from mobius.components.shared_kv_attention import (LayerPlan, SharedKVAttention,
+                                                   checked_sharing, valid_cache)
 from mobius.config.architecture import ArchitectureConfig
 from mobius.config.fields import positive_int
 from mobius.config.options import read_options
@@ -59,8 +61,7 @@ from mobius.config.rope import RopeConfig, RopeKeys
 from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
-from mobius.models.gemma4 import (FULL, SLIDING, Gemma4Attention, LayerPlan, checked_sharing,
-                                  valid_cache)
+from mobius.models.gemma4 import FULL, SLIDING
 from mobius.tiny.bases import COMMON
 from mobius.weights.attach import IgnoredTensors
 from mobius.weights.dtypes import numpy_dtype
@@ -108,7 +109,7 @@ class Gemma3nDecoderLayer(SandwichNormDecoderLayer, PerLayerInputBranch):
         options, hidden, eps = config.options, config.hidden_size, config.rms_norm_eps
         mlp = GatedMLP(hidden, options.intermediate_sizes[index], config.hidden_act,
                        activation_sparsity=options.activation_sparsity_pattern[index])
-        super().__init__(Gemma4Attention(config, plan, rope), mlp,
+        super().__init__(SharedKVAttention(config, plan, rope), mlp,
                          *(RMSNorm(hidden, eps) for _ in range(4)))
         self.altup = AltUp(hidden, options.altup_num_inputs, options.altup_active_idx, eps,
                            options.altup_correct_scale)
