@@ -1,14 +1,16 @@
 """Gemma 3n text decoder (Gemma3nForCausalLM, model_type "gemma3n_text"; and the
 multimodal checkpoints, Gemma3nForConditionalGeneration "gemma3n", built text-only).
 
-Gemma 4's attention and per-layer embeddings (mobius/models/gemma4.py) in a residual
-widened by AltUp:
+Gemma 4's KV-sharing attention and per-layer embeddings (components it shares with
+mobius/models/gemma4.py) in a residual widened by AltUp:
 
 * Attention: per-head RMSNorm on Q and K, a scale-free one on V, scale 1; sliding and
   full layers (``layer_types``, default every 5th full) with a RoPE per type
   (``rope_parameters``; hub configs spell ``rope_theta`` / ``rope_local_base_freq``).
-* KV sharing: the last ``num_kv_shared_layers`` layers have no K/V projections and no
-  cache; each reads the present K/V of the last earlier layer of its type.
+* KV sharing (mobius/components/shared_kv_attention.py): the last
+  ``num_kv_shared_layers`` layers have no cache; each reads the present K/V of the last
+  earlier layer of its type; the K/V projections released checkpoints keep on them are
+  declared unread, as transformers skips them.
 * Per-layer embeddings (mobius/components/per_layer_embedding.py), always on; token ids
   at or above ``vocab_size_per_layer_input`` (the multimodal ids) read its row 0.
 * AltUp (mobius/components/altup.py): ``altup_num_inputs`` streams; each layer predicts
@@ -288,14 +290,22 @@ def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def unread(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
-    """AltUp's output scale when altup_correct_scale is off; a multimodal checkpoint's
-    towers and their embedders."""
-    towers = tuple(IgnoredTensors(rf"model\.{part}\..*", f"{part} (the package is the text "
-                                                         f"decoder only)")
-                   for part in ("vision_tower", "audio_tower", "embed_vision", "embed_audio"))
-    scale = IgnoredTensors(r".*\.altup\.correct_output_scale",
-                           "AltUp's output scale (altup_correct_scale is false)")
-    return towers if config.options.altup_correct_scale else (scale, *towers)
+    """A multimodal checkpoint's towers and their embedders; the K/V projections and norms
+    that released checkpoints keep on sharing layers (transformers skips them too); AltUp's
+    output scale when altup_correct_scale is off."""
+    out = [IgnoredTensors(rf"model\.{part}\..*", f"{part} (the package is the text decoder "
+                                                 f"only)")
+           for part in ("vision_tower", "audio_tower", "embed_vision", "embed_audio")]
+    layers, shared = config.num_hidden_layers, config.options.num_kv_shared_layers
+    if shared:
+        sharing = "|".join(str(i) for i in range(layers - shared, layers))
+        out.append(IgnoredTensors(rf"(.*\.)?layers\.({sharing})\.self_attn\."
+                                  rf"(k_proj|v_proj|k_norm|v_norm)\..*",
+                                  "K/V of a sharing layer (it reads an earlier layer's)"))
+    if not config.options.altup_correct_scale:
+        out.append(IgnoredTensors(r".*\.altup\.correct_output_scale",
+                                  "AltUp's output scale (altup_correct_scale is false)"))
+    return tuple(out)
 
 
 def _text_config(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -103,8 +103,9 @@ def test_hub_config_keys(tmp_path):
 
 
 def _multimodal_layout(folder: str, out) -> str:
-    """The base checkpoint as Gemma3nForConditionalGeneration saves it: the decoder under
-    model.language_model, its config under text_config, towers beside it."""
+    """The base checkpoint as the released Gemma3nForConditionalGeneration ones hold it:
+    the decoder under model.language_model, its config under text_config, towers beside
+    it, a K norm left on a sharing layer."""
     os.makedirs(out)
     with open(os.path.join(folder, "config.json")) as f:
         text = json.load(f)
@@ -116,7 +117,8 @@ def _multimodal_layout(folder: str, out) -> str:
     tensors = {name.replace("model.", "model.language_model.", 1): value
                for name, value in load_file(os.path.join(folder, "model.safetensors")).items()}
     for part in ("vision_tower.timm_model.conv_stem.weight", "audio_tower.conformer.0.weight",
-                 "embed_vision.embedding.weight", "embed_audio.embedding.weight"):
+                 "embed_vision.embedding.weight", "embed_audio.embedding.weight",
+                 "language_model.layers.3.self_attn.k_norm.weight"):  # a sharing layer's
         tensors["model." + part] = tensors["model.language_model.norm.weight"].copy()
     save_file(tensors, os.path.join(out, "model.safetensors"))
     return str(out)
