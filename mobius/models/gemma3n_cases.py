@@ -14,12 +14,14 @@ CONFIGS: dict[str, dict] = {
     "base": {},
     # no sharing, one MLP width, transformers' default sparsity (none below 11 layers), no
     # AltUp output scale; attention biases, an untied head, RoPE bases of the hub's keys
-    # (transformers saves them as rope_parameters: gemma3n_test spells them again)
+    # and linear scaling on full layers (transformers saves them as rope_parameters:
+    # gemma3n_test spells them again)
     "plain": {
         "num_kv_shared_layers": 0, "intermediate_size": 150,
         "activation_sparsity_pattern": None, "altup_correct_scale": False,
         "altup_active_idx": 0, "attention_bias": True, "tie_word_embeddings": False,
         "rope_parameters": None, "rope_theta": 500000.0, "rope_local_base_freq": 20000.0,
+        "rope_scaling": {"rope_type": "linear", "factor": 2.0},
     },
 }
 CASES = sorted(CONFIGS)

@@ -53,15 +53,17 @@ SWITCHES: dict[str, tuple[str, dict]] = {
     "tie_word_embeddings": ("base", {"tie_word_embeddings": False}),
     "altup_correct_scale": ("plain", {"altup_correct_scale": True}),
     "attention_bias": ("plain", {"attention_bias": False}),
-    # the hub's spelling (test_hub_config_keys) with one key left out
-    "rope_theta": ("plain", {"rope_parameters": None, "rope_local_base_freq": 20000.0}),
-    "rope_local_base_freq": ("plain", {"rope_parameters": None, "rope_theta": 500000.0}),
 }
 
 #: config.json as the hub's checkpoints spell plain's (transformers 4.53): RoPE bases as
-#: rope_theta / rope_local_base_freq, one intermediate_size, no sparsity list
+#: rope_theta / rope_local_base_freq and the full layers' rope_scaling, one
+#: intermediate_size, no sparsity list
 HUB_KEYS = {"rope_parameters": None, "rope_theta": 500000.0, "rope_local_base_freq": 20000.0,
+            "rope_scaling": {"rope_type": "linear", "factor": 2.0},
             "intermediate_size": 150, "activation_sparsity_pattern": None}
+#: the hub's spelling (test_hub_config_keys) with one key left out
+SWITCHES.update({key: ("plain", {**HUB_KEYS, key: None})
+                 for key in ("rope_theta", "rope_local_base_freq", "rope_scaling")})
 
 #: overrides of the preset: message part; rejected before anything is built.
 REJECTED: dict[str, tuple[dict, str]] = {
