@@ -5,6 +5,7 @@ import onnx_ir as ir
 from onnxscript import nn
 
 from mobius.components.activations import apply_activation
+from mobius.components.gaussian_topk import gaussian_topk
 from mobius.components.linear import Linear
 from mobius.context import get_build_dtype
 from mobius.weights.dtypes import numpy_dtype
@@ -12,17 +13,22 @@ from mobius.weights.dtypes import numpy_dtype
 
 class GatedMLP(nn.Module):
     def __init__(self, hidden_size: int, intermediate_size: int, activation: str = "silu",
-                 bias: bool = False, multipliers: tuple[float, float] = (1.0, 1.0)):
+                 bias: bool = False, multipliers: tuple[float, float] = (1.0, 1.0),
+                 activation_sparsity: float = 0.0):
         """multipliers: (on gate_proj's output before the activation, on the output):
-        Falcon-H1's mup ``mlp_multipliers``."""
+        Falcon-H1's mup ``mlp_multipliers``. activation_sparsity > 0: the gate's
+        gaussian top-k before the activation (Gemma 3n, mobius/components/gaussian_topk.py)."""
         super().__init__()
         self.activation, self.multipliers = activation, multipliers
+        self.activation_sparsity = activation_sparsity
         self.gate_proj = Linear(hidden_size, intermediate_size, bias)
         self.up_proj = Linear(hidden_size, intermediate_size, bias)
         self.down_proj = Linear(intermediate_size, hidden_size, bias)
 
     def forward(self, op, x):
         gate = _scaled(op, self.gate_proj(op, x), self.multipliers[0])
+        if self.activation_sparsity > 0.0:
+            gate = gaussian_topk(op, gate, self.activation_sparsity)
         out = self.down_proj(op, op.Mul(apply_activation(op, gate, self.activation),
                                         self.up_proj(op, x)))
         return _scaled(op, out, self.multipliers[1])

@@ -1,9 +1,12 @@
 """RMSNorm as the standard ONNX RMSNormalization op (opset 23), computed in float32."""
 
 import numpy as np
+import onnx_ir as ir
 from onnxscript import nn
 
 from mobius.components.weight import Weight
+from mobius.context import get_build_dtype
+from mobius.weights.dtypes import numpy_dtype
 
 
 class RMSNorm(nn.Module):
@@ -24,3 +27,16 @@ class RMSNorm(nn.Module):
 
     def forward(self, op, x):
         return op.RMSNormalization(x, self.weight, axis=-1, epsilon=self.eps, stash_type=1)
+
+
+class UnitRMSNorm(nn.Module):
+    """RMSNorm without a scale (Gemma 3n / Gemma 4: V's norm)."""
+
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.size, self.eps = size, eps
+
+    def forward(self, op, x):
+        ones = ir.tensor(np.ones(self.size, dtype=numpy_dtype(get_build_dtype())))
+        return op.RMSNormalization(x, op.Constant(value=ones), axis=-1, epsilon=self.eps,
+                                   stash_type=1)

@@ -40,21 +40,19 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-import numpy as np
-import onnx_ir as ir
 from onnxscript import nn
 
 from mobius.components.activations import apply_activation
-from mobius.components.attention import scaled_dot_product_attention
 from mobius.components.attention_mask import causal_padding_mask, token_blocks
 from mobius.components.causal_transformer import CausalLM, CausalTransformer, scalar
 from mobius.components.decoder_layer import SandwichNormDecoderLayer
-from mobius.components.embedding import Embedding
 from mobius.components.linear import Linear
 from mobius.components.mlp import GatedMLP
 from mobius.components.moe import ExpertFn, combine_experts, routing_weights
-from mobius.components.rms_norm import RMSNorm
-from mobius.components.rotary import apply_rotary
+from mobius.components.per_layer_embedding import PerLayerEmbeddings, PerLayerInputBranch
+from mobius.components.rms_norm import RMSNorm, UnitRMSNorm
+from mobius.components.shared_kv_attention import (LayerPlan, SharedKVAttention,
+                                                   checked_sharing, valid_cache)
 from mobius.components.weight import Weight
 from mobius.config.architecture import ArchitectureConfig
 from mobius.config.fields import positive_int
@@ -66,7 +64,6 @@ from mobius.models.family import ModelFamily
 from mobius.models.mixtral import moe_int
 from mobius.tasks.causal_lm import PAST
 from mobius.tiny.bases import COMMON
-from mobius.weights.dtypes import numpy_dtype
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 #: transformers' Gemma4TextConfig default RoPE per layer type
@@ -97,16 +94,6 @@ class Gemma4Options(RopeKeys):
     use_bidirectional_attention: str | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class LayerPlan:
-    """One layer's attention geometry and KV source."""
-
-    kind: str
-    kv_heads: int
-    head_dim: int
-    shared: bool  # attends to an earlier layer's K/V, has none of its own
-
-
 def layer_plans(options: Gemma4Options, layer_types, kv_heads: int,
                 head_dim: int) -> list[LayerPlan]:
     """Each layer's geometry (per_layer_config, else the global keys on full layers),
@@ -122,11 +109,7 @@ def layer_plans(options: Gemma4Options, layer_types, kv_heads: int,
         if len({(p.kv_heads, p.head_dim) for p in plans if p.kind == kind}) > 1:
             raise ConfigError(f"config.json: gemma4: {kind} layers of different shapes are "
                               f"not supported")
-        if not any(p.kind == kind and not p.shared for p in plans):
-            raise ConfigError(f"config.json: gemma4: num_kv_shared_layers "
-                              f"{options.num_kv_shared_layers} leaves no {kind} layer to "
-                              f"share its K/V")
-    return plans
+    return checked_sharing(plans, options.num_kv_shared_layers, "gemma4")
 
 
 def _per_layer_overrides(options: Gemma4Options, layer_types) -> dict[int, dict[str, int]]:
@@ -146,68 +129,6 @@ def _per_layer_overrides(options: Gemma4Options, layer_types) -> dict[int, dict[
                               f"num_key_value_heads of a layer)")
         overrides[int(key)] = values
     return overrides
-
-
-class UnitRMSNorm(nn.Module):
-    """RMSNorm without a scale (V's norm)."""
-
-    def __init__(self, size: int, eps: float):
-        super().__init__()
-        self.size, self.eps = size, eps
-
-    def forward(self, op, x):
-        ones = ir.tensor(np.ones(self.size, dtype=numpy_dtype(get_build_dtype())))
-        return op.RMSNormalization(x, op.Constant(value=ones), axis=-1, epsilon=self.eps,
-                                   stash_type=1)
-
-
-class Gemma4Attention(nn.Module):
-    """Q/K/V-normed attention, scale 1; V from K's projection (k_eq_v); a sharing layer
-    has only q_proj / q_norm / o_proj and attends to the K/V it is given."""
-
-    def __init__(self, config: ArchitectureConfig, plan: LayerPlan, rope: RopeConfig):
-        super().__init__()
-        hidden, heads, eps = config.hidden_size, config.num_attention_heads, config.rms_norm_eps
-        self.num_heads, self.num_kv_heads, self.head_dim = heads, plan.kv_heads, plan.head_dim
-        self.rotary_dim = rope.rotary_dim
-        self.q_proj = Linear(hidden, heads * plan.head_dim, config.qkv_bias)
-        self.q_norm = RMSNorm(plan.head_dim, eps)
-        self.o_proj = Linear(heads * plan.head_dim, hidden, config.o_bias)
-        self.v_norm = UnitRMSNorm(plan.head_dim, eps)
-        self.k_proj = self.v_proj = None
-        if not plan.shared:
-            kv_size = plan.kv_heads * plan.head_dim
-            self.k_proj = Linear(hidden, kv_size, config.qkv_bias)
-            self.k_norm = RMSNorm(plan.head_dim, eps)
-            if not (config.options.attention_k_eq_v and plan.kind == FULL):
-                self.v_proj = Linear(hidden, kv_size, config.qkv_bias)
-
-    def _heads(self, op, x, heads, norm):
-        """[batch, seq, heads*dim] -> normed per head -> [batch, heads, seq, dim]."""
-        x = norm(op, op.Reshape(x, op.Constant(value_ints=[0, 0, heads, self.head_dim])))
-        return op.Transpose(x, perm=[0, 2, 1, 3])
-
-    def _rotated(self, op, x, cos, sin):
-        return apply_rotary(op, x, cos, sin, self.rotary_dim, self.head_dim)
-
-    def forward(self, op, hidden, cos, sin, mask, past_key=None, past_value=None, shared=None):
-        q = self._rotated(op, self._heads(op, self.q_proj(op, hidden), self.num_heads,
-                                          self.q_norm), cos, sin)
-        if shared is not None:
-            (k, v), present = shared, ()
-            attn, _, _ = scaled_dot_product_attention(op, q, k, v, mask, scale=1.0)
-            if q.shape is not None:  # inference loses it behind the sliced cache: restated,
-                attn.shape = q.shape.copy()  # so shape-matching rules (skip norms) see it
-        else:
-            keys = self.k_proj(op, hidden)
-            values = keys if self.v_proj is None else self.v_proj(op, hidden)
-            k = self._rotated(op, self._heads(op, keys, self.num_kv_heads, self.k_norm), cos, sin)
-            v = self._heads(op, values, self.num_kv_heads, self.v_norm)
-            attn, *present = scaled_dot_product_attention(op, q, k, v, mask, past_key,
-                                                          past_value, 1.0)
-        attn = op.Reshape(op.Transpose(attn, perm=[0, 2, 1, 3]),
-                          op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))
-        return self.o_proj(op, attn), tuple(present)
 
 
 class Gemma4Router(nn.Module):
@@ -266,7 +187,7 @@ def moe_sizes(options: Gemma4Options) -> tuple[int, int, int]:
     return experts, top_k, moe_int("moe_intermediate_size", options.moe_intermediate_size)
 
 
-class Gemma4DecoderLayer(SandwichNormDecoderLayer):
+class Gemma4DecoderLayer(SandwichNormDecoderLayer, PerLayerInputBranch):
     """Sandwich norms (a MoE branch beside the MLP), then the per-layer-input branch,
     then x layer_scalar."""
 
@@ -274,16 +195,15 @@ class Gemma4DecoderLayer(SandwichNormDecoderLayer):
         options = config.options
         wide = 2 if options.use_double_wide_mlp and plan.shared else 1
         norms = [RMSNorm(config.hidden_size, config.rms_norm_eps) for _ in range(4)]
-        super().__init__(Gemma4Attention(config, plan, rope),
+        k_eq_v = options.attention_k_eq_v and plan.kind == FULL
+        super().__init__(SharedKVAttention(config, plan, rope, values_from_keys=k_eq_v),
                          GatedMLP(config.hidden_size, config.intermediate_size * wide,
                                   config.hidden_act), *norms)
-        self.activation = config.hidden_act
         self.layer_scalar = Weight([1])
         size = options.hidden_size_per_layer_input
         if size:
-            self.per_layer_input_gate = Linear(config.hidden_size, size)
-            self.per_layer_projection = Linear(size, config.hidden_size)
-            self.post_per_layer_input_norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+            self.add_per_layer_input_branch(config.hidden_size, size, config.rms_norm_eps,
+                                            config.hidden_act)
         self.router = None
         if options.enable_moe_block:
             experts, top_k, inter = moe_sizes(options)
@@ -310,13 +230,11 @@ class Gemma4DecoderLayer(SandwichNormDecoderLayer):
         hidden = op.Add(hidden, post_attn(op, attn))
         hidden = op.Add(hidden, post_mlp(op, self.feed_forward(op, hidden, pre_mlp)))
         if per_layer_input is not None:
-            gate = apply_activation(op, self.per_layer_input_gate(op, hidden), self.activation)
-            branch = self.per_layer_projection(op, op.Mul(gate, per_layer_input))
-            hidden = op.Add(hidden, self.post_per_layer_input_norm(op, branch))
+            hidden = op.Add(hidden, self.per_layer_branch(op, hidden, per_layer_input))
         return op.Mul(hidden, self.layer_scalar), present
 
 
-class Gemma4TextModel(CausalTransformer):
+class Gemma4TextModel(CausalTransformer, PerLayerEmbeddings):
     """Embedding (x sqrt(hidden)), per-layer inputs, layers with KV sharing, final norm."""
 
     def __init__(self, config: ArchitectureConfig):
@@ -331,26 +249,13 @@ class Gemma4TextModel(CausalTransformer):
         self.plans = plans
         size = self.per_layer_size = config.options.hidden_size_per_layer_input
         if size:
-            width = config.num_hidden_layers * size
-            self.embed_tokens_per_layer = Embedding(config.options.vocab_size_per_layer_input,
-                                                    width)
-            self.per_layer_model_projection = Linear(config.hidden_size, width)
-            self.per_layer_projection_norm = RMSNorm(size, config.rms_norm_eps)
+            self.add_per_layer_embeddings(config.num_hidden_layers, size,
+                                          config.options.vocab_size_per_layer_input,
+                                          config.hidden_size, config.rms_norm_eps)
         #: a multimodal package's media token ids (image, video, audio)
         self.media_token_ids: tuple[int, ...] = ()
         #: image blocks attend both ways on global layers too (Gemma 4 Unified)
         self.blocks_on_full_layers = False
-
-    def per_layer_inputs(self, op, input_ids, embeds):
-        """[batch, seq, layers, P]: (norm(proj(embeds) / sqrt(hidden)) + table * sqrt(P))
-        / sqrt(2)."""
-        shape = op.Constant(value_ints=[0, 0, self.config.num_hidden_layers, self.per_layer_size])
-        table = op.Mul(self.embed_tokens_per_layer(op, input_ids),
-                       scalar(op, self.per_layer_size**0.5))
-        projected = op.Mul(self.per_layer_model_projection(op, embeds),
-                           scalar(op, self.config.hidden_size**-0.5))
-        projected = self.per_layer_projection_norm(op, op.Reshape(projected, shape))
-        return op.Mul(op.Add(projected, op.Reshape(table, shape)), scalar(op, 0.5**0.5))
 
     def multimodal_per_layer_inputs(self, op, input_ids, inputs_embeds):
         """Per-layer inputs beside merged embeddings (transformers' multimodal model): a
@@ -395,16 +300,9 @@ class Gemma4TextModel(CausalTransformer):
                                     past_key_values[i],
                                     shared=stored[plan.kind] if plan.shared else None)
             if not plan.shared:
-                stored[plan.kind] = tuple(_valid(op, x, attention_mask) for x in present)
+                stored[plan.kind] = tuple(valid_cache(op, x, attention_mask) for x in present)
             presents.append(present)
         return self.norm(op, hidden), presents
-
-
-def _valid(op, cache, attention_mask):
-    """The cache's first total_sequence_length positions: a buffer genai shares between
-    past and present is max-length."""
-    total = op.Shape(attention_mask, start=1, end=2)
-    return op.Slice(cache, op.Constant(value_ints=[0]), total, op.Constant(value_ints=[2]))
 
 
 def _rope(config: ArchitectureConfig, kind: str, plan: LayerPlan) -> RopeConfig:

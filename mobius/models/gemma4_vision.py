@@ -33,12 +33,11 @@ from mobius.components.attention import scaled_dot_product_attention
 from mobius.components.attention_mask import padding_mask
 from mobius.components.causal_transformer import scalar
 from mobius.components.linear import Linear
-from mobius.components.rms_norm import RMSNorm
+from mobius.components.rms_norm import RMSNorm, UnitRMSNorm
 from mobius.components.weight import Weight
 from mobius.config.options import read_options
 from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
-from mobius.models.gemma4 import UnitRMSNorm
 
 FLOAT = ir.DataType.FLOAT
 
