@@ -96,13 +96,15 @@ def infer_value_shapes(model: ir.Model) -> int:
     except Exception as e:  # noqa: BLE001 - fall back to node-by-node inference below
         logger.info("whole-model shape inference failed (%s); inferring node by node", e)
     else:
-        inferred = {v.name: v for node in ir.serde.deserialize_graph(proto.graph)
-                    for v in node.outputs}
+        # only the value infos of incomplete values are read back: deserializing the whole
+        # inferred graph was most of this function's time
+        inferred = {info.name: info for info in proto.graph.value_info}
         for node in model.graph:
             for value in node.outputs:
-                source = inferred.get(value.name)
-                if source is not None:
-                    changed += _fill(value, source.type, source.shape)
+                info = inferred.get(value.name)
+                if info is not None and _incomplete(value):
+                    changed += _fill(value, ir.serde.deserialize_type_proto_for_type(info.type),
+                                     ir.serde.deserialize_type_proto_for_shape(info.type))
     opsets = dict(model.opset_imports)
     for node in model.graph:
         if node.domain not in ("", "ai.onnx") or not any(_incomplete(v) for v in node.outputs):
