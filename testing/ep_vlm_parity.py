@@ -21,12 +21,13 @@ from __future__ import annotations
 import dataclasses
 import types
 
+import ml_dtypes
 import numpy as np
 
 from testing import ep_parity, ep_suite, parity
 
 _NP = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int32)": np.int32,
-       "tensor(int64)": np.int64}
+       "tensor(int64)": np.int64, "tensor(bfloat16)": ml_dtypes.bfloat16}
 STEPS = 2
 
 
@@ -107,7 +108,7 @@ def _cast(session, feeds: dict) -> dict:
 
 def _run(session, feeds: dict) -> dict[str, np.ndarray]:
     names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(None, _cast(session, feeds))))
+    return dict(zip(names, parity.run_session(session, _cast(session, feeds))))  # bf16 too
 
 
 class Chain:
