@@ -1,7 +1,8 @@
 """transformers' side of exaone4_5_parity_test (the reference_cases rule runs it at build
 time, //rules:references.bzl): per case a checkpoint written by transformers from the
 tiny-exaone4_5 preset plus overrides, and transformers' run on the Qwen-VL harness's
-left-padded batch (testing/qwen_vl_parity.py: write_case / load_case).
+left-padded batch (testing/qwen_vl_parity.py: write_case / load_case); "default" also
+the cpu test's unpadded batch.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ OVERRIDES = {
     "no_sliding_window": _text(sliding_window=None, layer_types=["full_attention"] * 3),
     "tied": {"tie_word_embeddings": True},
 }
+#: the cpu test's unpadded (seed, pad) batch on the default checkpoint
+CPU_RUN = (1, 0)
 CASES = sorted(OVERRIDES)
 
 
@@ -38,5 +41,6 @@ def write_case(case: str, folder: str) -> None:
     from testing import qwen_vl_parity
     from testing.qwen2_5_vl_checkpoints import make_qwen2_5_vl_checkpoint
 
+    runs = ((0, qwen_vl_parity.PAD), *((CPU_RUN,) if case == "default" else ()))
     qwen_vl_parity.write_case(folder, lambda ckpt: make_qwen2_5_vl_checkpoint(
-        ckpt, preset="tiny-exaone4_5", **OVERRIDES[case]))
+        ckpt, preset="tiny-exaone4_5", **OVERRIDES[case]), runs)
