@@ -9,9 +9,9 @@ at build time (a cases module, //rules:references.bzl) into a
 testing/vlm_reference.py recording that holds the batch too. The prefill's 3-D
 position ids are transformers' own (``get_rope_index``; EXAONE 4.5, which has none:
 [batch, seq] positions numbered over the mask, given to transformers too); each decode
-step continues every stream at the row's last position + 1. Qwen3-VL's image_features / inputs_embeds carry its
-deepstack features beside the embeddings (mobius/models/qwen3_vl.py): the
-reference lays transformers' out the same way.
+step continues every stream at the row's last position + 1. Qwen3-VL's image_features /
+inputs_embeds carry its deepstack features beside the embeddings
+(mobius/models/qwen3_vl.py): the reference lays transformers' out the same way.
 """
 
 from __future__ import annotations
@@ -80,7 +80,11 @@ def make_inputs(hf_model, seed=0, pad=PAD) -> dict:
 
     config = hf_model.config
     rng = np.random.default_rng(seed)
-    text = lambda n: [int(t) for t in rng.integers(4, first_special_token(config) - 1, size=n)]  # noqa: E731
+    top = first_special_token(config) - 1
+
+    def text(n):
+        return [int(t) for t in rng.integers(4, top, size=n)]
+
     row0 = text(2) + image_span(config) + text(3)
     row1 = [0] * pad + text(1) + image_span(config) + text(4 - pad)
     input_ids = np.array([row0, row1], dtype=np.int64)

@@ -285,6 +285,7 @@ def group_mask(op, group):
     same = op.Equal(op.Unsqueeze(group, op.Constant(value_ints=[1])),
                     op.Unsqueeze(group, op.Constant(value_ints=[0])))
     np_dtype = numpy_dtype(get_build_dtype())
+    lowest = np.array(_most_negative(np_dtype), dtype=np_dtype)
     mask = op.Where(same, op.Constant(value=ir.tensor(np.array(0, dtype=np_dtype))),
-                    op.Constant(value=ir.tensor(np.array(_most_negative(np_dtype), dtype=np_dtype))))
+                    op.Constant(value=ir.tensor(lowest)))
     return op.Unsqueeze(mask, op.Constant(value_ints=[0, 1]))
