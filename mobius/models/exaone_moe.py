@@ -127,7 +127,7 @@ TINY_PRESETS = {
         **COMMON, "model_type": "exaone_moe", "architectures": ["ExaoneMoeForCausalLM"],
         "num_hidden_layers": 3, "sliding_window": 4, "rms_norm_eps": 1e-5,
         "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
-        "mlp_layer_types": ["dense", "sparse", "sparse"], "moe_intermediate_size": 20,
+        "mlp_layer_types": ["dense", "sparse", "sparse"], "moe_intermediate_size": 24,
         "num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1, "n_group": 4,
         "topk_group": 2, "routed_scaling_factor": 2.5, "norm_topk_prob": True,
     },
