@@ -240,6 +240,7 @@ FAMILY_DEPS = {
         "//mobius/config:options",
         "//mobius/tasks:vision_language",
         "//mobius/tiny:bases",
+        "//mobius/weights:attach",
         "//mobius:errors",
     ],
     "exaone_moe": [

@@ -7,7 +7,8 @@ built as the three models of the ``image-text-to-text`` task in the Qwen2.5-VL l
 What differs from Qwen2.5-VL besides the tower's K/V heads: the decoder's positions are
 plain [batch, seq] (no M-RoPE: transformers numbers every token, image tokens included,
 one after another), no ``vision_start_token_id`` or ``tokens_per_second``, token ids 67 / 68
-by default, and the vision rotary must be "axial" (the only kind transformers builds).
+by default, the vision rotary must be "axial" (the only kind transformers builds), and the
+checkpoint's multi-token-prediction weights (``mtp.*``) are left unread, as transformers does.
 
 onnxruntime-genai 0.18 has no ``exaone4_5`` type and refuses to load the package
 (genai_config ``model.type`` is the checkpoint's own, as for LLaVA): its
@@ -31,6 +32,7 @@ from mobius.models.qwen2_5_vl import (PROCESSOR_FILE, QWEN_VL_CHECKPOINT_ALIASES
 from mobius.models.qwen2_5_vl_vision import QwenVisionConfig, QwenVisionTransformer
 from mobius.tasks import vision_language
 from mobius.tiny.bases import COMMON, VOCAB_SIZE
+from mobius.weights.attach import IgnoredTensors
 
 #: Exaone4_5_Config's token ids (transformers)
 TOKEN_DEFAULTS: Mapping[str, int] = {"image_token_id": 67, "video_token_id": 68}
@@ -112,6 +114,8 @@ FAMILY = ModelFamily(
     config_overrides=lambda raw: {"qk_norm": True},
     options=Exaone45Options,
     checkpoint_aliases=QWEN_VL_CHECKPOINT_ALIASES,
+    ignored_tensors=lambda config: (IgnoredTensors(
+        r"(model\.)?mtp\..*", "multi-token-prediction weights (transformers leaves them unread)"),),
 )
 
 # EXAONE 4.5: the common decoder as EXAONE 4.0 (layers 0, 1 sliding with RoPE, layer 2 full

@@ -111,6 +111,19 @@ def test_genai_config_names_the_family_and_qwen_vision_settings(tmp_path):
     assert os.path.isfile(os.path.join(path, model["vision"]["config_filename"]))
 
 
+def test_multi_token_prediction_tensors_are_left_unread(tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    folder = str(tmp_path / "mtp")
+    shutil.copytree(load_case(case_dir(cases, "default"))[0], folder,
+                    copy_function=shutil.copyfile)
+    path = os.path.join(folder, "model.safetensors")
+    tensors = load_file(path)
+    tensors["mtp.layers.0.self_attn.q_proj.weight"] = np.ones((4, 4), np.float32)
+    save_file(tensors, path, metadata={"format": "pt"})
+    build(folder, dtype="f32")
+
+
 @pytest.mark.parametrize("case", sorted(REJECTED))
 def test_refused_values_fail_the_build(tmp_path, case):
     changes, message = REJECTED[case]
