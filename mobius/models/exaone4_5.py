@@ -72,13 +72,15 @@ class Exaone45Options:
 
 
 def normalize_exaone4_5(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The decoder's text_config at the top level (layer_types spelled out as EXAONE 4.0's),
-    the token ids, the top-level tie_word_embeddings and the checked vision dict."""
+    """The decoder's text_config at the top level over the other top-level keys (layer_types
+    spelled out as EXAONE 4.0's), the token ids, the top-level tie_word_embeddings (what
+    transformers ties by) and the checked vision dict."""
     vision = Exaone45VisionConfig.from_dict(raw.get("vision_config") or {})
     text = dict(raw.get("text_config") or {})
     kind = text.get("model_type", "exaone4")
     reject(kind not in TEXT_TYPES, "exaone4_5", f"text_config model_type {kind!r}")
-    out = normalize_exaone4(text)
+    top = {k: v for k, v in raw.items() if k not in ("text_config", "vision_config")}
+    out = normalize_exaone4({**top, **text})
     out.update({key: int(raw.get(key, default)) for key, default in TOKEN_DEFAULTS.items()})
     return {**out, "model_type": "exaone4_5",
             "architectures": list(raw.get("architectures") or [FAMILY.architectures[0]]),
