@@ -56,8 +56,16 @@ def make_pixels(config, grids, rng) -> tuple[np.ndarray, np.ndarray]:
 
 
 def image_span(config, grid=GRID) -> list[int]:
-    """<|vision_start|> + the image tokens of one image."""
-    return [config.vision_start_token_id] + [config.image_token_id] * image_tokens(config, grid)
+    """<|vision_start|> (where the config has one: EXAONE 4.5 has not) + the image tokens
+    of one image."""
+    start = getattr(config, "vision_start_token_id", None)
+    return [start] * (start is not None) + [config.image_token_id] * image_tokens(config, grid)
+
+
+def first_special_token(config) -> int:
+    """The lowest of the config's image / video / vision-start token ids (text stays below)."""
+    keys = ("vision_start_token_id", "image_token_id", "video_token_id")
+    return min(getattr(config, key) for key in keys if getattr(config, key, None) is not None)
 
 
 def hf_qwen_generate(hf_model, input_ids: np.ndarray, pixel_values, image_grid_thw,

@@ -7,10 +7,11 @@ token (or transformers' recorded one) through the embedding model (zero image
 features) and present.* back as past_key_values.*. ``record`` runs transformers
 at build time (a cases module, //rules:references.bzl) into a
 testing/vlm_reference.py recording that holds the batch too. The prefill's 3-D
-position ids are transformers' own (``get_rope_index``); each decode step continues
-every stream at the row's last position + 1. Qwen3-VL's image_features / inputs_embeds carry its
-deepstack features beside the embeddings (mobius/models/qwen3_vl.py): the
-reference lays transformers' out the same way.
+position ids are transformers' own (``get_rope_index``; EXAONE 4.5, which has none:
+[batch, seq] positions numbered over the mask, given to transformers too); each decode
+step continues every stream at the row's last position + 1. Qwen3-VL's image_features /
+inputs_embeds carry its deepstack features beside the embeddings
+(mobius/models/qwen3_vl.py): the reference lays transformers' out the same way.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import numpy as np
 
 from mobius.builder import build
 from testing import vlm_reference
-from testing.qwen2_5_vl_checkpoints import GRID, image_span, make_pixels
+from testing.parity import position_ids_for
+from testing.qwen2_5_vl_checkpoints import (GRID, first_special_token, image_span,
+                                             make_pixels)
 from testing.vlm_sessions import StatefulSessions
 
 STEPS, PAD = 3, 3
@@ -58,9 +61,10 @@ class Package(StatefulSessions):
 
 
 def decode_positions(prefill_positions: np.ndarray, step: int) -> np.ndarray:
-    """[3, batch, 1]: every stream continues at the row's last prefill position + 1 + step
-    (the last prompt token is text, so its three streams agree)."""
-    return prefill_positions[:, :, -1:] + 1 + step
+    """[3, batch, 1] ([batch, 1] for 1-D positions): every stream continues at the row's
+    last prefill position + 1 + step (the last prompt token is text, so its three streams
+    agree)."""
+    return prefill_positions[..., -1:] + 1 + step
 
 
 def build_and_load(folder, out_dir, ep="default") -> Package:
@@ -70,26 +74,33 @@ def build_and_load(folder, out_dir, ep="default") -> Package:
 
 def make_inputs(hf_model, seed=0, pad=PAD) -> dict:
     """Two prompts with one image each (row 1 left-padded by ``pad`` <= 3), their
-    patches and grids, and transformers' 3-D position ids for them."""
+    patches and grids, and transformers' 3-D position ids for them (1-D over the mask
+    where the model has no ``get_rope_index``)."""
     import torch
 
     config = hf_model.config
     rng = np.random.default_rng(seed)
-    text = lambda n: [int(t) for t in rng.integers(4, config.vision_start_token_id - 1, size=n)]  # noqa: E731
+    top = first_special_token(config) - 1
+
+    def text(n):
+        return [int(t) for t in rng.integers(4, top, size=n)]
+
     row0 = text(2) + image_span(config) + text(3)
     row1 = [0] * pad + text(1) + image_span(config) + text(4 - pad)
     input_ids = np.array([row0, row1], dtype=np.int64)
     attention_mask = np.ones_like(input_ids)
     attention_mask[1, :pad] = 0
     pixel_values, grid = make_pixels(config, [GRID, GRID], rng)
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask,
+              "pixel_values": pixel_values, "image_grid_thw": grid}
+    if not hasattr(hf_model.model, "get_rope_index"):
+        return {**inputs, "position_ids": position_ids_for(attention_mask, input_ids.shape[1])}
     with torch.no_grad():
         ids = torch.from_numpy(input_ids)
         positions, _ = hf_model.model.get_rope_index(
             ids, (ids == config.image_token_id).int(), torch.from_numpy(grid),
             attention_mask=torch.from_numpy(attention_mask))
-    return {"input_ids": input_ids, "attention_mask": attention_mask,
-            "pixel_values": pixel_values, "image_grid_thw": grid,
-            "position_ids": positions.numpy().astype(np.int64)}
+    return {**inputs, "position_ids": positions.numpy().astype(np.int64)}
 
 
 def _hf_features(hf_model, ids, pixels, grid):
@@ -136,8 +147,11 @@ def record(hf_model, inputs, path: str, steps=STEPS) -> str:
             torch.from_numpy(inputs["pixel_values"]), torch.from_numpy(inputs["image_grid_thw"]))
     ids = inputs["input_ids"]
     prefill = {"input_ids": ids, "pixel_values": inputs["pixel_values"],
-               "image_grid_thw": inputs["image_grid_thw"],
-               "mm_token_type_ids": (ids == hf_model.config.image_token_id).astype(np.int32)}
+               "image_grid_thw": inputs["image_grid_thw"]}
+    if inputs["position_ids"].ndim == 2:  # 1-D positions (EXAONE 4.5): given as fed to us
+        prefill["position_ids"] = inputs["position_ids"]
+    else:  # transformers computes the 3-D ones from the image tokens' types
+        prefill["mm_token_type_ids"] = (ids == hf_model.config.image_token_id).astype(np.int32)
     logits, tokens = vlm_reference.greedy(
         hf_model, prefill, inputs["attention_mask"], steps,
         lambda step, _: decode_positions(inputs["position_ids"], step))

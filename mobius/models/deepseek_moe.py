@@ -58,19 +58,25 @@ class DeepseekMoE(nn.Module):
         method: "greedy", "group_limited_greedy" (V2) or "noaux_tc" (V3).
         groups / topk_group: n_group and topk_group (group-limited methods).
         normalize: norm_topk_prob (noaux_tc only).
+        bias_beside_gate: the correction bias is ``e_score_correction_bias`` of this
+            module, not of ``gate`` (EXAONE-MoE's checkpoints).
     """
 
     def __init__(self, hidden: int, expert_size: int, experts: int, top_k: int, *, method: str,
                  groups: int, topk_group: int, scaling: float, normalize: bool,
-                 shared_size: int, activation: str, shared_bias: bool = False):
+                 shared_size: int, activation: str, shared_bias: bool = False,
+                 bias_beside_gate: bool = False):
         super().__init__()
         self.experts_count, self.top_k, self.method = experts, top_k, method
         self.groups, self.topk_group = groups, topk_group
         self.scaling, self.normalize = scaling, normalize
         self.dtype = get_build_dtype()
         self.gate = Linear(hidden, experts)
-        if method == "noaux_tc":
-            # float32 in every build, as transformers keeps it: it decides expert choices
+        self.bias_beside_gate = bias_beside_gate
+        # float32 in every build, as transformers keeps it: it decides expert choices
+        if method == "noaux_tc" and bias_beside_gate:
+            self.e_score_correction_bias = Weight([experts], dtype=F32)
+        elif method == "noaux_tc":
             self.gate.e_score_correction_bias = Weight([experts], dtype=F32)
         self.experts = nn.ModuleList([GatedExpert(hidden, expert_size, activation)
                                       for _ in range(experts)])
@@ -80,7 +86,11 @@ class DeepseekMoE(nn.Module):
         """float32 router logits -> (scores [..., E], the bool [..., E] top-k choice)."""
         sigmoid = self.method == "noaux_tc"
         probs = op.Sigmoid(logits) if sigmoid else op.Softmax(logits, axis=-1)
-        choice = op.Add(probs, self.gate.e_score_correction_bias) if sigmoid else probs
+        if sigmoid:
+            owner = self if self.bias_beside_gate else self.gate
+            choice = op.Add(probs, owner.e_score_correction_bias)
+        else:
+            choice = probs
         if self.topk_group < self.groups:
             keep = _group_mask(op, choice, self.groups, self.topk_group, self.experts_count,
                                2 if sigmoid else 1)

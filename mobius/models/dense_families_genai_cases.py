@@ -16,11 +16,11 @@ PROMPTS = [[17, 93, 251, 407, 12, 999, 64, 5], [311, 28, 777]]  # no pad (0) / b
 #: state; right-padded prompts: the short row's state stops at its last token) and
 #: short-convolution + attention hybrids (genai's conv state cache)
 CASES = [family.tiny_preset for family in cohort("genai")]
-#: presets whose zero-initialized tensors (DeepSeek-V3's and MiniMax-M2's
+#: presets whose zero-initialized tensors (DeepSeek-V3's, EXAONE-MoE's and MiniMax-M2's
 #: e_score_correction_bias, LFM2-MoE's expert_bias) decide routing: randomized so that
 #: dropping them changes the tokens
-RANDOMIZE_ZEROS = {"tiny-deepseek-v2", "tiny-deepseek-v3", "tiny-glm4_moe", "tiny-lfm2-moe",
-                   "tiny-minimax_m2"}
+RANDOMIZE_ZEROS = {"tiny-deepseek-v2", "tiny-deepseek-v3", "tiny-exaone_moe", "tiny-glm4_moe",
+                   "tiny-lfm2-moe", "tiny-minimax_m2"}
 
 
 def write_case(preset: str, folder: str) -> None:

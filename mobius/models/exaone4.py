@@ -34,21 +34,34 @@ def _norm(config: ArchitectureConfig) -> RMSNorm:
     return RMSNorm(config.hidden_size, config.rms_norm_eps)
 
 
+def rope_layers(config: ArchitectureConfig) -> list[bool]:
+    """Per layer: does its attention rotate (every layer without a sliding window, else the
+    sliding ones)? EXAONE-MoE (mobius/models/exaone_moe.py) shares the rule."""
+    kinds = config.layer_types or (FULL,) * config.num_hidden_layers
+    return [config.sliding_window is None or kind == SLIDING for kind in kinds]
+
+
+def exaone4_attention(config: ArchitectureConfig, rope: bool):
+    return llama_attention(config, rotary_dim=config.rope.rotary_dim if rope else None)
+
+
+def exaone4_body(config: ArchitectureConfig, layers: list) -> CausalTransformer:
+    """The decoder over ``layers``, RoPE tables for the rotating ones only."""
+    return CausalTransformer(config, layers, _norm(config), layer_rope_kinds=[
+        "default" if r else None for r in rope_layers(config)])
+
+
 class Exaone4ForCausalLM(CausalLM):
     def __init__(self, config: ArchitectureConfig):
-        kinds = config.layer_types or (FULL,) * config.num_hidden_layers
-        rope = [config.sliding_window is None or kind == SLIDING for kind in kinds]
         layers = [
             PostNormDecoderLayer(
-                llama_attention(config, rotary_dim=config.rope.rotary_dim if r else None),
+                exaone4_attention(config, r),
                 GatedMLP(config.hidden_size, config.intermediate_size, config.hidden_act),
                 _norm(config), _norm(config),
             )
-            for r in rope
+            for r in rope_layers(config)
         ]
-        model = CausalTransformer(config, layers, _norm(config),
-                                  layer_rope_kinds=["default" if r else None for r in rope])
-        super().__init__(config, model)
+        super().__init__(config, exaone4_body(config, layers))
 
 
 def normalize_exaone4(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -126,6 +126,8 @@ class Qwen2_5_VLForConditionalGeneration(nn.Module):
     processor = ("qwen2_5_image_processor", CLIP_MEAN, CLIP_STD, "qwen2_5_vl")
     #: the resize's [min_pixels, max_pixels]
     pixel_bounds = (56 * 56, 28 * 28 * 1280 * 16)
+    #: the options' token ids, each checked against the vocabulary
+    token_keys = tuple(_VL_DEFAULTS)
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
@@ -134,7 +136,7 @@ class Qwen2_5_VLForConditionalGeneration(nn.Module):
         if vision.out_hidden_size != config.hidden_size:
             raise ConfigError(f"config.json: vision_config out_hidden_size "
                               f"{vision.out_hidden_size} != text hidden_size {config.hidden_size}")
-        self.token_ids = {key: getattr(options, key) for key in _VL_DEFAULTS}
+        self.token_ids = {key: getattr(options, key) for key in self.token_keys}
         for key, value in self.token_ids.items():
             if not 0 <= value < config.vocab_size:
                 raise ConfigError(f"{config.model_type}: {key} {value} is outside the "

@@ -95,6 +95,11 @@ class QwenVisionConfig:
                               f"layers of a depth-{self.depth} tower")
 
     @property
+    def kv_heads(self) -> int:
+        """Key / value heads of the attention (EXAONE 4.5's tower groups them)."""
+        return self.num_heads
+
+    @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_heads
 
@@ -109,25 +114,40 @@ class QwenVisionConfig:
 
 
 class QwenVisionAttention(nn.Module):
+    """Qwen2.5-VL's: qkv rows (q|k|v, head, dim); with ``config.kv_heads`` < num_heads
+    (EXAONE 4.5's grouped-query tower) q holds num_heads heads, k and v kv_heads each."""
+
     def __init__(self, config: QwenVisionConfig):
         super().__init__()
         self.num_heads, self.head_dim = config.num_heads, config.head_dim
-        self.qkv = Linear(config.hidden_size, 3 * config.hidden_size, True)
+        self.kv_heads = config.kv_heads
+        kv_size = 2 * self.kv_heads * self.head_dim
+        self.qkv = Linear(config.hidden_size, config.hidden_size + kv_size, True)
         self.proj = Linear(config.hidden_size, config.hidden_size, True)
 
     def forward(self, op, x, cos, sin, mask):
-        """x [1, patches, hidden]; qkv rows are (q|k|v, head, dim)."""
-        qkv = op.Reshape(self.qkv(op, x),
-                         op.Constant(value_ints=[0, 0, 3, self.num_heads, self.head_dim]))
-        qkv = op.Transpose(qkv, perm=[2, 0, 3, 1, 4])  # [3, 1, heads, patches, dim]
-        q, k, v = (op.Squeeze(part, op.Constant(value_ints=[0]))
-                   for part in op.Split(qkv, num_outputs=3, axis=0, _outputs=3))
+        """x [1, patches, hidden]."""
+        q, k, v = self._heads(op, self.qkv(op, x))
         q = op.RotaryEmbedding(q, cos, sin)
         k = op.RotaryEmbedding(k, cos, sin)
         attn, _, _ = scaled_dot_product_attention(op, q, k, v, mask, scale=self.head_dim ** -0.5)
         attn = op.Reshape(op.Transpose(attn, perm=[0, 2, 1, 3]),
                           op.Constant(value_ints=[0, 0, self.num_heads * self.head_dim]))
         return self.proj(op, attn)
+
+    def _heads(self, op, qkv):
+        """q [1, heads, patches, dim]; k, v [1, kv_heads, patches, dim]."""
+        if self.kv_heads == self.num_heads:
+            qkv = op.Reshape(qkv, op.Constant(value_ints=[0, 0, 3, self.num_heads,
+                                                          self.head_dim]))
+            qkv = op.Transpose(qkv, perm=[2, 0, 3, 1, 4])  # [3, 1, heads, patches, dim]
+            return tuple(op.Squeeze(part, op.Constant(value_ints=[0]))
+                         for part in op.Split(qkv, num_outputs=3, axis=0, _outputs=3))
+        sizes = [self.num_heads * self.head_dim] + [self.kv_heads * self.head_dim] * 2
+        parts = op.Split(qkv, op.Constant(value_ints=sizes), axis=-1, _outputs=3)
+        return tuple(op.Transpose(op.Reshape(part, op.Constant(value_ints=[0, 0, -1,
+                                                                           self.head_dim])),
+                                  perm=[0, 2, 1, 3]) for part in parts)
 
 
 class QwenVisionBlock(nn.Module):
@@ -265,6 +285,7 @@ def group_mask(op, group):
     same = op.Equal(op.Unsqueeze(group, op.Constant(value_ints=[1])),
                     op.Unsqueeze(group, op.Constant(value_ints=[0])))
     np_dtype = numpy_dtype(get_build_dtype())
+    lowest = np.array(_most_negative(np_dtype), dtype=np_dtype)
     mask = op.Where(same, op.Constant(value=ir.tensor(np.array(0, dtype=np_dtype))),
-                    op.Constant(value=ir.tensor(np.array(_most_negative(np_dtype), dtype=np_dtype))))
+                    op.Constant(value=ir.tensor(lowest)))
     return op.Unsqueeze(mask, op.Constant(value_ints=[0, 1]))

@@ -90,6 +90,10 @@ class Qwen3VisionConfig:
                               f"of a depth-{self.depth} tower")
 
     @property
+    def kv_heads(self) -> int:
+        return self.num_heads
+
+    @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_heads
 

@@ -6,6 +6,7 @@ tensors randomized) with transformers' padded and unpadded runs (testing/checkpo
 from __future__ import annotations
 
 ERNIE = "tiny-ernie4_5_moe"
+EXAONE = "tiny-exaone_moe"
 GLM = "tiny-glm4_moe"
 MINIMAX = "tiny-minimax_m2"
 
@@ -13,6 +14,8 @@ MINIMAX = "tiny-minimax_m2"
 #: layer 1 top-2 of 6 + one shared expert. GLM preset: q/k/v bias, qk norm, half RoPE,
 #: layer 0 dense, layer 1 top-2 of 8 in 2 of 4 groups, renormalized, scaled 2.5. MiniMax
 #: preset: every layer top-3 of 6, whole-projection q/k norms, RoPE on 8 of 16 (rotary_dim).
+#: EXAONE preset: layers 0, 1 sliding (RoPE), 2 full (none); layer 0 dense, 1-2 top-2 of 8
+#: in 2 of 4 groups, renormalized, scaled 2.5.
 CONFIGS: dict[str, tuple[str, dict]] = {
     "ernie": (ERNIE, {}),
     # layers 0-2 sparse (start 0, end 2), 3 dense; untied, no bias, top-3, two shared
@@ -24,6 +27,14 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "ernie_interval_norm_min": (ERNIE, {"num_hidden_layers": 4, "moe_layer_start_index": 0,
                                         "moe_layer_interval": 2, "moe_num_shared_experts": 0,
                                         "moe_norm_min": 0.6}),
+    "exaone_moe": (EXAONE, {}),
+    # every layer sparse (mlp_layer_types over first_k_dense_replace 1), one group, top-3
+    # unnormalized and unscaled, two shared experts, layer 1 alone sliding, tied head
+    "exaone_moe_all_sparse": (EXAONE, {
+        "mlp_layer_types": ["sparse"] * 3, "n_group": 1, "topk_group": 1,
+        "num_experts_per_tok": 3, "norm_topk_prob": False, "routed_scaling_factor": 1.0,
+        "num_shared_experts": 2, "tie_word_embeddings": True,
+        "layer_types": ["full_attention", "sliding_attention", "full_attention"]}),
     "glm": (GLM, {}),
     # every layer sparse, one group, top-3 unnormalized and unscaled, two shared experts,
     # no bias / qk norm, full RoPE, tied head

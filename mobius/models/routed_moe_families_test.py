@@ -1,4 +1,5 @@
-"""ERNIE-4.5-MoE, GLM-4-MoE and MiniMax-M2 (expert choice biased apart from the weights): L1 + L3 per switch.
+"""ERNIE-4.5-MoE, EXAONE-MoE, GLM-4-MoE and MiniMax-M2 (expert choice biased apart from the
+weights): L1 + L3 per switch.
 
 * Every checkpoint is written by transformers with every parameter random and
   the all-zero tensors (correction biases, biases) randomized.
@@ -32,7 +33,7 @@ from mobius.errors import ConfigError, WeightsError
 from mobius.models import ernie4_5_moe
 from mobius.models import routed_moe_families_cases as cases
 from mobius.models.registry import FAMILIES
-from mobius.models.routed_moe_families_cases import CONFIGS, ERNIE, GLM, MINIMAX
+from mobius.models.routed_moe_families_cases import CONFIGS, ERNIE, EXAONE, GLM, MINIMAX
 from mobius.optimize.histogram import op_histogram
 from mobius.tiny.presets import TINY_PRESETS
 from mobius.weights.dtypes import SHORT_NAMES, parse_dtype
@@ -62,6 +63,26 @@ SWITCHES: dict[str, tuple[str, dict, str | None]] = {
     "ernie_moe_norm_min": ("ernie_interval_norm_min", {"moe_norm_min": 1e-12}, None),
     "ernie_shared_experts_absent": ("ernie_interval_norm_min", {"moe_num_shared_experts": 1},
                                     "missing tensor 'model.layers.1.mlp.shared_experts"),
+    "exaone_moe_mlp_layer_types": ("exaone_moe_all_sparse", {"mlp_layer_types": None},
+                                   "missing tensor 'model.layers.0.mlp.gate_proj"),
+    "exaone_moe_first_k_dense_replace": ("exaone_moe", {"mlp_layer_types": None,
+                                                        "first_k_dense_replace": 0},
+                                         "missing tensor 'model.layers.0.mlp.e_score_correction"),
+    "exaone_moe_num_shared_experts": ("exaone_moe_all_sparse", {"num_shared_experts": 1},
+                                      "shape"),
+    "exaone_moe_tie_word_embeddings": ("exaone_moe_all_sparse", {"tie_word_embeddings": False},
+                                       "missing tensor 'lm_head.weight"),
+    "exaone_moe_num_experts_per_tok": ("exaone_moe_all_sparse", {"num_experts_per_tok": 2},
+                                       None),
+    "exaone_moe_norm_topk_prob": ("exaone_moe", {"norm_topk_prob": False}, None),
+    "exaone_moe_routed_scaling_factor": ("exaone_moe", {"routed_scaling_factor": 1.0}, None),
+    "exaone_moe_topk_group": ("exaone_moe", {"topk_group": 4}, None),
+    "exaone_moe_n_group": ("exaone_moe", {"n_group": 2, "topk_group": 1}, None),
+    # a window longer than the prompt: the sliding layers see every token
+    "exaone_moe_sliding_window": ("exaone_moe", {"sliding_window": 64}, None),
+    "exaone_moe_layer_types": ("exaone_moe", {"layer_types": ["full_attention"] * 3}, None),
+    "exaone_moe_sliding_window_pattern": ("exaone_moe", {"layer_types": None,
+                                                         "sliding_window_pattern": 2}, None),
     "glm_attention_bias": ("glm", {"attention_bias": False}, "does not read"),
     "glm_use_qk_norm": ("glm", {"use_qk_norm": False}, "does not read"),
     "glm_tie_word_embeddings": ("glm_all_sparse", {"tie_word_embeddings": False},
@@ -94,6 +115,15 @@ REJECTED: dict[str, tuple[str, dict, str]] = {
     "ernie_k_too_large": (ERNIE, {"moe_k": 7}, "moe_k"),
     "ernie_norm_min_negative": (ERNIE, {"moe_norm_min": -1.0}, "moe_norm_min"),
     "ernie_interval_zero": (ERNIE, {"moe_layer_interval": 0}, "moe_layer_interval"),
+    "exaone_moe_groups_do_not_split": (EXAONE, {"n_group": 3}, "do not split into n_group=3"),
+    "exaone_moe_too_few_kept": (EXAONE, {"topk_group": 1, "num_experts_per_tok": 3},
+                                "kept groups"),
+    "exaone_moe_no_shared_expert": (EXAONE, {"num_shared_experts": 0}, "num_shared_experts"),
+    "exaone_moe_bad_mlp_layer_types": (EXAONE, {"mlp_layer_types": ["dense", "moe", "sparse"]},
+                                       "mlp_layer_types must name"),
+    "exaone_moe_no_sliding_window": (EXAONE, {"sliding_window": None}, "sliding_window null"),
+    "exaone_moe_bad_pattern": (EXAONE, {"layer_types": None, "sliding_window_pattern": "LXG"},
+                               "sliding_window_pattern 'LXG'"),
     "glm_groups_do_not_split": (GLM, {"n_group": 3}, "do not split into n_group=3"),
     "glm_too_few_kept": (GLM, {"topk_group": 1, "num_experts_per_tok": 3}, "kept groups"),
     "glm_no_shared_expert": (GLM, {"n_shared_experts": 0}, "n_shared_experts"),
@@ -105,6 +135,8 @@ REJECTED: dict[str, tuple[str, dict, str]] = {
 PRESETS = {
     ERNIE: ("moe_statics.e_score_correction_bias",
             lambda c, i: ernie4_5_moe.is_sparse_layer(c.options, c.num_hidden_layers, i)),
+    EXAONE: ("mlp.e_score_correction_bias",
+             lambda c, i: c.options.mlp_layer_types[i] == "sparse"),
     GLM: ("gate.e_score_correction_bias",
           lambda c, i: i >= c.options.first_k_dense_replace),
     MINIMAX: ("block_sparse_moe.e_score_correction_bias", lambda c, i: True),
@@ -220,8 +252,8 @@ def test_builds_for_every_ep_with_fused_moe_where_the_ep_has_it(builds, preset, 
     onnx.checker.check_model(built.onnx_bytes(), full_check=True)
 
 
-@pytest.mark.parametrize("case", ["ernie", "ernie_interval_norm_min", "glm", "glm_all_sparse",
-                                  "minimax_m2"])
+@pytest.mark.parametrize("case", ["ernie", "ernie_interval_norm_min", "exaone_moe", "glm",
+                                  "glm_all_sparse", "minimax_m2"])
 def test_cuda_graph_with_fused_moe_matches_transformers_on_the_cpu_ep(tmp_path, case):
     run, package = _parity(checkpoint(cases, case), tmp_path, "cuda",
                            reference(cases, case, "unpadded"))
@@ -253,6 +285,19 @@ def test_glm_multi_token_prediction_layers_are_left_unread(tmp_path):
                                                       "num_nextn_predict_layers": 0})
     with pytest.raises(WeightsError, match="does not read"):
         build(plain, dtype="f32")
+
+
+def test_exaone_moe_multi_token_prediction_tensors_are_left_unread(tmp_path):
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    folder = str(tmp_path / "mtp")
+    shutil.copytree(checkpoint(cases, "exaone_moe"), folder, copy_function=shutil.copyfile)
+    path = os.path.join(folder, "model.safetensors")
+    tensors = load_file(path)
+    tensors["mtp.layers.0.self_attn.q_proj.weight"] = np.ones((4, 4), np.float32)
+    save_file(tensors, path, metadata={"format": "pt"})
+    build(folder, dtype="f32")
 
 
 def test_ernie_multi_token_prediction_tensors_are_left_unread(tmp_path):
