@@ -265,8 +265,8 @@ def _list(what: str) -> int:
     if what == "tiny":
         from mobius.tiny.presets import TINY_PRESETS
 
-        for name, raw in sorted(TINY_PRESETS.items()):
-            print(f"{name}\t{raw['model_type']}")
+        for name, raw in sorted(TINY_PRESETS.items()):  # LFM2-Audio's config has no model_type
+            print(f"{name}\t{raw.get('model_type') or raw['architectures'][0]}")
         return 0
     from mobius.models.catalog import models_table, peer_table, tasks_table
 

@@ -229,6 +229,7 @@ def test_list_tiny(capsys):
     code, out, _ = _cli(capsys, "list", "tiny")
     assert code == 0
     assert "tiny-llama\tllama" in out.splitlines()
+    assert "tiny-lfm2-audio\tLfm2AudioForConditionalGeneration" in out.splitlines()
 
 
 def test_list_tasks_reads_the_task_registry(capsys):
