@@ -4,8 +4,10 @@ Tests run with PYTHONDONTWRITEBYTECODE (a test writes only under its TEST_TMPDIR
 without this every test process compiled each mobius / testing module it imported from
 source again (~0.35 s a process, ~200 processes a suite). The aspect compiles each
 py_library's / py_binary's sources once, in one action per library (checked-hash .pyc:
-valid whatever the source file's mtime), and mobius_py_test links them into its runfiles
-as <dir>/__pycache__/<module>.<CACHE_TAG>.pyc, where the interpreter looks for them.
+valid whatever the source file's mtime), run by rules/py_compile_worker.py as a persistent
+worker (Python starts once per core, not once per library), and mobius_py_test links
+them into its runfiles as <dir>/__pycache__/<module>.<CACHE_TAG>.pyc, where the
+interpreter looks for them.
 """
 
 load("@python_cache_tag//:defs.bzl", "CACHE_TAG")
@@ -14,14 +16,6 @@ PycInfo = provider(
     doc = "Compiled first-party modules: (runfiles path, .pyc File) pairs.",
     fields = {"pycs": "depset of (runfiles path, File) tuples"},
 )
-
-_COMPILE = """
-import py_compile, sys
-args = sys.argv[1:]
-for source, target in zip(args[::2], args[1::2]):
-    py_compile.compile(source, cfile=target, doraise=True,
-                       invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
-"""
 
 def _runfiles_path(src):
     folder, _, base = src.short_path.rpartition("/")
@@ -42,14 +36,21 @@ def _pyc_aspect_impl(target, ctx):
             args.add(src.path)
             args.add(out.path)
         if srcs:
-            ctx.actions.run_shell(
-                command = 'exec python3 -c "$1" "${@:2}"',  # $1: _COMPILE
-                arguments = [_COMPILE, args],
+            # a param file (the last argument, "@file"), as a persistent worker needs
+            args.use_param_file("@%s", use_always = True)
+            args.set_param_file_format("multiline")
+            ctx.actions.run(
+                executable = ctx.executable._compiler,
+                arguments = [args],
                 inputs = srcs,
                 outputs = [out for _, out in direct],
                 mnemonic = "PyCompile",
                 # writes only its declared outputs; a sandbox would cost more than the compile
-                execution_requirements = {"no-sandbox": "1"},
+                execution_requirements = {
+                    "no-sandbox": "1",
+                    "requires-worker-protocol": "json",
+                    "supports-workers": "1",
+                },
                 progress_message = "Compiling %s" % target.label,
                 use_default_shell_env = True,
             )
@@ -58,6 +59,13 @@ def _pyc_aspect_impl(target, ctx):
 pyc_aspect = aspect(
     implementation = _pyc_aspect_impl,
     attr_aspects = ["deps"],
+    attrs = {
+        "_compiler": attr.label(
+            default = "//rules:py_compile_worker",
+            executable = True,
+            cfg = "exec",
+        ),
+    },
 )
 
 def _py_bytecode_impl(ctx):

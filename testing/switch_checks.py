@@ -34,15 +34,26 @@ def f32_package_parity(folder, out, ep: str, ref, steps: int = 3):
     return f32_parity(BuiltPackage(path, package.config, "f32"), ref, steps=steps), package
 
 
+#: (checkpoint folder, its config.json, ep) -> (saved f32 package, config, fused RoPE)
+_RECORDED_RUN_PACKAGES: dict[tuple[str, str, str], tuple[str, object, bool]] = {}
+
+
 def f32_recorded_run_parity(folder, out, ep: str, case_run: str, ref):
-    """f32_package_parity against transformers' ``case_run`` ("padded" or "unpadded") run, built
-    once: a left-padded run is compared over the prefill only where the package's
+    """f32_package_parity against transformers' ``case_run`` ("padded" or "unpadded") run: a
+    left-padded run is compared over the prefill only where the package's
     GroupQueryAttention applies RoPE itself (ORT's kernel rotates a padded row's decode steps
-    by cache slot, docs/eps.md)."""
-    package = build(str(folder), execution_provider=ep, dtype="f32", prefill_logits="all")
-    path = package.save(str(out), overwrite=True)
-    steps = 0 if case_run == "padded" and uses_fused_rotary(package.model) else 3
-    return f32_parity(BuiltPackage(path, package.config, "f32"), ref, steps=steps)
+    by cache slot, docs/eps.md). The package is built once per process for a checkpoint
+    (folder and config.json) and EP, into the first call's ``out``: the padded and unpadded
+    runs of a case compare the same package."""
+    with open(os.path.join(str(folder), "config.json")) as f:
+        key = (os.path.realpath(str(folder)), f.read(), ep)
+    if key not in _RECORDED_RUN_PACKAGES:
+        package = build(str(folder), execution_provider=ep, dtype="f32", prefill_logits="all")
+        _RECORDED_RUN_PACKAGES[key] = (package.save(str(out), overwrite=True), package.config,
+                                       uses_fused_rotary(package.model))
+    path, config, fused_rope = _RECORDED_RUN_PACKAGES[key]
+    steps = 0 if case_run == "padded" and fused_rope else 3
+    return f32_parity(BuiltPackage(path, config, "f32"), ref, steps=steps)
 
 
 def edit_config(folder, edits: dict) -> None:

@@ -65,18 +65,23 @@ def greedy(hf_model, prefill: dict, attention_mask: np.ndarray, steps: int,
 
 
 def record_image_run(hf_model, inputs: dict, media: tuple, features, steps: int, path: str,
+                     image_token_id: int | None = None,
                      **extra) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Saves ``inputs`` (input_ids, attention_mask, the ``media`` keys transformers takes,
     anything else the test feeds), transformers' image ``features`` (a tensor), its merge
-    of them into the token embeddings ("merged") and its run (position ids over the mask;
-    ``extra``: more prefill feeds); returns (logits, greedy tokens)."""
+    of them into the token embeddings ("merged": at the model's placeholder mask, or at the
+    ``image_token_id`` tokens) and its run (position ids over the mask; ``extra``: more
+    prefill feeds); returns (logits, greedy tokens)."""
     import torch
 
     with torch.no_grad():
         ids = torch.from_numpy(inputs["input_ids"])
         embeds = hf_model.get_input_embeddings()(ids)
-        placeholder = hf_model.model.get_placeholder_mask(ids, inputs_embeds=embeds,
-                                                          image_features=features)
+        if image_token_id is None:
+            placeholder = hf_model.model.get_placeholder_mask(ids, inputs_embeds=embeds,
+                                                              image_features=features)
+        else:  # Gemma 4's get_placeholder_mask reads no features and returns three masks
+            placeholder = (ids == image_token_id)[..., None].expand_as(embeds)
         merged = embeds.masked_scatter(placeholder, features)
     mask = inputs["attention_mask"]
     positions = inputs.get("position_ids")  # the test's own, else numbered over the mask

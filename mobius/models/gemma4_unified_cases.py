@@ -90,25 +90,16 @@ def _inputs(config, seed: int) -> dict:
 def _record(hf_model, path: str) -> None:
     import torch
 
-    from testing import parity, vlm_reference
+    from testing import vlm_reference
 
     inputs = _inputs(hf_model.config, 0)
     with torch.no_grad():
         features = torch.cat(hf_model.model.get_image_features(
             torch.from_numpy(inputs["pixel_values"]),
             torch.from_numpy(inputs["image_position_ids"])).pooler_output)
-        ids = torch.from_numpy(inputs["input_ids"])
-        embeds = hf_model.get_input_embeddings()(ids)
-        where = (ids == hf_model.config.image_token_id)[..., None].expand_as(embeds)
-        merged = embeds.masked_scatter(where, features)
-    mask = inputs["attention_mask"]
-    prefill = {k: inputs[k] for k in ("input_ids", "pixel_values", "image_position_ids",
-                                      "mm_token_type_ids")}
-    prefill["position_ids"] = parity.position_ids_for(mask, mask.shape[1])
-    logits, tokens = vlm_reference.greedy(hf_model, prefill, mask, STEPS,
-                                          lambda step, m: parity.position_ids_for(m, 1))
-    vlm_reference.save(path, {**inputs, "features": features.numpy(),
-                              "merged": merged.numpy()}, logits, tokens)
+    vlm_reference.record_image_run(
+        hf_model, inputs, ("pixel_values", "image_position_ids", "mm_token_type_ids"),
+        features, STEPS, path, image_token_id=hf_model.config.image_token_id)
 
 
 def _record_genai(hf_model, path: str) -> None:

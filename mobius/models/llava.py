@@ -46,7 +46,7 @@ from mobius.models.clip import CLIPVisionConfig, CLIPVisionModel, hidden_state_i
 from mobius.models.family import ModelFamily
 from mobius.models.vision_parts import VLM_CHECKPOINT_ALIASES
 from mobius.tasks import vision_language
-from mobius.weights.attach import IgnoredTensors
+from mobius.weights.attach import IgnoredTensors, ignored_layers
 from mobius.tiny.bases import COMMON, VOCAB_SIZE
 
 #: text_config model_type -> the family whose decoder classes and config switches LLaVA reuses.
@@ -207,13 +207,10 @@ def _unread_vision_layers(config: ArchitectureConfig) -> tuple[IgnoredTensors, .
     """The vision layers past the deepest requested hidden state, and post_layernorm."""
     vision = CLIPVisionConfig.from_dict(config.options.vision_config)
     first, count = max(_feature_states(config.options, vision)), vision.num_hidden_layers
-    layers = "|".join(str(i) for i in range(first, count))
     tower = r"(model\.)?vision_tower\.(vision_model\.)?"
     reason = "llava reads CLIP hidden states up to vision_feature_layer only"
-    ignored = (IgnoredTensors(tower + r"post_layernorm\..*", reason),)
-    if layers:
-        ignored += (IgnoredTensors(tower + rf"encoder\.layers\.({layers})\..*", reason),)
-    return ignored
+    return (IgnoredTensors(tower + r"post_layernorm\..*", reason),
+            *ignored_layers(tower + r"encoder\.layers\.", first, count, reason))
 
 
 FAMILY = ModelFamily(

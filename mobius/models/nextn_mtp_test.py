@@ -17,14 +17,13 @@ import os
 import shutil
 
 import numpy as np
-import onnxruntime as ort
-import onnxruntime_genai as og
 import pytest
 from safetensors.numpy import load_file, save_file
 
 from mobius.builder import build
 from mobius.errors import MobiusError
 from mobius.models import nextn_mtp_cases as cases
+from testing import mtp_runs
 from testing.checkpoint_runs import checkpoint
 from testing.reference_cases import case_dir
 
@@ -63,42 +62,13 @@ def _second_layer(tensors: dict) -> dict:
 def test_head_matches_the_published_module(tmp_path, case, edit):
     recorded = _recorded(case)
     ckpt = checkpoint(cases, case) if edit is None else _edited(case, str(tmp_path / "c"), *edit)
-    folder = build(ckpt, mtp=True).save(str(tmp_path / "f32"))
-    session = ort.InferenceSession(os.path.join(folder, "mtp", "model.onnx"))
-    tokens = recorded["input_ids"]
-    kv = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32)
-          for i in session.get_inputs() if i.name.startswith("past_key_values.")}
-    logits, hidden = session.run(["logits", "hidden_states_out"], {
-        "input_ids": tokens, "hidden_states": recorded["hidden_states"],
-        "attention_mask": np.ones_like(tokens), "position_ids": np.arange(tokens.shape[1])[None],
-        **kv})
-    np.testing.assert_allclose(logits, recorded["logits"], atol=1e-4, rtol=0)
-    np.testing.assert_allclose(hidden, recorded["hidden_states_out"], atol=1e-4, rtol=0)
-
-
-def _greedy(make, model, prompt):
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(prompt) + NEW_TOKENS, do_sample=False)
-    generator = make(params)
-    generator.append_tokens(prompt)
-    while not generator.is_done():
-        generator.generate_next_token()
-    return generator
+    mtp_runs.assert_head_matches(build(ckpt, mtp=True).save(str(tmp_path / "f32")), recorded)
 
 
 @pytest.mark.parametrize("case", cases.CASES)
 def test_speculative_greedy_equals_plain_greedy(tmp_path, case):
     package = build(checkpoint(cases, case), dtype="f16", mtp=True).save(str(tmp_path / "f16"))
-    model, head = og.Model(package), og.Model(os.path.join(package, "mtp"))
-    prompt = _recorded(case)["prompt"][0].astype(np.int32)
-    plain = _greedy(lambda p: og.Generator(model, p), model, prompt).get_sequence(0)
-    speculative = _greedy(lambda p: og.MtpGenerator(model, head, p), model, prompt)
-    np.testing.assert_array_equal(np.asarray(speculative.get_sequence()), np.asarray(plain))
-    assert len(plain) == len(prompt) + NEW_TOKENS
-    stats = speculative.get_stats()
-    assert stats["mtp_failures"] == 0 and stats["tokens_emitted"] == NEW_TOKENS, stats
-    assert stats["draft_forward_passes"] >= stats["rounds"] > 0, stats
-    assert stats["draft_tokens_evaluated"] == stats["trials"] > 0, stats
+    mtp_runs.assert_speculative_equals_plain(package, _recorded(case)["prompt"][0], NEW_TOKENS)
 
 
 def test_mtp_needs_the_mtp_layer(tmp_path):

@@ -46,7 +46,7 @@ from mobius.tasks.image_processor import FILE
 from mobius.tasks import vision_language
 from mobius.tasks.task import TensorSpec
 from mobius.tiny.bases import COMMON
-from mobius.weights.attach import IgnoredTensors
+from mobius.weights.attach import IgnoredTensors, ignored_layers
 
 CLIP_MODEL = "openai/clip-vit-large-patch14-336"
 #: the tower the checkpoint's code builds for CLIP_MODEL (its fixed CLIPVisionConfig)
@@ -213,12 +213,9 @@ def _unread(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
         IgnoredTensors(r"model\.vision_embed_tokens\.wte\.weight",
                        "the image embedding's reference to model.embed_tokens"),
     ]
-    deeper = "|".join(str(i) for i in range(vision.feature_state,
-                                            vision.clip.num_hidden_layers))
-    if deeper:
-        ignored.append(IgnoredTensors(tower + rf"encoder\.layers\.({deeper})\..*",
+    return (*ignored, *ignored_layers(tower + r"encoder\.layers\.", vision.feature_state,
+                                      vision.clip.num_hidden_layers,
                                       "layers after img_processor layer_idx are not read"))
-    return tuple(ignored)
 
 
 FAMILY = ModelFamily(

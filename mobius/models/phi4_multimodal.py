@@ -37,7 +37,7 @@ from mobius.models.phi4mm_audio import Phi4AudioEmbedding
 from mobius.models.phi4mm_vision import Phi4ImageEmbedding
 from mobius.tasks import vision_language
 from mobius.tasks.task import TensorSpec
-from mobius.weights.attach import IgnoredTensors
+from mobius.weights.attach import IgnoredTensors, ignored_layers
 from mobius.tiny.bases import COMMON, VOCAB_SIZE
 
 #: transformers' Phi4MultimodalVisionConfig defaults
@@ -217,15 +217,10 @@ def _unread(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
     vision = config.options.vision_config
     layers = feature_layers(vision, int(vision["num_hidden_layers"]))
     tower = r"model\.embed_tokens_extend\.image_embed\.img_processor\."
-    deeper = "|".join(str(i) for i in range(layers, int(vision["num_hidden_layers"])))
-    ignored = [
-        IgnoredTensors(tower + r"(post_layernorm|head)\..*",
-                       "image features are a hidden state before post_layernorm and the head"),
-    ]
-    if deeper:
-        ignored.append(IgnoredTensors(tower + rf"encoder\.layers\.({deeper})\..*",
-                                      "layers after vision_config feature_layer are not read"))
-    return tuple(ignored)
+    return (IgnoredTensors(tower + r"(post_layernorm|head)\..*",
+                           "image features are a hidden state before post_layernorm and the head"),
+            *ignored_layers(tower + r"encoder\.layers\.", layers, int(vision["num_hidden_layers"]),
+                            "layers after vision_config feature_layer are not read"))
 
 
 FAMILY = ModelFamily(

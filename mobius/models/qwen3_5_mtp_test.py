@@ -16,13 +16,13 @@ import json
 import os
 
 import numpy as np
-import onnxruntime as ort
 import onnxruntime_genai as og
 import pytest
 
 from mobius.builder import build
 from mobius.errors import MobiusError
 from mobius.models import qwen3_5_cases as cases
+from testing import mtp_runs
 from testing.checkpoint_runs import checkpoint
 from testing.reference_cases import case_dir
 
@@ -43,16 +43,7 @@ def f16_package(tmp_path_factory):
 
 def test_head_matches_transformers_parts(tmp_path, recorded):
     folder = build(checkpoint(cases, "mtp"), mtp=True).save(str(tmp_path / "f32"))
-    session = ort.InferenceSession(os.path.join(folder, "mtp", "model.onnx"))
-    tokens = recorded["input_ids"]
-    kv = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32)
-          for i in session.get_inputs() if i.name.startswith("past_key_values.")}
-    logits, hidden = session.run(["logits", "hidden_states_out"], {
-        "input_ids": tokens, "hidden_states": recorded["hidden_states"],
-        "attention_mask": np.ones_like(tokens), "position_ids": np.arange(tokens.shape[1])[None],
-        **kv})
-    np.testing.assert_allclose(logits, recorded["logits"], atol=1e-4, rtol=0)
-    np.testing.assert_allclose(hidden, recorded["hidden_states_out"], atol=1e-4, rtol=0)
+    mtp_runs.assert_head_matches(folder, recorded)
     with open(os.path.join(folder, "genai_config.json")) as f:
         assert json.load(f)["model"]["mtp"]["filename"] == "mtp/model.onnx"
 
@@ -67,28 +58,8 @@ def test_decoder_hands_genai_the_final_hidden_states(f16_package, recorded):
     np.testing.assert_allclose(hidden[0, :-1], recorded["hidden_states"][0], atol=3e-2, rtol=0)
 
 
-def _greedy(make, model, prompt):
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(prompt) + NEW_TOKENS, do_sample=False)
-    generator = make(params)
-    generator.append_tokens(prompt)
-    while not generator.is_done():
-        generator.generate_next_token()
-    return generator
-
-
 def test_speculative_greedy_equals_plain_greedy(f16_package, recorded):
-    model, head = og.Model(f16_package), og.Model(os.path.join(f16_package, "mtp"))
-    prompt = recorded["prompt"][0].astype(np.int32)
-    plain = _greedy(lambda p: og.Generator(model, p), model, prompt).get_sequence(0)
-    speculative = _greedy(lambda p: og.MtpGenerator(model, head, p), model, prompt)
-    np.testing.assert_array_equal(np.asarray(speculative.get_sequence()), np.asarray(plain))
-    assert len(plain) == len(prompt) + NEW_TOKENS
-    stats = speculative.get_stats()
-    assert stats["mtp_failures"] == 0 and stats["tokens_emitted"] == NEW_TOKENS, stats
-    assert stats["draft_forward_passes"] >= stats["rounds"] > 0, stats
-    assert stats["draft_tokens_evaluated"] == stats["trials"] > 0, stats
-    assert 0 <= stats["draft_tokens_accepted"] <= stats["draft_tokens_evaluated"], stats
+    mtp_runs.assert_speculative_equals_plain(f16_package, recorded["prompt"][0], NEW_TOKENS)
 
 
 def test_mtp_needs_a_head_and_every_logits_row(tmp_path):

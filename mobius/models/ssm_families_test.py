@@ -151,15 +151,29 @@ PARITY_CASES = [(c, ep, run) for c in sorted(CONFIGS) for ep in ("default", "cpu
                 for run in ("padded", "unpadded")]
 
 
+@pytest.fixture(scope="module")
+def f32_packages(tmp_path_factory):
+    """(case, ep) -> (its f32 package, saved): built once for the padded and unpadded runs."""
+    saved = {}
+
+    def get(case, ep):
+        if (case, ep) not in saved:
+            package = build(checkpoint(cases, case), execution_provider=ep, dtype="f32",
+                            prefill_logits="all")
+            folder = package.save(str(tmp_path_factory.mktemp(f"{case}-{ep}")))
+            saved[case, ep] = package, BuiltPackage(folder, package.config, "f32")
+        return saved[case, ep]
+
+    return get
+
+
 @pytest.mark.parametrize("case,ep,run", PARITY_CASES, ids=["-".join(c) for c in PARITY_CASES])
-def test_f32_parity_with_transformers(tmp_path, case, ep, run):
+def test_f32_parity_with_transformers(f32_packages, case, ep, run):
     """A cpu graph whose GroupQueryAttention applies RoPE itself (Falcon-H1) is compared
     left-padded over the prefill only: ORT's GQA kernel takes decode-step rotary positions
     from cache slots, wrong for a left-padded row (a known kernel limitation, as in
     granitemoehybrid_test.py; onnxruntime-genai right-pads, and its tokens match)."""
-    package = build(checkpoint(cases, case), execution_provider=ep, dtype="f32",
-                    prefill_logits="all")
-    built = BuiltPackage(package.save(str(tmp_path / "pkg")), package.config, "f32")
+    package, built = f32_packages(case, ep)
     steps = 0 if run == "padded" and uses_fused_rotary(package.models["model"]) else 3
     result = f32_parity(built, reference(cases, case, run), steps=steps)
     assert result.max_abs_diff <= TOLERANCE, f"{case}/{ep}/{run}: {result.max_abs_diff:.3g}"

@@ -47,6 +47,16 @@ class IgnoredTensors:
         return re.fullmatch(self.pattern, name) is not None
 
 
+def ignored_layers(prefix: str, first: int, count: int, reason: str) -> tuple[IgnoredTensors, ...]:
+    """Layers ``first`` .. ``count - 1`` of a stack (tensors ``<prefix><i>.*``, ``prefix`` a
+    regular expression): a tower whose features are a hidden state before its last layer
+    leaves the deeper layers unread. Empty when there are none."""
+    if first >= count:
+        return ()
+    layers = "|".join(str(i) for i in range(first, count))
+    return (IgnoredTensors(prefix + rf"({layers})\..*", reason),)
+
+
 def attach_weights(module: nn.Module, checkpoint: SafetensorsCheckpoint | PrequantizedCheckpoint,
                    prefixes: tuple[str, ...] = ("",),
                    aliases: tuple[tuple[str, tuple[str, ...]], ...] = (),
