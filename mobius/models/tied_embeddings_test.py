@@ -21,6 +21,7 @@ from mobius.builder import build
 from mobius.models.registry import FAMILIES
 from mobius.tiny.presets import TINY_PRESETS
 from mobius.weights.safetensors_checkpoint import SafetensorsCheckpoint
+from testing.ep_suite import Builds, Checkpoints
 from testing.model_runs import family_checkpoint
 
 TIED = [f for f in FAMILIES if TINY_PRESETS[f.tiny_preset].get("tie_word_embeddings")]
@@ -32,25 +33,29 @@ TARGETS = [("default", "f32"), ("cpu", "f32"), ("webgpu", "f32"), ("onnx-standar
 CONSTANT_BYTES = 64 * 1024
 
 
-def _initializers(folder: str) -> dict[str, np.ndarray]:
-    out = {}
-    for path in sorted(glob.glob(os.path.join(folder, "*.onnx"))):
-        out.update(_file_initializers(path))
-    return out
+def _model_files(folder: str) -> dict[str, onnx.ModelProto]:
+    """A saved package's model files, external data loaded."""
+    return {os.path.basename(path): onnx.load(path)
+            for path in sorted(glob.glob(os.path.join(folder, "*.onnx")))}
 
 
-def _file_initializers(path: str) -> dict[str, np.ndarray]:
-    model = onnx.load(path)
-    return {f"{os.path.basename(path)}:{tensor.name}": numpy_helper.to_array(tensor)
-            for tensor in model.graph.initializer}
+def _stored_models(built) -> dict[str, onnx.ModelProto]:
+    """An EP suite build's model files (each its own self-contained bytes)."""
+    return {f"{key}.onnx": onnx.ModelProto.FromString(built.onnx_bytes(key))
+            for key in built.serialized}
 
 
-def _sessions_reading(folder: str, table_size: int) -> int:
+def _initializers(models: dict[str, onnx.ModelProto]) -> dict[str, np.ndarray]:
+    return {f"{name}:{tensor.name}": numpy_helper.to_array(tensor)
+            for name, model in models.items() for tensor in model.graph.initializer}
+
+
+def _sessions_reading(models: dict[str, onnx.ModelProto], table_size: int) -> int:
     """How many of the package's model files hold a matrix of the table's size. Each
     file is its own onnxruntime session, so a table both an encoder and a decoder
     read (t5, bart: the shared token embedding) is stored once per file."""
-    return sum(any(a.size == table_size for a in _file_initializers(path).values())
-               for path in glob.glob(os.path.join(folder, "*.onnx")))
+    return sum(any(a.size == table_size for a in _initializers({n: m}).values())
+               for n, m in models.items())
 
 
 def _checkpoint_bytes(folder: str, itemsize: int, table: tuple, ignored=()) -> int:
@@ -80,24 +85,30 @@ def test_the_tied_families_are_covered():
     assert {"qwen2", "gemma", "gpt2", "whisper"} <= {f.name for f in TIED}
 
 
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """The EP suites' builds (//ep/<ep>:builds in this target's data: built once for all)."""
+    return Builds(Checkpoints(tmp_path_factory.mktemp("checkpoints")))
+
+
 @pytest.mark.parametrize("ep, dtype", TARGETS, ids=lambda t: t)
 @pytest.mark.parametrize("family", TIED, ids=lambda f: f.name)
-def test_tied_matrix_is_stored_once(family, ep, dtype, checkpoints, tmp_path):
-    checkpoint = checkpoints(family)
-    package = build(checkpoint, execution_provider=ep, dtype=dtype)
-    assert package.config.tie_word_embeddings
-    folder = package.save(str(tmp_path / "pkg"))
+def test_tied_matrix_is_stored_once(family, ep, dtype, builds):
+    built = builds.get(family.name, ep, dtype)
+    checkpoint = builds.checkpoints.folder(family.name)
+    assert built.config.tie_word_embeddings
+    models = _stored_models(built)
     itemsize = 2 if dtype == "f16" else 4
     table = SafetensorsCheckpoint(checkpoint).info(_table_name(checkpoint)).shape
-    extra_sessions = _sessions_reading(folder, int(np.prod(table))) - 1
-    stored = sum(a.size * a.dtype.itemsize for a in _initializers(folder).values()
+    extra_sessions = _sessions_reading(models, int(np.prod(table))) - 1
+    stored = sum(a.size * a.dtype.itemsize for a in _initializers(models).values()
                  if a.dtype.kind == "f")
-    ignored = family.ignored_tensors(package.config)
+    ignored = family.ignored_tensors(built.config)
     expected = (_checkpoint_bytes(checkpoint, itemsize, table, ignored)
                 + extra_sessions * int(np.prod(table)) * itemsize)
     assert expected <= stored <= expected + CONSTANT_BYTES, (stored, expected)
-    for path in glob.glob(os.path.join(folder, "*.onnx")):
-        _assert_no_duplicate_matrix(_file_initializers(path))
+    for name, model in models.items():
+        _assert_no_duplicate_matrix(_initializers({name: model}))
 
 
 #: (family, EP, dtype) of the int4 builds: every tied family on cpu (f32 scales), one
@@ -115,15 +126,15 @@ def test_tied_matrix_is_quantized_once(family, ep, dtype, checkpoints, tmp_path)
     package = build(checkpoint, execution_provider=ep, dtype=dtype, quant="int4",
                     quant_embedding=True, quant_block_size=block)
     vocab = package.config.vocab_size
-    folder = package.save(str(tmp_path / "pkg"))
-    arrays = _initializers(folder)
+    models = _model_files(package.save(str(tmp_path / "pkg")))
+    arrays = _initializers(models)
     assert not any(a.dtype.kind == "f" and a.size == vocab * hidden for a in arrays.values())
     codes = [n for n, a in arrays.items() if a.dtype == np.uint8 and a.size == vocab * hidden // 2]
     # once per model file (session): t5 / bart encoders read the shared table too
     assert sorted(n.split(":")[0] for n in codes) == sorted(
         {n.split(":")[0] for n in codes}) and codes, codes
-    for path in glob.glob(os.path.join(folder, "*.onnx")):
-        _assert_no_duplicate_matrix(_file_initializers(path))
+    for name, model in models.items():
+        _assert_no_duplicate_matrix(_initializers({name: model}))
 
 
 def _table_name(folder: str) -> str:
