@@ -7,10 +7,11 @@ Inputs as Qwen2.5-VL's tower takes them (mobius/models/qwen2_5_vl_vision.py): pi
 and image_grid_thw [images, 3]; every image of one call shares one grid. Output: the
 tower's last hidden state [1, patches, hidden] (no final norm).
 
-* attention (``full_attention`` layers): q/k/v_proj and out_proj without biases (q_norm / k_norm saved as
-  q_layernorm / k_layernorm, the patch embedding as patchifier), grouped-query (num_key_value_heads), RMSNorm per head on q and k, then axial 2-D RoPE
+* attention (``full_attention`` layers): q/k/v_proj and out_proj without biases,
+  grouped-query (num_key_value_heads), RMSNorm per head on q and k, then axial 2-D RoPE
   (rows rotate the first half of the frequencies, columns the second; theta from
-  rope_parameters, default 1e6), bidirectional within each frame.
+  rope_parameters, default 1e6), bidirectional within each frame. Saved names:
+  q_layernorm / k_layernorm (transformers' q_norm / k_norm), patchifier (patch_embed).
 * short conv (``conv`` layers): in_proj -> (input gate, output gate, x); the gated x of
   each frame goes to its raster grid, through a depthwise Conv2d (conv_kernel_size, zero
   padding kernel // 2, no bias), back to merge-block order, times the output gate, then
