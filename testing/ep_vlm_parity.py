@@ -50,7 +50,7 @@ def _namespace(raw):
 def vision_feeds(family: str, raw: dict, rng) -> dict[str, np.ndarray]:
     """One small image in the family's vision-model layout (float32; cast per session)."""
     config = _namespace(raw)
-    if family in ("qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe", "exaone4_5"):
+    if family in ("qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe", "exaone4_5", "lfm3_vl"):
         from testing.qwen2_5_vl_checkpoints import make_pixels
 
         pixels, grid = make_pixels(config, [(1, 4, 4)], rng)
