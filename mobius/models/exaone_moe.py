@@ -3,8 +3,8 @@ RMSNorm; RoPE on the sliding-window layers only: mobius/models/exaone4.py; trans
 config always has a ``sliding_window``) in pre-norm layers (input_layernorm,
 post_attention_layernorm, as OLMoE), whose MLP is dense or DeepSeek-V3's routed experts
 (mobius/models/deepseek_moe.py: sigmoid scores, ``e_score_correction_bias`` for the choice,
-``topk_group`` of ``n_group`` groups, ``norm_topk_prob``, ``routed_scaling_factor``) plus a shared gated MLP of
-moe_intermediate_size * ``num_shared_experts``.
+``topk_group`` of ``n_group`` groups, ``norm_topk_prob``, ``routed_scaling_factor``) plus a
+shared gated MLP of moe_intermediate_size * ``num_shared_experts``.
 
 Which layers are sparse is ``mlp_layer_types`` ("dense" / "sparse" per layer), else all
 but the first ``first_k_dense_replace``. The checkpoint keeps each sparse layer's correction
