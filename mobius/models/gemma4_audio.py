@@ -68,6 +68,11 @@ class Gemma4AudioOptions:
                              self.attention_context_right)
 
     @property
+    def mel_bins(self) -> int:
+        """The log-mel width the projection expects (two halvings to channels[0] // 4)."""
+        return self.subsampling_conv_channels[0] // 4 * 4
+
+    @property
     def clip(self) -> float:
         return min(self.gradient_clipping, F32_MAX)
 
@@ -241,9 +246,9 @@ class Gemma4AudioEncoder(nn.Module):
     def forward(self, op, features, mask):
         hidden, valid = self.audio_tower(op, features, op.Cast(mask, to=ir.DataType.BOOL))
         tokens = self.embed_audio(op, hidden)
-        return op.GatherND(tokens, _real(op, valid))
+        return real_tokens(op, tokens, valid)
 
 
-def _real(op, valid):
-    """[n, 2] int64 (clip, position) of every True in valid, row-major."""
-    return op.Transpose(op.NonZero(valid), perm=[1, 0])
+def real_tokens(op, tokens, valid):
+    """tokens [b, t, width] at every True of valid [b, t], row-major: [n, width]."""
+    return op.GatherND(tokens, op.Transpose(op.NonZero(valid), perm=[1, 0]))
