@@ -267,7 +267,6 @@ TINY_PRESETS = {
         "audio_config": {"model_type": "gemma4_audio", "hidden_size": 40,
                          "num_hidden_layers": 1, "num_attention_heads": 2,
                          "subsampling_conv_channels": [8, 4], "output_proj_dims": 40,
-                         "attention_chunk_size": 4, "attention_context_left": 5,
-                         "conv_kernel_size": 3},
+                         "attention_chunk_size": 4, "attention_context_left": 5},
     },
 }
