@@ -26,6 +26,8 @@ from onnxscript import nn
 
 from mobius.components.linear import Linear
 from mobius.components.weight import Weight
+from mobius.context import get_build_dtype
+from mobius.weights.dtypes import numpy_dtype
 
 BOOL, I64 = ir.DataType.BOOL, ir.DataType.INT64
 
@@ -105,7 +107,9 @@ class ChunkedRelativeAttention(nn.Module):
         self.positions = sinusoid_positions(geometry.context, hidden)
 
     def _const(self, op, value):
-        return op.Constant(value=ir.tensor(np.asarray(value, dtype=np.float32)))
+        """A constant in the build dtype."""
+        dtype = numpy_dtype(get_build_dtype())
+        return op.Constant(value=ir.tensor(np.asarray(value, dtype=np.float32).astype(dtype)))
 
     def _relative_logits(self, op, queries):
         """queries [b, heads, blocks, chunk, dim] -> [b, heads, blocks, chunk, context]."""
@@ -143,7 +147,9 @@ class ChunkedRelativeAttention(nn.Module):
         logits = op.Add(op.MatMul(queries, k), self._relative_logits(op, queries))
         cap = self._const(op, self.cap)
         logits = op.Mul(op.Tanh(op.Div(logits, cap)), cap)
-        logits = op.Where(allowed, logits, self._const(op, self.invalid))
+        lowest = float(np.finfo(np.float16).min) if get_build_dtype() == ir.DataType.FLOAT16 \
+            else self.invalid  # -1e9 overflows float16
+        logits = op.Where(allowed, logits, self._const(op, max(self.invalid, lowest)))
         out = op.MatMul(op.Softmax(logits, axis=-1), v)  # [b, heads, blocks, chunk, dim]
         out = op.Reshape(op.Transpose(out, perm=[0, 2, 3, 1, 4]),
                          _ints(op, 0, -1, self.heads * self.dim))

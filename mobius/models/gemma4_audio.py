@@ -24,19 +24,23 @@ from __future__ import annotations
 
 import dataclasses
 
+import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 from onnxscript import nn
 
 from mobius.components.activations import apply_activation
+from mobius.components.causal_transformer import scalar
 from mobius.components.chunked_attention import (ChunkedRelativeAttention, ChunkGeometry,
                                                  block_index, block_mask)
 from mobius.components.linear import Linear
 from mobius.components.rms_norm import RMSNorm
 from mobius.components.weight import Weight
 from mobius.config.options import read_options
+from mobius.context import get_build_dtype
 from mobius.errors import ConfigError
 from mobius.models.gemma4_vision import ClippableLinear, Gemma4MultimodalEmbedder
+from mobius.weights.dtypes import numpy_dtype
 
 F32_MAX = float(np.finfo(np.float32).max)
 
@@ -98,9 +102,14 @@ def audio_options(raw: dict | None) -> Gemma4AudioOptions:
 
 
 def _clamp(op, x, bound: float):
-    lo = op.Constant(value=ir.tensor(np.array(-bound, np.float32)))
-    hi = op.Constant(value=ir.tensor(np.array(bound, np.float32)))
-    return op.Clip(x, lo, hi)
+    """x within +-bound (the build dtype's largest value at most)."""
+    dtype = numpy_dtype(get_build_dtype())
+    bound = min(bound, float(_finfo(dtype).max))
+    return op.Clip(x, scalar(op, -bound), scalar(op, bound))
+
+
+def _finfo(dtype):
+    return ml_dtypes.finfo(dtype) if dtype == ml_dtypes.bfloat16 else np.finfo(dtype)
 
 
 class _Tensor(nn.Module):
@@ -124,7 +133,7 @@ class _SubsampleLayer(nn.Module):
 
     def forward(self, op, x, mask):
         """x [b, c, t, f], mask [b, t] bool -> ([b, c', ceil(t / 2), ceil(f / 2)], mask)."""
-        keep = op.Unsqueeze(op.Cast(mask, to=ir.DataType.FLOAT), op.Constant(value_ints=[1, 3]))
+        keep = op.Unsqueeze(op.Cast(mask, to=get_build_dtype()), op.Constant(value_ints=[1, 3]))
         y = op.Conv(op.Mul(x, keep), self.conv(op), strides=[2, 2], pads=[1, 1, 1, 1])
         y = op.Transpose(y, perm=[0, 2, 3, 1])
         y = op.LayerNormalization(y, self.norm(op), axis=-1, epsilon=self.eps)
@@ -164,7 +173,7 @@ class _FeedForward(nn.Module):
         y = self.pre_layer_norm(op, _clamp(op, x, self.clip))
         y = self.ffw_layer_2(op, apply_activation(op, self.ffw_layer_1(op, y), self.act))
         y = self.post_layer_norm(op, _clamp(op, y, self.clip))
-        return op.Add(op.Mul(y, op.Constant(value=ir.tensor(np.float32(self.scale)))), x)
+        return op.Add(op.Mul(y, scalar(op, self.scale)), x)
 
 
 class _LightConv(nn.Module):
