@@ -177,7 +177,9 @@ def _record_audio(hf_model, path: str) -> None:
     features = rng.standard_normal((1, AUDIO_FRAMES, mel)).astype(np.float32)
     mask = np.ones((1, AUDIO_FRAMES), bool)
     count = (AUDIO_FRAMES + 3) // 4
-    text = lambda n: [int(t) for t in rng.integers(4, config.image_token_id - 8, size=n)]  # noqa: E731
+    def text(n):
+        return [int(t) for t in rng.integers(4, config.image_token_id - 8, size=n)]
+
     ids = text(2) + [config.boa_token_id, *[config.audio_token_id] * count,
                      config.eoa_token_index] + text(3)
     input_ids = np.array([ids], np.int64)
