@@ -362,6 +362,7 @@ FAMILY_DEPS = {
     ],
     "gemma4_conditional": [
         ":gemma4",
+        ":gemma4_audio",
         ":gemma4_vision",
         "//mobius/components:causal_transformer",
         "//mobius/components:image_tokens",

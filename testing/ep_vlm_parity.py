@@ -12,8 +12,8 @@ the chain. Compared: image features, prefill inputs_embeds, logits per step.
 
 The image inputs come from the families' checkpoint helpers (testing/*_checkpoints.py);
 prompts are batch 1: text, one image's tokens, text. Phi-4-multimodal also runs
-its speech model on one 16-frame clip (2 audio tokens, after the image's):
-audio_features are compared too.
+its speech model on one 16-frame clip (2 audio tokens, after the image's), Gemma 4
+on 16 log-mel frames (4 audio tokens): audio_features are compared too.
 """
 
 from __future__ import annotations
@@ -161,10 +161,16 @@ class Trace:
     tokens: list[np.ndarray]
 
 
-def audio_feeds(raw: dict, rng) -> dict | None:
-    """One 16-frame clip for a package with a speech model (Phi-4-multimodal)."""
+def audio_feeds(family: str, raw: dict, rng) -> dict | None:
+    """One 16-frame clip for a package with a speech model (Phi-4-multimodal; Gemma 4:
+    log-mel frames, 4 audio tokens)."""
     if "audio_config" not in raw:
         return None
+    if family == "gemma4":
+        mel = raw["audio_config"]["subsampling_conv_channels"][0] // 4 * 4
+        return {"audio_embeds": rng.standard_normal((1, 16, mel)).astype(np.float32),
+                "audio_attention_mask": np.ones((1, 16), bool),
+                "audio_sizes": np.array([4], np.int64)}
     from testing.phi4mm_checkpoints import audio_inputs
 
     return audio_inputs([16], rng)[0]
@@ -174,7 +180,8 @@ def prompt(raw: dict, tokens: int, audio_tokens: int, rng) -> np.ndarray:
     """[1, 4 + tokens + audio_tokens + 3]: random text, the image's (and clip's) tokens,
     random text."""
     text = rng.integers(3, 1000, size=7)  # below every special token of the presets
-    audio_id = (raw.get("audio_config") or {}).get("audio_token_id", 0)
+    audio_id = (raw.get("audio_config") or {}).get("audio_token_id",
+                                                  raw.get("audio_token_id", 0))
     ids = np.concatenate([text[:4], np.full(tokens, image_token_id(raw)),
                           np.full(audio_tokens, audio_id), text[4:]])
     return ids[None].astype(np.int64)
@@ -230,7 +237,7 @@ def generic_trace(generic_built, family: str, seed: int = 0) -> tuple:
     reference trace, input_ids), the same in every EP's comparison."""
     raw = generic_built.config.raw
     rng = np.random.default_rng(seed)
-    vision, audio = vision_feeds(family, raw, rng), audio_feeds(raw, rng)
+    vision, audio = vision_feeds(family, raw, rng), audio_feeds(family, raw, rng)
     reference, input_ids = run_reference(Chain(generic_built), vision, audio, raw, rng)
     return vision, audio, reference, input_ids
 

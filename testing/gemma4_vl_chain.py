@@ -27,12 +27,24 @@ class Chain:
         self.past = {i.name: i.shape for i in self.decoder.get_inputs()
                      if i.name.startswith("past_key_values.")}
         self.width = self.embedding.get_inputs()[1].shape[1]
+        speech = os.path.join(path, "speech.onnx")
+        self.speech = ort_session(speech) if os.path.exists(speech) else None
 
     def features(self, pixels, positions):
         return self.vision.run(None, {"pixel_values": pixels, "pixel_position_ids": positions})[0]
 
-    def embed(self, ids, features):
-        return self.embedding.run(None, {"input_ids": ids, "image_features": features})[0]
+    def audio(self, features, mask):
+        """speech.onnx on one batch of clips (every clip's tokens kept)."""
+        return self.speech.run(None, {"audio_embeds": features, "audio_attention_mask": mask,
+                                      "audio_sizes": np.full(len(mask), 2**40, np.int64)})[0]
+
+    def embed(self, ids, features, audio=None):
+        """The embedding model; no audio: none (where the package has a speech model)."""
+        feeds = {"input_ids": ids, "image_features": features}
+        if self.speech is not None:
+            feeds["audio_features"] = (np.zeros((0, self.width), np.float32) if audio is None
+                                       else audio)
+        return self.embedding.run(None, feeds)[0]
 
     def decode(self, ids, embeds, mask, past):
         feeds = {"inputs_embeds": embeds, "input_ids": ids, "attention_mask": mask,

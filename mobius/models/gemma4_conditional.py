@@ -13,9 +13,15 @@ mobius/tasks/vision_language.py, onnxruntime-genai's ``gemma4`` type:
   ways on the sliding layers (transformers does so given mm_token_type_ids, which its
   processor makes).
 
-The audio tower and its embedder (``model.audio_tower``, ``model.embed_audio``) are not
-built: their tensors are declared unread, their config section left out of the
-plausibility check. Video tokens are not expanded (genai's gemma4 type takes images).
+* ``speech`` (where config.json has an ``audio_config``): the audio tower of
+  mobius/models/gemma4_audio.py and ``embed_audio``: audio_embeds [audios, frames, mel]
+  (genai's Gemma4LogMel features), audio_attention_mask [audios, frames] (bool),
+  audio_sizes [audios] -> audio_features [tokens, hidden], the real soft tokens (at most
+  sum(audio_sizes)); the embedding model replaces the audio-token positions in order.
+  Without an audio_config the tower's tensors are declared unread and genai_config
+  blanks the speech processor.
+
+Video tokens are not expanded (genai's gemma4 type takes images).
 """
 
 from __future__ import annotations
@@ -32,20 +38,22 @@ from mobius.components.lm_head import LMHead
 from mobius.config.architecture import ArchitectureConfig
 from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
+from mobius.models.gemma4_audio import Gemma4AudioModel, audio_options, real_tokens
 from mobius.models.gemma4 import (FAMILY as TEXT, FULL, SLIDING, TINY_PRESETS as TEXT_PRESETS,
                                   Gemma4ForCausalLM, Gemma4Options)
 from mobius.models.gemma4_vision import (Gemma4MultimodalEmbedder, Gemma4VisionModel,
                                          vision_options)
 from mobius.tasks import vision_language
 from mobius.tasks.task import TensorSpec
-from mobius.tasks.vision_language import NUM_IMAGES, NUM_PATCHES
+from mobius.tasks.vision_language import (NUM_AUDIOS, NUM_FRAMES, NUM_IMAGES,
+                                          NUM_PATCHES)
 from mobius.weights.attach import IgnoredTensors
 from mobius.tiny.bases import VOCAB_SIZE
 
 #: the multimodal model's parts this package does not run
 UNREAD = tuple(IgnoredTensors(rf"model\.{part}\..*", f"{part} (the audio tower is not built)")
                for part in ("audio_tower", "embed_audio"))
-PROCESSOR_FILE = "processor_config.json"
+PROCESSOR_FILE, SPEECH_PROCESSOR_FILE = "processor_config.json", "speech_processor.json"
 #: transformers' Gemma4Config token ids
 _TOKEN_DEFAULTS = {"image_token_id": 258_880, "video_token_id": 258_884,
                    "audio_token_id": 258_881}
@@ -56,6 +64,7 @@ class Gemma4VLOptions(Gemma4Options):
     """The decoder's switches plus what the multimodal model reads (normalize)."""
 
     vision_config: dict | None = None
+    audio_config: dict | None = None
     image_token_id: int = _TOKEN_DEFAULTS["image_token_id"]
     video_token_id: int = _TOKEN_DEFAULTS["video_token_id"]
     audio_token_id: int = _TOKEN_DEFAULTS["audio_token_id"]
@@ -71,12 +80,15 @@ def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
     out = TEXT.normalize_raw({**text, "tie_word_embeddings": tie,
                               "architectures": list(raw.get("architectures") or [])})
     own = {key: raw.get(key, default) for key, default in _TOKEN_DEFAULTS.items()}
-    return {**out, **own, "model_type": "gemma4", "vision_config": raw.get("vision_config")}
+    return {**out, **own, "model_type": "gemma4", "vision_config": raw.get("vision_config"),
+            "audio_config": raw.get("audio_config")}
 
 
 def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The decoder's checks, and the vision tower's, before any weight is read."""
     vision_options(raw.get("vision_config"))
+    if raw.get("audio_config") is not None:
+        audio_options(raw["audio_config"])
     return TEXT.config_overrides(raw)
 
 
@@ -89,6 +101,11 @@ class _Towers(nn.Module):
         self.vision_tower = Gemma4VisionModel(vision)
         self.embed_vision = Gemma4MultimodalEmbedder(vision.hidden_size, config.hidden_size,
                                                      vision.rms_norm_eps)
+        if config.options.audio_config is not None:
+            audio = audio_options(config.options.audio_config)
+            self.audio_tower = Gemma4AudioModel(audio)
+            self.embed_audio = Gemma4MultimodalEmbedder(audio.output_proj_dims,
+                                                        config.hidden_size, audio.rms_norm_eps)
 
 
 class Gemma4ForConditionalGeneration(nn.Module):
@@ -111,6 +128,7 @@ class Gemma4ForConditionalGeneration(nn.Module):
             TensorSpec("pixel_values", None, (NUM_IMAGES, NUM_PATCHES, patch)),
             TensorSpec("pixel_position_ids", ir.DataType.INT64,
                        (NUM_IMAGES, NUM_PATCHES, 2)))
+        self._speech(config)
         self.language_model = Gemma4ForCausalLM(config)
         body = self.language_model.model
         body.media_token_ids = (options.image_token_id, options.video_token_id,
@@ -122,21 +140,61 @@ class Gemma4ForConditionalGeneration(nn.Module):
                 config.hidden_size, config.vocab_size,
                 checkpoint_name="language_model.model.embed_tokens.weight")
 
+    def _speech(self, config: ArchitectureConfig) -> None:
+        """The speech model's inputs where config.json has an audio_config."""
+        self.audio_token_id = None
+        raw = config.options.audio_config
+        if raw is None:
+            return
+        self.audio_token_id = config.options.audio_token_id
+        if not 0 <= self.audio_token_id < config.vocab_size:
+            raise ConfigError(f"config.json: gemma4: audio_token_id {self.audio_token_id} is "
+                              f"outside the vocabulary (vocab_size {config.vocab_size})")
+        self.mel = audio_options(raw).mel_bins
+        self.speech_inputs = (
+            TensorSpec("audio_embeds", None, (NUM_AUDIOS, NUM_FRAMES, self.mel)),
+            TensorSpec("audio_attention_mask", ir.DataType.BOOL, (NUM_AUDIOS, NUM_FRAMES)),
+            TensorSpec("audio_sizes", ir.DataType.INT64, (NUM_AUDIOS,)))
+
+    def encode_audio(self, op, audio_embeds, audio_attention_mask, audio_sizes):
+        """Log-mel frames -> audio_features [real soft tokens, at most sum(audio_sizes)]."""
+        hidden, valid = self.model.audio_tower(op, audio_embeds, audio_attention_mask)
+        tokens = real_tokens(op, self.model.embed_audio(op, hidden), valid)
+        count = op.ReduceSum(audio_sizes, op.Constant(value_ints=[0]), keepdims=1)
+        return op.Slice(tokens, op.Constant(value_ints=[0]), count, op.Constant(value_ints=[0]))
+
     def encode_images(self, op, pixel_values, pixel_position_ids):
         """Patches -> image_features [real soft tokens of every image, text hidden]."""
         tokens = self.model.vision_tower(op, pixel_values, pixel_position_ids)
         return self.model.embed_vision(op, tokens)
 
-    def embed(self, op, input_ids, image_features):
+    def embed(self, op, input_ids, image_features, audio_features=None):
         is_image, token_ids = image_positions(op, input_ids, self.image_token_id)
+        if audio_features is not None:
+            is_audio, token_ids = image_positions(op, token_ids, self.audio_token_id)
         body = self.language_model.model
         embeds = op.Mul(body.embed_tokens(op, token_ids), scalar(op, body.embed_scale))
-        return merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
+        embeds = merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
+        if audio_features is None:
+            return embeds
+        return merge_image_features(op, is_audio, embeds, audio_features, self.hidden_size)
 
     def genai_model_config(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
-        """No speech model: onnxruntime-genai 0.18's gemma4 type names a speech processor
-        config unless the package blanks it."""
-        return {"speech": {"config_filename": ""}}
+        """The speech model and the embedding's audio_features; without an audio tower
+        the speech processor blanked (genai 0.18's gemma4 type names one otherwise)."""
+        if self.audio_token_id is None:
+            return {"speech": {"config_filename": ""}}
+        return {
+            "speech": {"filename": "speech.onnx", "config_filename": SPEECH_PROCESSOR_FILE,
+                       "inputs": {"audio_embeds": "audio_embeds",
+                                  "attention_mask": "audio_attention_mask",
+                                  "audio_sizes": "audio_sizes"},
+                       "outputs": {"audio_features": "audio_features"}},
+            "embedding": {"filename": "embedding.onnx",
+                          "inputs": {"input_ids": "input_ids",
+                                     "image_features": "image_features",
+                                     "audio_features": "audio_features"},
+                          "outputs": {"inputs_embeds": "inputs_embeds"}}}
 
     def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """onnxruntime-genai's gemma4 image processor: Gemma4ImageTransform resizes within
@@ -146,10 +204,13 @@ class Gemma4ForConditionalGeneration(nn.Module):
                  "pooling_kernel_size": self.vision.pooling_kernel_size}
         steps = [("decode_image", "DecodeImage", {"color_space": "RGB"}),
                  ("gemma4_image_transform", "Gemma4ImageTransform", attrs)]
-        return {PROCESSOR_FILE: {"processor": {
+        files = {PROCESSOR_FILE: {"processor": {
             "name": "gemma4_image_processor",
             "transforms": [{"operation": {"name": name, "type": kind, "attrs": attrs}}
                            for name, kind, attrs in steps]}}}
+        if self.audio_token_id is not None:
+            files[SPEECH_PROCESSOR_FILE] = speech_processor(self.mel)
+        return files
 
 
 FAMILY = ModelFamily(
@@ -157,12 +218,24 @@ FAMILY = ModelFamily(
     module=Gemma4ForConditionalGeneration, task=vision_language.TASK,
     tiny_preset="tiny-gemma4-mm", options=Gemma4VLOptions, normalize_raw=normalize,
     config_overrides=_overrides, attention_traits=TEXT.attention_traits,
-    ignored_tensors=lambda config: UNREAD,
+    ignored_tensors=lambda config: () if config.options.audio_config else UNREAD,
     checkpoint_aliases=(("language_model.model.", ("model.language_model.",
                                                     "language_model.model.")),
                         ("language_model.lm_head.", ("lm_head.", "language_model.lm_head."))),
-    unread_config=("audio_config",),
 )
+
+def speech_processor(mel: int) -> dict[str, Any]:
+    """onnxruntime-extensions' Gemma 4 audio features: decode, Gemma4LogMel with
+    transformers' Gemma4AudioFeatureExtractor settings (16 kHz, 20 ms frames, 10 ms hop,
+    0-8 kHz, mel floor 1e-3)."""
+    attrs = {"feature_size": mel, "sampling_rate": 16000, "frame_length_ms": 20.0,
+             "hop_length_ms": 10.0, "min_frequency": 0.0, "max_frequency": 8000.0,
+             "preemphasis": 0.0, "preemphasis_htk_flavor": 1, "fft_overdrive": 0,
+             "mel_floor": 0.001}
+    return {"feature_extraction": {"sequence": [
+        {"operation": {"name": "audio_decoder", "type": "AudioDecoder"}},
+        {"operation": {"name": "gemma4_log_mel", "type": "Gemma4LogMel", "attrs": attrs}}]}}
+
 
 _TEXT = {k: v for k, v in TEXT_PRESETS["tiny-gemma4"].items()
          if k not in ("model_type", "architectures", "tie_word_embeddings")}
@@ -172,7 +245,7 @@ TINY_PRESETS = {
     # tiny-gemma4's decoder cut to 3 layers (sliding, global, global sharing the first's K/V)
     # with the 26B-A4B feed-forward (4 experts of 40 beside the dense MLP); a 2-layer vision
     # tower (4 px patches, 2 x 2 pooling, hidden 48, 3 heads of 16) and a 1-layer audio
-    # tower left unread. Image / video / audio tokens: the last three ids. Every expert is
+    # tower (8 mel bins). Image / video / audio tokens: the last three ids. Every expert is
     # chosen: a random router's probabilities lie within 1e-4 of each other (its input is
     # scaled by hidden^-0.5), so a true-bf16 graph would choose other experts than a
     # float32-compute one; gemma4_test checks top-k choice (case moe).

@@ -45,7 +45,10 @@ OVERRIDES: dict[str, dict] = {
 GENAI = {"genai": "bidirectional", "genai_causal": "default"}
 NEW_TOKENS = 8
 TOKENS = {"boi_token_id": "<|image>", "image_token_id": "<|image|>", "eoi_token_id": "<image|>"}
-CASES = [*sorted(OVERRIDES), *sorted(GENAI)]
+#: the audio case: the default checkpoint, a prompt with one clip of AUDIO_FRAMES log-mel
+#: frames (no image); its features, prefill logits and NEW_TOKENS greedy tokens
+AUDIO, AUDIO_FRAMES, AUDIO_SEED = "audio", 30, 2
+CASES = [*sorted(OVERRIDES), *sorted(GENAI), AUDIO]
 
 
 def _random_buffers(ckpt: str) -> None:
@@ -162,14 +165,49 @@ def _record_genai(hf_model, folder: str) -> None:
              tokens=np.concatenate(tokens, axis=1))
 
 
+def _record_audio(hf_model, path: str) -> None:
+    """text, <boa>, the clip's audio tokens, <eoa>, text; transformers' real audio soft
+    tokens, logits and greedy tokens."""
+    import torch
+
+    from testing import vlm_reference
+
+    config, rng = hf_model.config, np.random.default_rng(AUDIO_SEED)
+    mel = config.audio_config.subsampling_conv_channels[0] // 4 * 4
+    features = rng.standard_normal((1, AUDIO_FRAMES, mel)).astype(np.float32)
+    mask = np.ones((1, AUDIO_FRAMES), bool)
+    count = (AUDIO_FRAMES + 3) // 4
+    def text(n):
+        return [int(t) for t in rng.integers(4, config.image_token_id - 8, size=n)]
+
+    ids = text(2) + [config.boa_token_id, *[config.audio_token_id] * count,
+                     config.eoa_token_index] + text(3)
+    input_ids = np.array([ids], np.int64)
+    with torch.no_grad():
+        out = hf_model.model.get_audio_features(torch.from_numpy(features),
+                                                torch.from_numpy(mask))
+        tokens = out.pooler_output[out.attention_mask].numpy()
+    prefill = {"input_ids": input_ids, "input_features": features,
+               "input_features_mask": mask}
+    logits, steps = vlm_reference.greedy(hf_model, prefill, np.ones_like(input_ids),
+                                         NEW_TOKENS)
+    np.savez(path, **prefill, features=tokens, logits=logits[0],
+             tokens=np.concatenate(steps, axis=1))
+
+
 def write_case(case: str, folder: str) -> None:
-    """ckpt/ and run.npz (GENAI cases: ckpt/ with genai's files, image.png, genai.npz)."""
+    """ckpt/ and run.npz (GENAI cases: ckpt/ with genai's files, image.png, genai.npz;
+    AUDIO: ckpt/ and audio.npz)."""
     from testing.hf_checkpoints import load_hf_model
     from testing.random_checkpoint import random_checkpoint
 
     ckpt = os.path.join(folder, "ckpt")
-    random_checkpoint(ckpt, PRESET, **OVERRIDES[GENAI.get(case, case)])
+    random_checkpoint(ckpt, PRESET, **OVERRIDES[GENAI.get(case, "default" if case == AUDIO
+                                                          else case)])
     _random_buffers(ckpt)
+    if case == AUDIO:
+        _record_audio(load_hf_model(ckpt), os.path.join(folder, "audio.npz"))
+        return
     if case in GENAI:
         _genai_files(ckpt)
         _record_genai(load_hf_model(ckpt), folder)
