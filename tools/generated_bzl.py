@@ -10,8 +10,12 @@ from tools.build_graph import BuildGraph, workspace_packages
 from tools.deps_check import file_label, imported_modules, module_file
 
 
+#: import name -> //third_party target name, where the two differ
+_DISTRIBUTIONS = {"PIL": "pillow"}
+
+
 def third_party(path: str) -> set[str]:
-    """Top-level names of the non-relative imports of ``path``."""
+    """Top-level names of the non-relative imports of ``path`` (as //third_party names them)."""
     with open(path) as f:
         tree = ast.parse(f.read(), path)
     names = set()
@@ -20,7 +24,7 @@ def third_party(path: str) -> set[str]:
             names |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module.split(".")[0])
-    return names
+    return {_DISTRIBUTIONS.get(name, name) for name in names}
 
 
 def _owners(graph: BuildGraph) -> dict[str, str]:
