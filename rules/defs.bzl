@@ -75,6 +75,36 @@ def mobius_py_test(
         **kwargs
     )
 
+def model_test(name, deps_by_module, srcs = [], **kwargs):
+    """mobius_py_test <name> of mobius/models/<name>.py (plus srcs: more test files it runs).
+
+    Its deps are its files' (deps_by_module: rules/model_tests.bzl, read from their
+    imports); the :<x>_cases among them are its references (their outputs are data).
+    """
+    srcs = sorted([name + ".py"] + srcs)
+    deps = _deps([d for s in srcs for d in deps_by_module[s[:-len(".py")]]], [])
+    cases = [d for d in deps if d.startswith(":") and d.endswith("_cases")]
+    mobius_py_test(
+        name = name,
+        srcs = srcs,
+        deps = [d for d in deps if d not in cases],
+        references = cases,
+        **kwargs
+    )
+
+def model_tests(deps_by_module, attrs):
+    """model_test() for every <x>_test module of deps_by_module but those another's srcs run.
+
+    attrs: test name -> what its imports do not say (size, data, tags, srcs, ...).
+    """
+    for name in attrs:
+        if name not in deps_by_module:
+            fail("model_tests: %s is not a test module of rules/model_tests.bzl" % name)
+    folded = [s[:-len(".py")] for a in attrs.values() for s in a.get("srcs", [])]
+    for module in deps_by_module:
+        if module.endswith("_test") and module not in folded:
+            model_test(name = module, deps_by_module = deps_by_module, **attrs.get(module, {}))
+
 def _deps(deps, implied):
     """deps + implied, without duplicates, in buildifier order (":x" before "//x")."""
     merged = {d: True for d in deps + implied}.keys()

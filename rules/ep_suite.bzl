@@ -152,10 +152,10 @@ def ep_suite_generic_runs(name):
     )
 
 _DEPS = [
+    "//ep:fusion_suite",
+    "//ep:golden_suite",
     "//ep:init",
     "//testing:ep_suite",
-    "//third_party:torch",
-    "//third_party:transformers",
 ]
 
 def _own_or_shared(ep_dir, tier):
@@ -188,11 +188,14 @@ def ep_suite(shards = 1):
         ],
     )
     generic = [] if ep_dir == "default" else [_GENERIC_BUILDS, _GENERIC_RUNS]
+    parity = _own_or_shared(ep_dir, "parity")
+
+    # the shared ep/parity_test.py runs ep/parity_suite.py; an EP's own uses testing/ep_parity.py
+    parity_lib = "//ep:parity_suite" if parity[0].startswith("//") else "//testing:ep_parity"
     mobius_py_test(
         name = "suite",
         size = "medium",
-        srcs = [ep_dir + "_fusion_test.py"] + _own_or_shared(ep_dir, "parity") +
-               _own_or_shared(ep_dir, "golden"),
+        srcs = [ep_dir + "_fusion_test.py"] + parity + _own_or_shared(ep_dir, "golden"),
         shard_count = shards,
         tags = tags,
         env = {"MOBIUS_EP": names[0]},
@@ -200,13 +203,7 @@ def ep_suite(shards = 1):
             ["golden/*.json", "golden_int4/*.json"],
             allow_empty = True,
         ),
-        deps = _DEPS + [
-            "//ep:fusion_suite",
-            "//ep:golden_suite",
-            "//ep:parity_suite",
-            "//testing:ep_parity",
-            "//testing:golden",
-        ],
+        deps = _DEPS + [parity_lib],
     )
     for tier in ("fusion", "parity", "golden"):
         native.test_suite(

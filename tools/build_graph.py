@@ -22,6 +22,7 @@ class Target:
     srcs: list[str]  # labels
     deps: list[str]  # labels of deps + data
     tags: list[str]
+    py_deps: list[str] = dataclasses.field(default_factory=list)  # labels of deps alone
 
 
 def workspace_packages(root: str) -> list[str]:
@@ -70,7 +71,8 @@ class _Package:
         def record(name, srcs=(), deps=(), data=(), tags=(), tests=(), **_):
             labels = lambda xs: [normalize(x, self.package) for x in xs]  # noqa: E731
             self.targets.append(Target(normalize(":" + name, self.package), kind, labels(srcs),
-                                       labels([*deps, *data, *tests, *implicit]), list(tags)))
+                                       labels([*deps, *data, *tests, *implicit]), list(tags),
+                                       labels(deps)))
         return record
 
 

@@ -1,32 +1,39 @@
-"""Every first-party import has its Bazel dep: `bazel query rdeps` (and //tools:affected) is only
-right when the build graph matches the code.
+"""The build graph matches the code, both ways: `bazel query rdeps` (and //tools:affected) is
+only right when it does.
 
-For each Python file owned by a target, each import of a workspace module (mobius.*, testing.*,
-tools.*, ep.*) must resolve to a file of the same target or of one of its direct deps.
-Imports under ``if TYPE_CHECKING:`` are exempt (never run). Every Python file must be in
-some target's srcs.
+Missing: for each Python file owned by a target, each import of a workspace module (mobius.*,
+testing.*, tools.*, ep.*) must resolve to a file of the same target or of one of its direct
+deps. Imports under ``if TYPE_CHECKING:`` are exempt (never run). Every Python file must be
+in some target's srcs. Unused: each dep of a Python target must own a module its srcs
+import (a package's __init__.py counts for every import below it; //third_party:<name> the
+package <name>), unless UNUSED_ALLOWED says why not.
 
-    python3 tools/deps_check.py      # prints one line per missing dep
+    python3 -m tools.deps_check      # prints one line per missing or unused dep
 """
 
 from __future__ import annotations
 
 import ast
+import fnmatch
 import os
 import sys
 
 from tools.build_graph import BuildGraph, workspace_packages
 
 FIRST_PARTY = ("mobius", "testing", "tools", "ep")
+#: import name -> //third_party target name, where the two differ
+_DISTRIBUTIONS = {"PIL": "pillow", "optimum": "optimum_onnx"}
+_PYTHON = ("py_library", "py_binary", "py_test")
 
 
-def imported_modules(root: str, path: str) -> list[tuple[int, str]]:
+def imported_modules(root: str, path: str, type_checking: bool = False) -> list[tuple[int, str]]:
     """(line, dotted name) of each first-party module ``path`` imports: `from a import b` is
-    a.b when that is a module, else a."""
+    a.b when that is a module, else a. Those under ``if TYPE_CHECKING:`` only if asked."""
     with open(path) as f:
         tree = ast.parse(f.read(), path)
-    skipped = {id(n) for node in ast.walk(tree) if _is_type_checking(node)
-               for child in node.body for n in ast.walk(child)}
+    skipped = set() if type_checking else {
+        id(n) for node in ast.walk(tree) if _is_type_checking(node)
+        for child in node.body for n in ast.walk(child)}
     found = []
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -40,8 +47,49 @@ def imported_modules(root: str, path: str) -> list[tuple[int, str]]:
     return found
 
 
+def third_party(path: str) -> set[str]:
+    """Top-level names of the non-relative imports of ``path`` (as //third_party names them)."""
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return {_DISTRIBUTIONS.get(name, name) for name in names}
+
+
 def _is_type_checking(node) -> bool:
     return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+#: "target" (each of its deps) or "target -> dep" (fnmatch patterns) the unused check spares: why
+UNUSED_ALLOWED = {
+    "//mobius/*:registry": "imports each module of its package by name (discovery)",
+    "//testing:write_references": "a worker running the cases modules: its deps are theirs",
+    "//mobius:mobius": "mobius/__init__.py loads the public API lazily (PEP 562)",
+    "//docs:adding_a*_test": "copies the source tree from its runfiles and runs it there",
+    "* -> //mobius:main": "runs `python -m mobius` in a subprocess",
+    "* -> //*:*_cases": "a test's references (mobius_py_test): it reads their outputs",
+    "//mobius/quantize:prequantized_peer_cases -> //third_party:onnxruntime_genai":
+        "runs onnxruntime_genai.models.builder with runpy",
+    "//mobius:no_torch_test": "its imports are a script's, run in a subprocess",
+    "//testing:fork_server": "its imports are a script's, run in a subprocess",
+    "//testing:real_backend -> //testing:ep_worker": "runs it in a subprocess",
+    "//testing:optimum_test -> //testing:optimum_client": "runs it in a subprocess",
+    "//testing:tiny_generate_test -> //testing:tiny_generate": "runs it in a subprocess",
+    "//tools:rewrite_rules_test -> //mobius/rewrite:*": "runs tools.rewrite_rules in a subprocess",
+    "//testing/js:browser_webgpu_test -> //testing/js:node": "runs node in a subprocess",
+    "//testing:optimum_client -> //third_party:optimum_onnx_release":
+        "installed in a site of its own ($MOBIUS_OPTIMUM_SITE), run in a subprocess",
+    "//testing:*_backend -> //third_party:onnxruntime_*": "the EP's build, imported as onnxruntime",
+    "//testing:real_weights -> //third_party:*": "pip-installed weights, read as files",
+    "//docs:examples_test -> //third_party:*": "runs the example scripts (data) that import them",
+    "//docs:clients_test -> //third_party:*": "runs the client commands in subprocesses",
+    "//mobius/trial:verify_test -> //third_party:*": "mobius verify imports them when it runs",
+    "//tools:prefill_bench": "imports tools/bench/ as `bench` (its sys.path), which needs them",
+}
 
 
 def module_file(root: str, dotted: str) -> str | None:
@@ -106,8 +154,61 @@ def missing_deps(root: str, graph: BuildGraph | None = None) -> list[str]:
     return unowned_files(root, graph) + sorted(set(problems))
 
 
+def unused_deps(root: str, graph: BuildGraph | None = None) -> list[str]:
+    """One line per dep of a Python target that owns no module its srcs import."""
+    graph = graph or BuildGraph(root)
+    packages = set(workspace_packages(root))
+    owners: dict[str, set[str]] = {}
+    for target in graph.targets.values():
+        for src in target.srcs:
+            owners.setdefault(src, set()).add(target.label)
+    problems = []
+    for target in sorted(graph.targets.values(), key=lambda t: t.label):
+        if target.kind not in _PYTHON or _allowed(target.label):
+            continue
+        used = _imported_owners(root, target, owners, packages)
+        for dep in target.py_deps:
+            if dep not in used and _is_python(graph, dep) and not _allowed(
+                    f"{target.label} -> {dep}"):
+                problems.append(f"{target.label} depends on {dep} but imports none of its modules")
+    return problems
+
+
+def _allowed(key: str) -> bool:
+    return any(fnmatch.fnmatchcase(key, pattern) for pattern in UNUSED_ALLOWED)
+
+
+def _imported_owners(root: str, target, owners: dict[str, set[str]], packages) -> set[str]:
+    """The targets owning a module ``target``'s srcs import, their packages' and their own."""
+    used = set()
+    for src in target.srcs:
+        if not src.endswith(".py"):
+            continue
+        relpath = src[2:].replace(":", "/").lstrip("/")
+        path = os.path.join(root, relpath)
+        own = os.path.dirname(relpath).replace("/", ".")
+        for dotted in [own] * bool(own) + [d for _, d in imported_modules(root, path, True)]:
+            parts = dotted.split(".")
+            for end in range(1, len(parts) + 1):
+                module = module_file(root, ".".join(parts[:end]))
+                if module:
+                    used |= owners.get(file_label(module, packages), set())
+        used |= {f"//third_party:{name}" for name in third_party(path)}
+    return used
+
+
+def _is_python(graph: BuildGraph, label: str) -> bool:
+    """A library an import can use: Python srcs, or a pip package's //third_party marker."""
+    target = graph.targets.get(label)
+    if target is None:
+        return False
+    return any(s.endswith(".py") for s in target.srcs) or any(
+        t.startswith("pip:") for t in target.tags)
+
+
 if __name__ == "__main__":
     root = os.environ.get("BUILD_WORKSPACE_DIRECTORY") or os.getcwd()
-    lines = missing_deps(root)
-    print("\n".join(lines) or "deps_check: every first-party import has its Bazel dep")
+    graph = BuildGraph(root)
+    lines = missing_deps(root, graph) + unused_deps(root, graph)
+    print("\n".join(lines) or "deps_check: every import has its Bazel dep, every dep an import")
     sys.exit(1 if lines else 0)

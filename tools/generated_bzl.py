@@ -3,24 +3,10 @@ the check-or-update of the committed file (//tools:families, //tools:rewrite_rul
 
 from __future__ import annotations
 
-import ast
 import os
 
 from tools.build_graph import BuildGraph, workspace_packages
-from tools.deps_check import file_label, imported_modules, module_file
-
-
-def third_party(path: str) -> set[str]:
-    """Top-level names of the non-relative imports of ``path``."""
-    with open(path) as f:
-        tree = ast.parse(f.read(), path)
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module.split(".")[0])
-    return names
+from tools.deps_check import file_label, imported_modules, module_file, third_party
 
 
 def _owners(graph: BuildGraph) -> dict[str, str]:
