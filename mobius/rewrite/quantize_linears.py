@@ -194,12 +194,13 @@ def _token_table(node: ir.Node) -> ir.Value | None:
 
 
 def _token_ids(ids: ir.Value | None) -> bool:
-    """The graph input input_ids, or Where(mask, constant, input_ids): a vision-language
-    embedding model's ids with the image placeholders sent to a fixed row
-    (mobius/components/image_tokens.py)."""
-    where = ids.producer() if ids is not None else None
-    if (where is not None and where.op_type == "Where" and where.domain == ""
-            and initializer_array(where.inputs[1]) is not None):
+    """The graph input input_ids, or Where(mask, constant, ...) over it, once per media kind:
+    a multimodal embedding model's ids with the image (and audio) placeholders sent to a
+    fixed row (mobius/components/image_tokens.py)."""
+    while ids is not None and (where := ids.producer()) is not None:
+        if not (where.op_type == "Where" and where.domain == ""
+                and initializer_array(where.inputs[1]) is not None):
+            break
         ids = where.inputs[2]
     return ids is not None and ids.is_graph_input() and ids.name == TOKEN_IDS
 
