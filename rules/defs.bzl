@@ -33,7 +33,8 @@ def mobius_py_test(
         modules. Only the test files are handed to pytest; if none matches
         the naming pattern, every file in srcs is.
       deps: py_library deps, e.g. ["//mobius/ep", "//third_party:onnx"].
-        //third_party:pytest is added automatically.
+        //third_party:pytest and the runner's //testing:garbage_budget are
+        added automatically.
       size: Bazel test size ("small" = 60 s timeout, "medium" = 300 s, ...).
       tags: Bazel tags; "gpu" keeps the test out of the default `bazel test`.
       shard_count: optional number of shards; shard i runs every N-th test.
@@ -52,8 +53,9 @@ def mobius_py_test(
     test_srcs = [s for s in srcs if _is_test_file(s)] or srcs
     extra_args = kwargs.pop("args", [])
     test_deps = list(deps) + [r for r in references if r not in deps]
-    if "//third_party:pytest" not in test_deps:
-        test_deps.append("//third_party:pytest")
+    for runner_dep in ("//testing:garbage_budget", "//third_party:pytest"):
+        if runner_dep not in test_deps:
+            test_deps.append(runner_dep)
     py_bytecode(
         name = name + "_pyc",
         testonly = True,

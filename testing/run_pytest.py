@@ -89,6 +89,8 @@ _gpu_site()
 
 import pytest  # noqa: E402  (after the sys.path fix-up on purpose)
 
+from testing.garbage_budget import GarbageBudget  # noqa: E402
+
 NO_TESTS_COLLECTED = 5
 
 
@@ -132,24 +134,15 @@ class _ShardPlugin:
 
 
 class _QuietCollector:
-    """The cyclic garbage collector, run only where it pays in a short-lived test process.
-
-    With CPython's default thresholds it took a third of an EP suite's CPU (9.7 of 27 s
-    for //ep/cuda:fusion) and 1.5-2 s of a torch test's imports: every object is walked
-    in the young generation, survivors again in older ones, and each full collection
-    walks the whole heap, which only grows (imported modules, cached builds). So:
-    none while modules are imported and tests collected (this file disables it first
-    thing); then one, and ``gc.freeze()`` of what survived (~400k module objects, never
-    garbage); then none automatically. Garbage (cyclic graphs of finished builds) is
-    collected between tests once the resident size has grown by GARBAGE_BUDGET since
-    the last collection: measured growth without collecting was 0.07-0.4 GB a process.
-    pytest's own collections at exit (five, to surface exceptions from finalizers)
-    become one."""
-
-    GARBAGE_BUDGET = 1 << 30
+    """The cyclic garbage collector, run only where it pays in a short-lived test process
+    (testing/garbage_budget.py says why): none while modules are imported and tests
+    collected (this file disables it first thing); then one, and ``gc.freeze()`` of what
+    survived (~400k module objects); then one between tests whenever the resident size
+    has grown by a GiB. pytest's own collections at exit (five, to surface exceptions
+    from finalizers) become one."""
 
     def __init__(self) -> None:
-        self.baseline = 0
+        self.garbage = GarbageBudget()
 
     def pytest_configure(self, config):
         from _pytest.unraisableexception import gc_collect_iterations_key
@@ -158,20 +151,13 @@ class _QuietCollector:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session):
-        gc.collect()
-        gc.freeze()
-        self.baseline = _resident_bytes()
+        self.garbage.start()
 
     def pytest_runtest_logfinish(self, nodeid, location):
-        if _resident_bytes() > self.baseline + self.GARBAGE_BUDGET:
-            gc.collect()
-            self.baseline = _resident_bytes()
+        self.garbage.step()
 
 
-def _resident_bytes() -> int:
-    """This process's resident set size (Linux /proc)."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+COLLECTOR = _QuietCollector()
 
 
 def _shard_env() -> tuple[int, int]:
@@ -205,7 +191,7 @@ def main(argv: list[str]) -> int:
         args += ["-k", test_filter]
     args += argv
 
-    code = int(pytest.main(args, plugins=[plugin, _QuietCollector()]))
+    code = int(pytest.main(args, plugins=[plugin, COLLECTOR]))
     if code == NO_TESTS_COLLECTED:
         if total > 1 and plugin.collected > 0 and plugin.selected == 0:
             print(

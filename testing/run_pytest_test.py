@@ -34,7 +34,7 @@ def test_1_no_automatic_collection_while_tests_run():
 
 def test_2_small_garbage_stays_then_big_garbage():
     assert collected == []
-    sys.modules["__main__"]._QuietCollector.GARBAGE_BUDGET = 32 << 20
+    sys.modules["__main__"].COLLECTOR.garbage.budget = 32 << 20
     Cycle(64 << 20)
 
 

@@ -23,6 +23,11 @@ from mobius.shared_construction import shared_construction
 from mobius.tiny.checkpoint import real_folder
 from testing import ep_suite as s
 from testing.ep_builds import ERROR, build_dir, write
+from testing.garbage_budget import GarbageBudget
+
+
+#: resident growth between garbage collections: two of these actions run side by side
+_GARBAGE_BUDGET = 512 << 20
 
 
 def suite_keys(ep: str) -> list[tuple[str, str, str | None]]:
@@ -54,10 +59,13 @@ def main(argv: list[str]) -> int:
     presets = {f.name: f.tiny_preset for f in FAMILIES}
     for out in outs.values():  # an EP serving none of the shard's families: an empty folder
         os.makedirs(out, exist_ok=True)
+    garbage = GarbageBudget(_GARBAGE_BUDGET)
+    garbage.start()
     with shared_construction():
         for ep, family, dtype, quant in shard_builds(list(outs), shard, shards):
             _build_one(hf_dir, presets[family], build_dir(outs[ep], family, dtype, quant),
                        family, ep, dtype, quant)
+            garbage.step()
     return 0
 
 
