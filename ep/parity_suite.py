@@ -82,7 +82,7 @@ def tests_for(ep: str) -> dict[str, Callable]:
         """Under Bazel (the suite's builds prebuilt) the generic side comes from
         //ep:generic_runs: a target whose runfiles lack it would quietly rerun every
         generic graph itself, as all of them did while that rule returned no runfiles."""
-        if ep_builds.prebuilt_dirs(ep) is None:
+        if ep_builds.prebuilt_archives(ep) is None:
             return  # outside Bazel: everything is built and run in-process
         assert generic_runs.roots(), f"//ep:generic_runs is not in the {ep} suite's runfiles"
 

@@ -49,8 +49,8 @@ def _ep_builds_impl(ctx):
     hf = ctx.file.checkpoints
     groups = {_dir_of(ep): [] for ep in ctx.attr.eps}
     for shard in range(_SHARDS):
-        outs = {ep: ctx.actions.declare_directory(
-            "%s/%d/%s" % (ctx.label.name, shard, _dir_of(ep)),
+        outs = {ep: ctx.actions.declare_file(
+            "%s/%d/%s.zip" % (ctx.label.name, shard, _dir_of(ep)),
         ) for ep in ctx.attr.eps}
         ctx.actions.run(
             outputs = outs.values(),
@@ -79,9 +79,9 @@ def _ep_builds_impl(ctx):
 ep_builds = rule(
     implementation = _ep_builds_impl,
     doc = """Every build the EP suites' fusion, parity and golden targets look at, made once
-    (testing/write_ep_builds.py): directories <package>/<name>/<shard>/<ep dir>/<family>/
-    <dtype>[-<quant>]/, which testing/ep_suite.Builds loads instead of building again in
-    each test process; output group <ep dir> holds one EP's. Each action builds its
+    (testing/write_ep_builds.py): one archive <package>/<name>/<shard>/<ep dir>.zip per EP
+    and shard (testing/ep_builds.py), which testing/ep_suite.Builds loads instead of
+    building again in each test process; output group <ep dir> holds one EP's. Each action builds its
     families for every EP, constructing a family's generic graphs once per dtype.""",
     attrs = {
         "eps": attr.string_list(mandatory = True),

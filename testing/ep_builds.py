@@ -1,76 +1,121 @@
 """The stored form of the EP suites' builds, as the ``ep_builds`` actions
 (testing/write_ep_builds.py) write them and testing/ep_suite.Builds reads them.
 
-Each build lives in ``<root>/<family>/<dtype>[-<quant>]/``, a root per EP and shard: its
-models as self-contained ``<key>.onnx`` files and the rest of the result (package
-metadata, config, warnings) as ``built.pickle``; or ``error.txt``, the traceback of a
-build that raised, so that only the tests of that build fail, with the build's own
-message. The EP's fusion (L2), parity (L3) and golden (L5) targets load what was built
-once instead of building it three times, and hand the stored bytes straight to
-onnxruntime. Outside Bazel there is no such folder (:func:`prebuilt_dirs` is None) and
-the suites build in-process."""
+Each (EP, shard) is one uncompressed zip archive. A build lives in it under
+``<family>/<dtype>[-<quant>]/``: its models as self-contained ``<key>.onnx`` members and the
+rest of the result (package metadata, config, warnings) as ``built.pickle``; or
+``error.txt``, the traceback of a build that raised, so that only the tests of that build
+fail, with the build's own message. The EP's fusion (L2), parity (L3) and golden (L5)
+targets load what was built once instead of building it three times, and hand the stored
+bytes straight to onnxruntime. Outside Bazel there is no archive (:func:`prebuilt_archives`
+is None) and the suites build in-process.
+
+Why one file rather than a folder per build: ~9,000 files as a directory tree became
+~9,000 symlinks in the sandbox of every test that reads them (3-6 s of Bazel's time per
+such test in a cold run, as much again to delete them) and as many entries to digest and
+cache; an archive is one input.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 import pickle
+import zipfile
 
 import onnx_ir as ir
 
 _PICKLE = "built.pickle"
-ERROR = "error.txt"
+_ERROR = "error.txt"
+SUFFIX = ".zip"
 
 
-def build_dir(root: str, family: str, dtype: str, quant: str | None) -> str:
-    return os.path.join(root, family, f"{dtype}-{quant}" if quant else dtype)
+def build_dir(family: str, dtype: str, quant: str | None) -> str:
+    """The archive folder of one build."""
+    return f"{family}/{dtype}-{quant}" if quant else f"{family}/{dtype}"
 
 
-def prebuilt_dirs(ep: str) -> list[str] | None:
-    """The EP's folders of the ``ep_builds`` action's shards in this test's runfiles
-    (ep/suite_builds/<shard>/<dir>; each holds some families), else None."""
+class ArchiveWriter:
+    """Writes builds into a new archive at ``path``; use as a context manager."""
+
+    def __init__(self, path: str) -> None:
+        self._zip = zipfile.ZipFile(path, "w", zipfile.ZIP_STORED)
+
+    def __enter__(self) -> ArchiveWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._zip.close()
+
+    def write(self, built, family: str, dtype: str, quant: str | None) -> None:
+        """Stores a testing.ep_suite.Built: models as .onnx, the rest pickled."""
+        folder = build_dir(family, dtype, quant)
+        order = list(built.models)
+        for key, model in built.models.items():
+            data = ir.serde.serialize_model(model).SerializeToString()
+            self._zip.writestr(f"{folder}/{key}.onnx", data)
+        rest = dataclasses.replace(built, package=dataclasses.replace(built.package, models={}),
+                                   serialized={})
+        self._zip.writestr(f"{folder}/{_PICKLE}",
+                           pickle.dumps((rest, order), protocol=pickle.HIGHEST_PROTOCOL))
+
+    def write_error(self, family: str, dtype: str, quant: str | None, text: str) -> None:
+        """Records a build that raised: its tests fail with ``text``."""
+        self._zip.writestr(f"{build_dir(family, dtype, quant)}/{_ERROR}", text)
+
+
+class Archive:
+    """The builds of one archive, read on demand."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._zip = zipfile.ZipFile(path)
+        self._names = frozenset(self._zip.namelist())
+
+    def holds(self, family: str, dtype: str, quant: str | None) -> bool:
+        folder = build_dir(family, dtype, quant)
+        return any(f"{folder}/{name}" in self._names for name in (_PICKLE, _ERROR))
+
+    def failed(self, family: str, dtype: str, quant: str | None) -> bool:
+        return f"{build_dir(family, dtype, quant)}/{_ERROR}" in self._names
+
+    def read(self, family: str, dtype: str, quant: str | None):
+        """The Built that ArchiveWriter.write stored, its models' bytes kept for onnxruntime."""
+        folder = build_dir(family, dtype, quant)
+        if self.failed(family, dtype, quant):
+            text = self._zip.read(f"{folder}/{_ERROR}").decode()
+            raise BuildFailed(f"the ep_builds action could not build this:\n{text}")
+        rest, order = pickle.loads(self._zip.read(f"{folder}/{_PICKLE}"))
+        for key in order:  # Built.models parses them when a test first looks at the graphs
+            rest.serialized[key] = self._zip.read(f"{folder}/{key}.onnx")
+        return rest
+
+
+def prebuilt_archives(ep: str) -> list[Archive] | None:
+    """The EP's archives of the ``ep_builds`` action's shards in this test's runfiles
+    (ep/suite_builds/<shard>/<dir>.zip; each holds some families), else None."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     shards = os.path.join(root, "ep", "suite_builds")
     if not os.path.isdir(shards):
         return None
-    folders = [os.path.join(shards, shard, ep.replace("-", "_"))
-               for shard in sorted(os.listdir(shards))]
-    return [f for f in folders if os.path.isdir(f)] or None
+    paths = [os.path.join(shards, shard, ep.replace("-", "_") + SUFFIX)
+             for shard in sorted(os.listdir(shards))]
+    return [_open(p) for p in paths if os.path.isfile(p)] or None
 
 
-def find(roots: list[str], family: str, dtype: str, quant: str | None) -> str | None:
-    """The folder of one build in whichever shard made it."""
-    for root in roots:
-        folder = build_dir(root, family, dtype, quant)
-        if os.path.isdir(folder):
-            return folder
-    return None
+_OPEN: dict[str, Archive] = {}
 
 
-def write(built, folder: str) -> None:
-    """Stores a testing.ep_suite.Built: models as .onnx, the rest pickled."""
-    os.makedirs(folder)
-    order = list(built.models)
-    for key, model in built.models.items():
-        ir.save(model, os.path.join(folder, f"{key}.onnx"))
-    rest = dataclasses.replace(built, package=dataclasses.replace(built.package, models={}),
-                               serialized={})
-    with open(os.path.join(folder, _PICKLE), "wb") as f:
-        pickle.dump((rest, order), f, protocol=pickle.HIGHEST_PROTOCOL)
+def _open(path: str) -> Archive:
+    """One Archive per file and process (its member index is read once)."""
+    if path not in _OPEN:
+        _OPEN[path] = Archive(path)
+    return _OPEN[path]
 
 
-def read(folder: str):
-    """The Built that :func:`write` stored, its models' file bytes kept for onnxruntime."""
-    error = os.path.join(folder, ERROR)
-    if os.path.exists(error):
-        with open(error) as f:
-            raise BuildFailed(f"the ep_builds action could not build this:\n{f.read()}")
-    with open(os.path.join(folder, _PICKLE), "rb") as f:
-        rest, order = pickle.load(f)
-    for key in order:  # Built.models parses them when a test first looks at the graphs
-        with open(os.path.join(folder, f"{key}.onnx"), "rb") as f:
-            rest.serialized[key] = f.read()
-    return rest
+def find(archives: list[Archive], family: str, dtype: str, quant: str | None) -> Archive | None:
+    """The archive of whichever shard made the build."""
+    return next((a for a in archives if a.holds(family, dtype, quant)), None)
 
 
 class BuildFailed(RuntimeError):

@@ -4,7 +4,6 @@ action never made is an error, not a silent in-process rebuild."""
 
 from __future__ import annotations
 
-import os
 import types
 
 import onnx
@@ -21,10 +20,17 @@ def built(tmp_path_factory):
     return builds.get("llama", "cpu", "f32")
 
 
+def _stored(built, tmp_path) -> ep_builds.Archive:
+    path = str(tmp_path / f"cpu{ep_builds.SUFFIX}")
+    with ep_builds.ArchiveWriter(path) as writer:
+        writer.write(built, "llama", "f32", None)
+    return ep_builds.Archive(path)
+
+
 def test_a_stored_build_loads_as_built(built, tmp_path):
-    folder = ep_builds.build_dir(str(tmp_path), "llama", "f32", None)
-    ep_builds.write(built, folder)
-    loaded = ep_builds.read(folder)
+    archive = _stored(built, tmp_path)
+    assert archive.holds("llama", "f32", None) and not archive.holds("llama", "f16", None)
+    loaded = archive.read("llama", "f32", None)
     assert (loaded.family, loaded.ep, loaded.dtype, loaded.quant) == ("llama", "cpu", "f32", None)
     assert loaded.warnings == built.warnings
     assert loaded.config.num_hidden_layers == built.config.num_hidden_layers
@@ -38,25 +44,27 @@ def test_a_stored_build_loads_as_built(built, tmp_path):
 
 
 def test_a_failed_build_raises_its_own_message(tmp_path):
-    folder = tmp_path / "llama" / "f16"
-    folder.mkdir(parents=True)
-    (folder / ep_builds.ERROR).write_text("ValueError: no f16 today\n")
+    path = str(tmp_path / f"cpu{ep_builds.SUFFIX}")
+    with ep_builds.ArchiveWriter(path) as writer:
+        writer.write_error("llama", "f16", None, "ValueError: no f16 today\n")
+    archive = ep_builds.Archive(path)
+    assert archive.holds("llama", "f16", None) and archive.failed("llama", "f16", None)
     with pytest.raises(ep_builds.BuildFailed, match="no f16 today"):
-        ep_builds.read(str(folder))
+        archive.read("llama", "f16", None)
 
 
-def test_a_build_missing_from_the_action_is_an_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(ep_builds, "prebuilt_dirs", lambda ep: [str(tmp_path)])
+def test_a_build_missing_from_the_action_is_an_error(built, tmp_path, monkeypatch):
+    archive = _stored(built, tmp_path)
+    monkeypatch.setattr(ep_builds, "prebuilt_archives", lambda ep: [archive])
     builds = Builds(Checkpoints(tmp_path / "checkpoints"))
+    assert builds.get("llama", "cpu", "f32").onnx_bytes() == built.onnx_bytes()
     with pytest.raises(KeyError, match="write_ep_builds.suite_keys"):
         builds.get("llama", "cpu", "bf16")
-    assert not os.listdir(tmp_path)
+    assert not (tmp_path / "checkpoints").exists()  # no checkpoint made, nothing built here
 
 
 def test_built_models_parse_lazily_from_the_stored_bytes(built, tmp_path):
-    folder = str(tmp_path / "b")
-    ep_builds.write(built, folder)
-    loaded = ep_builds.read(folder)
+    loaded = _stored(built, tmp_path).read("llama", "f32", None)
     assert loaded.package.models == {}  # onnxruntime needs only the bytes
     assert isinstance(loaded.model, ir.Model)
     assert ep_suite.op_histogram(loaded.model) == built.histogram

@@ -295,14 +295,14 @@ class Builds:
     def _prebuilt(family_name: str, ep: str, dtype: str, quant: str | None) -> Built | None:
         from testing import ep_builds
 
-        roots = ep_builds.prebuilt_dirs(ep)
-        if roots is None:
+        archives = ep_builds.prebuilt_archives(ep)
+        if archives is None:
             return None
-        folder = ep_builds.find(roots, family_name, dtype, quant)
-        if folder is None:
+        archive = ep_builds.find(archives, family_name, dtype, quant)
+        if archive is None:
             raise KeyError(f"{family_name}/{ep}/{dtype}/{quant} is not among the {ep} ep_builds "
                            f"action's builds: add it to testing/write_ep_builds.suite_keys")
-        return ep_builds.read(folder)
+        return archive.read(family_name, dtype, quant)
 
 
 def build(folder: str, family_name: str, ep: str, dtype: str, quant: str | None = None) -> Built:

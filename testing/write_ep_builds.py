@@ -1,12 +1,12 @@
 """Build action behind the ``ep_builds`` rule (//rules:ep_suite.bzl): every EP suite's
 builds of one shard of the families.
 
-    python3 -m testing.write_ep_builds HF_DIR SHARD SHARDS EP=OUT_DIR...
+    python3 -m testing.write_ep_builds HF_DIR SHARD SHARDS EP=OUT_ARCHIVE...
 
 Builds every (family, dtype[, quant]) that each EP's fusion, parity and golden targets
 look at (:func:`suite_keys`), for the families of shard SHARD of SHARDS, from the tiny
 transformers checkpoints in ``HF_DIR`` (//testing/tiny:hf), and stores each in that EP's
-``OUT_DIR`` as testing/ep_builds.py describes. One family at a time, every EP in turn, in
+archive ``OUT_ARCHIVE`` as testing/ep_builds.py describes. One family at a time, every EP in turn, in
 mobius.shared_construction: a family's generic graphs are constructed once per dtype
 (per structural flags) and each EP's pipeline runs on its own clone of them.
 """
@@ -14,6 +14,7 @@ mobius.shared_construction: a family's generic graphs are constructed once per d
 from __future__ import annotations
 
 import logging
+import contextlib
 import os
 import sys
 import traceback
@@ -22,7 +23,7 @@ from mobius.models.registry import FAMILIES
 from mobius.shared_construction import shared_construction
 from mobius.tiny.checkpoint import real_folder
 from testing import ep_suite as s
-from testing.ep_builds import ERROR, build_dir, write
+from testing.ep_builds import ArchiveWriter
 from testing.garbage_budget import GarbageBudget
 
 
@@ -50,36 +51,33 @@ def shard_builds(eps: list[str], shard: int, shards: int) -> list[tuple]:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or not all("=" in a for a in argv[3:]):
-        print("usage: python3 -m testing.write_ep_builds HF_DIR SHARD SHARDS EP=OUT_DIR...",
+        print("usage: python3 -m testing.write_ep_builds HF_DIR SHARD SHARDS EP=OUT_ARCHIVE...",
               file=sys.stderr)
         return 2
     hf_dir, shard, shards = argv[0], int(argv[1]), int(argv[2])
     outs = dict(a.split("=", 1) for a in argv[3:])
     logging.disable(logging.WARNING)  # onnxscript's folding notes, per build: the log stays quiet
     presets = {f.name: f.tiny_preset for f in FAMILIES}
-    for out in outs.values():  # an EP serving none of the shard's families: an empty folder
-        os.makedirs(out, exist_ok=True)
     garbage = GarbageBudget(_GARBAGE_BUDGET)
     garbage.start()
-    with shared_construction():
+    # an EP serving none of the shard's families: an empty archive
+    with contextlib.ExitStack() as stack, shared_construction():
+        writers = {ep: stack.enter_context(ArchiveWriter(path)) for ep, path in outs.items()}
         for ep, family, dtype, quant in shard_builds(list(outs), shard, shards):
-            _build_one(hf_dir, presets[family], build_dir(outs[ep], family, dtype, quant),
-                       family, ep, dtype, quant)
+            _build_one(writers[ep], hf_dir, presets[family], family, ep, dtype, quant)
             garbage.step()
     return 0
 
 
-def _build_one(hf_dir: str, preset: str, folder: str, family: str, ep: str, dtype: str,
-               quant: str | None) -> None:
+def _build_one(writer: ArchiveWriter, hf_dir: str, preset: str, family: str, ep: str,
+               dtype: str, quant: str | None) -> None:
     try:  # the sandbox links each input file: mobius reads the folder they lead to
         checkpoint = real_folder(os.path.join(hf_dir, preset), "config.json")
         built = s.build(checkpoint, family, ep, dtype, quant)
     except Exception:  # recorded for the tests that ask for this build
-        os.makedirs(folder)
-        with open(os.path.join(folder, ERROR), "w") as f:
-            f.write(traceback.format_exc())
+        writer.write_error(family, dtype, quant, traceback.format_exc())
         return
-    write(built, folder)
+    writer.write(built, family, dtype, quant)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """Build action behind the ``ep_generic_runs`` rule (//rules:ep_suite.bzl): the generic
 graph's runs of the EP parity targets, once (testing/generic_runs.py).
 
-    python3 -m testing.write_generic_runs DEFAULT_BUILDS_DIR OUT_DIR
+    python3 -m testing.write_generic_runs DEFAULT_BUILDS_ARCHIVE OUT_DIR
 
 For every (family, dtype) of testing/generic_runs.cases that the default EP's builds in
-DEFAULT_BUILDS_DIR (one shard of //ep/default:builds) hold, runs the stored generic graph
+DEFAULT_BUILDS_ARCHIVE (one shard of //ep/default:builds) hold, runs the stored generic graph
 for each case and stores the run under OUT_DIR. A build that failed is skipped
 (its tests fail on the build); a run that raises is stored as its traceback.
 """
@@ -21,17 +21,17 @@ from testing import ep_builds, generic_runs
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python3 -m testing.write_generic_runs DEFAULT_BUILDS_DIR OUT_DIR",
+        print("usage: python3 -m testing.write_generic_runs DEFAULT_BUILDS_ARCHIVE OUT_DIR",
               file=sys.stderr)
         return 2
     builds, out = argv
     logging.disable(logging.WARNING)
     os.makedirs(out, exist_ok=True)
+    archive = ep_builds.Archive(builds)
     for (family, dtype), runs in sorted(generic_runs.cases().items()):
-        folder = ep_builds.build_dir(builds, family, dtype, None)
-        if not os.path.isdir(folder) or os.path.exists(os.path.join(folder, ep_builds.ERROR)):
+        if not archive.holds(family, dtype, None) or archive.failed(family, dtype, None):
             continue  # another shard's family, or a failed build
-        built = ep_builds.read(folder)
+        built = archive.read(family, dtype, None)
         for name in sorted(runs):
             _write_one(generic_runs.path(out, family, dtype, name), built, family, name)
     return 0
