@@ -422,6 +422,7 @@ FAMILY_DEPS = {
     ],
     "glm4_moe_lite": [
         ":deepseek",
+        "//mobius/components:mtp_head",
         "//mobius/tiny:bases",
         "//mobius:errors",
     ],
