@@ -1043,6 +1043,7 @@ FAMILY_DEPS = {
         "//mobius/config:options",
         "//mobius/config:rope",
         "//mobius/tiny:bases",
+        "//mobius/weights:attach",
         "//mobius:errors",
         "//third_party:onnxscript",
     ],
