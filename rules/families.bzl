@@ -422,6 +422,7 @@ FAMILY_DEPS = {
     ],
     "glm4_moe_lite": [
         ":deepseek",
+        "//mobius/components:mtp_head",
         "//mobius/tiny:bases",
         "//mobius:errors",
     ],
@@ -1042,6 +1043,7 @@ FAMILY_DEPS = {
         "//mobius/config:options",
         "//mobius/config:rope",
         "//mobius/tiny:bases",
+        "//mobius/weights:attach",
         "//mobius:errors",
         "//third_party:onnxscript",
     ],

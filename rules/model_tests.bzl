@@ -804,7 +804,9 @@ MODEL_TEST_DEPS = {
         "//mobius/optimize:histogram",
         "//mobius/tiny:presets",
         "//mobius:builder",
+        "//mobius:errors",
         "//testing:checkpoint_runs",
+        "//testing:mtp_checkpoint",
         "//testing:switch_checks",
     ],
     "qwen3_vl_parity_cases": [

@@ -1,8 +1,8 @@
 """``bench mtp``: onnxruntime-genai greedy decoding with and without the MTP drafter.
 
 One package built with ``mobius build --mtp`` (f16: genai 0.18's MtpGenerator refuses f32)
-from a Qwen 3.5 checkpoint with a random MTP head, or a tiny DeepSeek-V3 / GLM-4.5 one with
-a random MTP layer (testing/mtp_checkpoint.py): plain
+from a Qwen 3.5 checkpoint with a random MTP head, or a tiny DeepSeek-V3 / GLM-4.5 /
+GLM-4.7-Flash one with a random MTP layer (testing/mtp_checkpoint.py): plain
 og.Generator vs og.MtpGenerator on the same prompt, tokens/s (median of --repeat) and the
 head's acceptance rate. The two token streams must be equal (the run fails otherwise).
 """
@@ -26,7 +26,8 @@ SHAPES = {
               "linear_value_head_dim": 64},
 }
 #: DeepSeek-V3-layout shapes: name -> tiny preset (its MTP layer added, no embed copy)
-NEXTN_SHAPES = {"deepseek_v3": "tiny-deepseek-v3", "glm4_moe": "tiny-glm4_moe"}
+NEXTN_SHAPES = {"deepseek_v3": "tiny-deepseek-v3", "glm4_moe": "tiny-glm4_moe",
+                "glm4_moe_lite": "tiny-glm4_moe_lite"}
 
 
 def add_parser(sub, workdir: str) -> None:

@@ -8,9 +8,17 @@ mscale squared) and GLM-4-MoE's noaux_tc experts (sigmoid scores,
 moe_intermediate_size * ``n_shared_experts``): mobius/models/deepseek.py's
 model with these defaults. Which layers are dense is ``mlp_layer_types``
 ("dense" / "sparse" per layer; default: layer 0 dense), not
-first_k_dense_replace, which transformers does not read here. The
-``num_nextn_predict_layers`` multi-token-prediction layers after
-``num_hidden_layers`` are left unread, as transformers does.
+first_k_dense_replace, which transformers does not read here.
+
+The ``num_nextn_predict_layers`` multi-token-prediction layers after
+``num_hidden_layers`` are left unread, as transformers does; ``--mtp`` builds
+the first as genai's drafter (DeepSeek-V3's layout: deepseek.mtp_head). Its
+attention is the decoders' MLA and its MLP is always the routed experts:
+``mlp_layer_types`` names only the decoder layers, and GLM-4.7-Flash's MTP
+layer 47 ships routed and shared experts (and its own embed_tokens), as the
+engines that draft with it expect (they read ``first_k_dense_replace``, 1
+there: layer 47 is past the dense one). An MTP layer with a dense MLP is
+refused when its tensors are read (its experts are missing).
 """
 
 from __future__ import annotations
@@ -18,9 +26,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+from mobius.components.mtp_head import nextn_tensors
 from mobius.errors import ConfigError
 from mobius.models.deepseek import DeepseekForCausalLM, DeepseekV3Options, deepseek_overrides
-from mobius.models.deepseek import mtp_layers
+from mobius.models.deepseek import mtp_head, mtp_layers
 from mobius.models.family import ModelFamily
 from mobius.tiny.bases import COMMON
 
@@ -47,9 +56,10 @@ class Glm4MoeLiteOptions(DeepseekV3Options):
     num_nextn_predict_layers: int = 1
 
     def dense_layer(self, layer: int) -> bool:
+        """Decoder layer ``layer``'s kind; the MTP layers past mlp_layer_types are sparse."""
         if self.mlp_layer_types is None:
             return layer == 0
-        return self.mlp_layer_types[layer] == "dense"
+        return layer < len(self.mlp_layer_types) and self.mlp_layer_types[layer] == "dense"
 
 
 def normalize_glm4_moe_lite(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -72,7 +82,8 @@ FAMILY = ModelFamily(
     architectures=("Glm4MoeLiteForCausalLM",), module=DeepseekForCausalLM,
     config_overrides=_overrides, options=Glm4MoeLiteOptions,
     normalize_raw=normalize_glm4_moe_lite, tiny_preset="tiny-glm4_moe_lite",
-    cohorts=("genai",), ignored_tensors=mtp_layers,
+    cohorts=("genai",), ignored_tensors=mtp_layers, mtp_head=mtp_head,
+    mtp_tensors=nextn_tensors,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

@@ -1,6 +1,7 @@
 """transformers' side of nextn_mtp_test (the reference_cases rule runs it at build time,
-//rules:references.bzl): a tiny DeepSeek-V3 / GLM-4.5 checkpoint (every parameter random)
-with a random MTP layer (testing/mtp_checkpoint.py) and the MTP module run in torch.
+//rules:references.bzl): a tiny DeepSeek-V3 / GLM-4.5 / GLM-4.7-Flash checkpoint (every
+parameter random) with a random MTP layer (testing/mtp_checkpoint.py) and the MTP module
+run in torch.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 CONFIGS: dict[str, tuple[str, bool]] = {
     "deepseek_v3": ("tiny-deepseek-v3", True),
     "glm4_moe": ("tiny-glm4_moe", False),
+    "glm4_moe_lite": ("tiny-glm4_moe_lite", True),
 }
 
 CASES = sorted(CONFIGS)
@@ -18,7 +20,8 @@ CASES = sorted(CONFIGS)
 def _mtp_layer(ckpt: str, config):
     """transformers' decoder layer num_hidden_layers loaded from the MTP layer's tensors (a
     model one layer deeper reads them as its last layer, with transformers' own expert
-    layout conversion), and that model's rotary embedding."""
+    layout conversion; a sparse one where the config lists each layer's MLP), and that
+    model's rotary embedding."""
     import copy
 
     from transformers import AutoModelForCausalLM
@@ -26,6 +29,8 @@ def _mtp_layer(ckpt: str, config):
     deeper = copy.deepcopy(config)
     deeper.num_hidden_layers += 1
     deeper.num_nextn_predict_layers = 0
+    if getattr(config, "mlp_layer_types", None) is not None:  # GLM-4.7-Flash: with experts
+        deeper.mlp_layer_types = [*config.mlp_layer_types, "sparse"]
     model = AutoModelForCausalLM.from_pretrained(ckpt, config=deeper).eval()
     return model.model.layers[-1], model.model.rotary_emb
 

@@ -9,7 +9,9 @@ output norm scales by (1 + weight). The feed-forward is Qwen2-MoE's: sparse expe
 plus a shared expert scaled by sigmoid(shared_expert_gate(x)) on the layers
 ``decoder_sparse_step`` / ``mlp_only_layers`` pick (all dense when
 ``num_experts`` is 0). DeltaNet layers carry ``conv_state`` and
-``recurrent_state`` instead of a KV cache (mobius/tasks/causal_lm.py).
+``recurrent_state`` instead of a KV cache (mobius/tasks/causal_lm.py). Released
+checkpoints also ship a multi-token-prediction head (``mtp.*``), left unread as
+transformers does; ``--mtp`` does not build it yet (Qwen 3.5's does).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.qwen_moe import QwenMoeOptions, moe_mlp
 from mobius.tiny.bases import COMMON
+from mobius.weights.attach import IgnoredTensors
 
 LINEAR, FULL = "linear_attention", "full_attention"
 
@@ -156,6 +159,8 @@ FAMILY = ModelFamily(
     name="qwen3_next", model_types=("qwen3_next",), architectures=("Qwen3NextForCausalLM",),
     module=Qwen3NextForCausalLM, tiny_preset="tiny-qwen3_next", options=Qwen3NextOptions,
     normalize_raw=normalize, config_overrides=checked, cohorts=("genai",),
+    ignored_tensors=lambda config: (IgnoredTensors(
+        r"mtp\..*", "multi-token-prediction head (not used by the causal LM)"),),
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

@@ -17,11 +17,13 @@ from __future__ import annotations
 import pytest
 
 from mobius.builder import build
+from mobius.errors import MobiusError
 from mobius.models import qwen3_next_cases as cases
 from mobius.models.qwen3_next_cases import CONFIGS, PRESET
 from mobius.optimize.histogram import op_histogram
 from mobius.tiny.presets import TINY_PRESETS
 from testing.checkpoint_runs import checkpoint, reference
+from testing.mtp_checkpoint import add_mtp_head
 from testing.switch_checks import (assert_rejected_up_front, assert_revert_moves_logits,
                                    copy_case, edit_config, f32_package_parity)
 
@@ -96,6 +98,17 @@ def test_states_are_genai_inputs_and_outputs():
                   for v in values if v.name.startswith(prefix)}
         assert {k: s[1:] for k, s in shapes.items() if "state" in k} == expected, shapes
         assert sorted(k for k in shapes if "state" not in k) == ["3.key", "3.value"], shapes
+
+
+def test_the_mtp_head_is_left_unread(tmp_path):
+    """Released checkpoints ship mtp.*: the decoder builds unchanged beside it, and --mtp,
+    which this family does not build, is refused by name."""
+    folder = copy_case(cases, "moe", tmp_path / "mtp")
+    add_mtp_head(str(folder), "model.layers.3.")
+    run, _ = f32_package_parity(folder, tmp_path / "pkg", "default", reference(cases, "moe"))
+    assert run.max_abs_diff <= TOLERANCE, run.max_abs_diff
+    with pytest.raises(MobiusError, match="qwen3_next family has no multi-token-prediction"):
+        build(str(folder), mtp=True)
 
 
 @pytest.mark.parametrize("case", sorted(REJECTED))
