@@ -4,7 +4,14 @@ mobius/tasks/vision_language.py (onnxruntime-genai's ``gemma4_unified`` type):
 
 * ``vision``: merged patches (mobius/models/gemma4_unified_vision.py) -> one text-width
   token per real patch -> image_features [tokens, hidden].
-* ``embedding``: the scaled token embedding, image-token positions replaced in order.
+* ``speech`` (where config.json has an ``audio_config``): encoder-free audio
+  (mobius/models/gemma4_unified_audio.py): audio_embeds [audios, frames, audio_embed_dim]
+  (raw waveform frames), audio_attention_mask [audios, frames] (bool), audio_sizes
+  [audios] -> ``model.embed_audio`` -> audio_features [real frames, hidden] (at most
+  sum(audio_sizes)), the inputs genai 0.18's gemma4_unified type feeds from its
+  Gemma4Audio raw_frames processor (speech_processor.json). Audio tokens stay causal.
+* ``embedding``: the scaled token embedding, image- then audio-token positions replaced
+  in order.
 * ``model``: the Gemma 4 decoder of mobius/models/gemma4.py without per-layer inputs or
   experts (the text config has neither); KV sharing from ``num_kv_shared_layers``.
   ``use_bidirectional_attention`` defaults to "vision": a run of image tokens attends
@@ -12,8 +19,10 @@ mobius/tasks/vision_language.py (onnxruntime-genai's ``gemma4_unified`` type):
   mm_token_type_ids (its compiled-cache generate path keeps global layers causal, as
   Gemma 4 does; the two disagree); null makes the decoder causal; "all" is refused.
 
-The audio embedder (``model.embed_audio``, raw waveform frames) is not built: its tensors
-are declared unread, ``audio_config`` left out of the plausibility check.
+Without an audio_config there is no speech model (embed_audio tensors are then unread,
+an error) and genai_config blanks the speech processor. No image processor config is
+written (genai 0.18 then refuses to create its multimodal processor: callers feed
+pixel_values / audio_embeds through set_inputs).
 """
 
 from __future__ import annotations
@@ -203,7 +212,8 @@ TINY_PRESETS = {
     # tiny-gemma4's decoder without per-layer inputs, cut to 3 layers (sliding, global,
     # global sharing the first global's K/V, double-wide MLP), bidirectional image spans;
     # 2 x 2 merges of 2 px patches (48 pixel values a token) embedded at 40, a table of
-    # 12 positions; an audio embedder left unread. Image / video / audio: the last ids.
+    # 12 positions; 24-sample audio frames through embed_audio. Image / video / audio:
+    # the last ids.
     "tiny-gemma4-unified": {
         "model_type": "gemma4_unified",
         "architectures": ["Gemma4UnifiedForConditionalGeneration"],

@@ -161,9 +161,13 @@ def _audio_inputs(hf_model, rng) -> dict:
     waves = [level * rng.uniform(-1, 1, n).astype(np.float32)
              for n, level in zip(CLIPS, LOUDNESS)]
     frames, frames_mask = _frames(hf_model, waves)
-    text = lambda n: [int(t) for t in rng.integers(4, config.image_token_id - 8, size=n)]  # noqa: E731
-    clip = lambda i: [config.boa_token_id, *[config.audio_token_id] * int(frames_mask[i].sum()),  # noqa: E731
-                      config.eoa_token_index]
+    def text(n):
+        return [int(t) for t in rng.integers(4, config.image_token_id - 8, size=n)]
+
+    def clip(i):
+        count = int(frames_mask[i].sum())
+        return [config.boa_token_id, *[config.audio_token_id] * count, config.eoa_token_index]
+
     row0 = (text(2) + [config.boi_token_id, *[config.image_token_id] * counts[0],
                        config.eoi_token_id] + text(1) + clip(0) + text(2))
     row1 = text(1) + clip(1)
