@@ -236,6 +236,7 @@ MODEL_TEST_DEPS = {
     "gemma4_audio_test": [
         ":gemma4_audio",
         ":gemma4_audio_cases",
+        ":gemma4_conditional",
         ":gemma4_vl_cases",
         "//mobius:builder",
         "//mobius:context",
@@ -262,6 +263,7 @@ MODEL_TEST_DEPS = {
     "gemma4_unified_cases": [
         "//mobius/tiny:presets",
         "//testing:hf_checkpoints",
+        "//testing:parity",
         "//testing:random_checkpoint",
         "//testing:vlm_reference",
         "//third_party:numpy",
@@ -274,8 +276,10 @@ MODEL_TEST_DEPS = {
         "//testing:gemma4_vl_chain",
         "//testing:reference_cases",
         "//testing:switch_checks",
+        "//testing:vlm_reference",
         "//third_party:numpy",
         "//third_party:onnxruntime_genai",
+        "//third_party:safetensors",
     ],
     "gemma4_vl_cases": [
         "//mobius/tiny:presets",

@@ -4,7 +4,14 @@ mobius/tasks/vision_language.py (onnxruntime-genai's ``gemma4_unified`` type):
 
 * ``vision``: merged patches (mobius/models/gemma4_unified_vision.py) -> one text-width
   token per real patch -> image_features [tokens, hidden].
-* ``embedding``: the scaled token embedding, image-token positions replaced in order.
+* ``speech`` (where config.json has an ``audio_config``): encoder-free audio
+  (mobius/models/gemma4_unified_audio.py): audio_embeds [audios, frames, audio_embed_dim]
+  (raw waveform frames), audio_attention_mask [audios, frames] (bool), audio_sizes
+  [audios] -> ``model.embed_audio`` -> audio_features [real frames, hidden] (at most
+  sum(audio_sizes)), the inputs genai 0.18's gemma4_unified type feeds from its
+  Gemma4Audio raw_frames processor (speech_processor.json). Audio tokens stay causal.
+* ``embedding``: the scaled token embedding, image- then audio-token positions replaced
+  in order.
 * ``model``: the Gemma 4 decoder of mobius/models/gemma4.py without per-layer inputs or
   experts (the text config has neither); KV sharing from ``num_kv_shared_layers``.
   ``use_bidirectional_attention`` defaults to "vision": a run of image tokens attends
@@ -12,8 +19,10 @@ mobius/tasks/vision_language.py (onnxruntime-genai's ``gemma4_unified`` type):
   mm_token_type_ids (its compiled-cache generate path keeps global layers causal, as
   Gemma 4 does; the two disagree); null makes the decoder causal; "all" is refused.
 
-The audio embedder (``model.embed_audio``, raw waveform frames) is not built: its tensors
-are declared unread, ``audio_config`` left out of the plausibility check.
+Without an audio_config there is no speech model (embed_audio tensors are then unread,
+an error) and genai_config blanks the speech processor. No image processor config is
+written (genai 0.18 then refuses to create its multimodal processor: callers feed
+pixel_values / audio_embeds through set_inputs).
 """
 
 from __future__ import annotations
@@ -31,15 +40,18 @@ from mobius.errors import ConfigError
 from mobius.models.family import ModelFamily
 from mobius.models.gemma4 import (FAMILY as TEXT, FULL, SLIDING, TINY_PRESETS as TEXT_PRESETS,
                                   Gemma4ForCausalLM)
-from mobius.models.gemma4_conditional import Gemma4VLOptions
-from mobius.models.gemma4_unified_vision import Gemma4UnifiedVision, unified_vision_options
+from mobius.models.gemma4_audio import real_tokens
+from mobius.models.gemma4_conditional import SPEECH_PROCESSOR_FILE, Gemma4VLOptions
+from mobius.models.gemma4_unified_audio import frames_processor, unified_audio_options
+from mobius.models.gemma4_unified_vision import (Gemma4UnifiedVision,
+                                                 Gemma4UnifiedVisionOptions,
+                                                 unified_vision_options)
+from mobius.models.gemma4_vision import Gemma4MultimodalEmbedder
 from mobius.tasks import vision_language
 from mobius.tasks.task import TensorSpec
-from mobius.tasks.vision_language import NUM_IMAGES, NUM_PATCHES
+from mobius.tasks.vision_language import NUM_AUDIOS, NUM_FRAMES, NUM_IMAGES, NUM_PATCHES
 from mobius.tiny.bases import VOCAB_SIZE
-from mobius.weights.attach import IgnoredTensors
 
-UNREAD = (IgnoredTensors(r"model\.embed_audio\..*", "embed_audio (audio is not built)"),)
 #: transformers' Gemma4UnifiedConfig token ids
 _TOKEN_DEFAULTS = {"image_token_id": 258_880, "video_token_id": 258_884,
                    "audio_token_id": 258_881}
@@ -60,17 +72,31 @@ def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
         "architectures": list(raw.get("architectures") or [])})
     own = {key: raw.get(key, default) for key, default in _TOKEN_DEFAULTS.items()}
     return {**out, **own, "model_type": "gemma4_unified",
-            "vision_config": raw.get("vision_config")}
+            "vision_config": raw.get("vision_config"), "audio_config": raw.get("audio_config")}
 
 
 def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The decoder's checks, and the embedder's, before any weight is read."""
     unified_vision_options(raw.get("vision_config"))
+    if raw.get("audio_config") is not None:
+        unified_audio_options(raw["audio_config"])
     mode = raw.get("use_bidirectional_attention")
     if mode not in (None, "vision", "all"):  # "all": the decoder's own refusal
         raise ConfigError(f"config.json: gemma4_unified: use_bidirectional_attention "
                           f"{mode!r} is not supported (null or 'vision')")
     return TEXT.config_overrides(raw)
+
+
+class _Embedders(Gemma4UnifiedVision):
+    """``model``: the image embedder and, with an audio_config, ``embed_audio``."""
+
+    def __init__(self, vision: Gemma4UnifiedVisionOptions, audio_config: dict | None,
+                 text_hidden: int):
+        super().__init__(vision, text_hidden)
+        if audio_config is not None:
+            audio = unified_audio_options(audio_config)
+            self.embed_audio = Gemma4MultimodalEmbedder(audio.audio_embed_dim, text_hidden,
+                                                        audio.rms_norm_eps)
 
 
 class Gemma4UnifiedForConditionalGeneration(nn.Module):
@@ -81,19 +107,16 @@ class Gemma4UnifiedForConditionalGeneration(nn.Module):
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
         options = config.options
-        self.image_token_id = options.image_token_id
-        if not 0 <= self.image_token_id < config.vocab_size:
-            raise ConfigError(f"config.json: gemma4_unified: image_token_id "
-                              f"{self.image_token_id} is outside the vocabulary "
-                              f"(vocab_size {config.vocab_size})")
+        self.image_token_id = _token_id(config, "image_token_id")
         self.hidden_size = config.hidden_size
-        self.model = Gemma4UnifiedVision(unified_vision_options(options.vision_config),
-                                         config.hidden_size)
+        self.model = _Embedders(unified_vision_options(options.vision_config),
+                                options.audio_config, config.hidden_size)
         patch = 3 * self.model.options.model_patch_size**2
         self.vision_inputs = (
             TensorSpec("pixel_values", None, (NUM_IMAGES, NUM_PATCHES, patch)),
             TensorSpec("pixel_position_ids", ir.DataType.INT64,
                        (NUM_IMAGES, NUM_PATCHES, 2)))
+        self._speech(config)
         self.language_model = Gemma4ForCausalLM(config)
         if options.use_bidirectional_attention == "vision":
             body = self.language_model.model
@@ -103,19 +126,70 @@ class Gemma4UnifiedForConditionalGeneration(nn.Module):
                 config.hidden_size, config.vocab_size,
                 checkpoint_name="language_model.model.embed_tokens.weight")
 
+    def _speech(self, config: ArchitectureConfig) -> None:
+        """The speech model's inputs where config.json has an audio_config."""
+        self.audio_token_id = None
+        if config.options.audio_config is None:
+            return
+        self.audio_token_id = _token_id(config, "audio_token_id")
+        self.frame = unified_audio_options(config.options.audio_config).audio_embed_dim
+        self.speech_inputs = (
+            TensorSpec("audio_embeds", None, (NUM_AUDIOS, NUM_FRAMES, self.frame)),
+            TensorSpec("audio_attention_mask", ir.DataType.BOOL, (NUM_AUDIOS, NUM_FRAMES)),
+            TensorSpec("audio_sizes", ir.DataType.INT64, (NUM_AUDIOS,)))
+
     def encode_images(self, op, pixel_values, pixel_position_ids):
         """Merged patches -> image_features [real patches of every image, text hidden]."""
         return self.model(op, pixel_values, pixel_position_ids)
 
-    def embed(self, op, input_ids, image_features):
+    def encode_audio(self, op, audio_embeds, audio_attention_mask, audio_sizes):
+        """Waveform frames -> audio_features [real frames, at most sum(audio_sizes)]."""
+        tokens = real_tokens(op, self.model.embed_audio(op, audio_embeds),
+                             audio_attention_mask)
+        count = op.ReduceSum(audio_sizes, op.Constant(value_ints=[0]), keepdims=1)
+        return op.Slice(tokens, op.Constant(value_ints=[0]), count, op.Constant(value_ints=[0]))
+
+    def embed(self, op, input_ids, image_features, audio_features=None):
         is_image, token_ids = image_positions(op, input_ids, self.image_token_id)
+        if audio_features is not None:
+            is_audio, token_ids = image_positions(op, token_ids, self.audio_token_id)
         body = self.language_model.model
         embeds = op.Mul(body.embed_tokens(op, token_ids), scalar(op, body.embed_scale))
-        return merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
+        embeds = merge_image_features(op, is_image, embeds, image_features, self.hidden_size)
+        if audio_features is None:
+            return embeds
+        return merge_image_features(op, is_audio, embeds, audio_features, self.hidden_size)
 
     def genai_model_config(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
-        """No speech model in the package."""
-        return {"speech": {"config_filename": ""}}
+        """The speech model and the embedding's audio_features; none without audio."""
+        if self.audio_token_id is None:
+            return {"speech": {"config_filename": ""}}
+        return {
+            "speech": {"filename": "speech.onnx", "config_filename": SPEECH_PROCESSOR_FILE,
+                       "inputs": {"audio_embeds": "audio_embeds",
+                                  "attention_mask": "audio_attention_mask",
+                                  "audio_sizes": "audio_sizes"},
+                       "outputs": {"audio_features": "audio_features"}},
+            "embedding": {"filename": "embedding.onnx",
+                          "inputs": {"input_ids": "input_ids",
+                                     "image_features": "image_features",
+                                     "audio_features": "audio_features"},
+                          "outputs": {"inputs_embeds": "inputs_embeds"}}}
+
+    def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
+        """genai's frame cutter, where the package has a speech model."""
+        if self.audio_token_id is None:
+            return {}
+        return {SPEECH_PROCESSOR_FILE: frames_processor(self.frame)}
+
+
+def _token_id(config: ArchitectureConfig, key: str) -> int:
+    """config.json's ``key``, checked to lie within the vocabulary."""
+    value = getattr(config.options, key)
+    if not 0 <= value < config.vocab_size:
+        raise ConfigError(f"config.json: gemma4_unified: {key} {value} is outside the "
+                          f"vocabulary (vocab_size {config.vocab_size})")
+    return value
 
 
 FAMILY = ModelFamily(
@@ -124,11 +198,9 @@ FAMILY = ModelFamily(
     module=Gemma4UnifiedForConditionalGeneration, task=vision_language.TASK,
     tiny_preset="tiny-gemma4-unified", options=Gemma4VLOptions, normalize_raw=normalize,
     config_overrides=_overrides, attention_traits=TEXT.attention_traits,
-    ignored_tensors=lambda config: UNREAD,
     checkpoint_aliases=(("language_model.model.", ("model.language_model.",
                                                     "language_model.model.")),
                         ("language_model.lm_head.", ("lm_head.", "language_model.lm_head."))),
-    unread_config=("audio_config",),
 )
 
 _TEXT = {k: v for k, v in TEXT_PRESETS["tiny-gemma4"].items()
@@ -140,7 +212,8 @@ TINY_PRESETS = {
     # tiny-gemma4's decoder without per-layer inputs, cut to 3 layers (sliding, global,
     # global sharing the first global's K/V, double-wide MLP), bidirectional image spans;
     # 2 x 2 merges of 2 px patches (48 pixel values a token) embedded at 40, a table of
-    # 12 positions; an audio embedder left unread. Image / video / audio: the last ids.
+    # 12 positions; 24-sample audio frames through embed_audio. Image / video / audio:
+    # the last ids.
     "tiny-gemma4-unified": {
         "model_type": "gemma4_unified",
         "architectures": ["Gemma4UnifiedForConditionalGeneration"],

@@ -38,10 +38,19 @@ OVERRIDES: dict[str, dict] = {
 #: varied greedy continuation (no eos)
 GENAI = {"genai": "default"}
 GENAI_SEED, NEW_TOKENS = 5, 8
-CASES = [*sorted(OVERRIDES), *sorted(GENAI)]
+#: the audio case: the default checkpoint with audio_config rms_norm_eps AUDIO_EPS (the
+#: quiet clip's mean square is below it, so it matters); row 0: text, image 0, text, a
+#: loud clip, text; row 1 (left-padded by PAD): text, a quiet clip, text. Clips in samples
+#: (the first ends mid-frame, the second is padded by transformers to the first's frames)
+AUDIO, AUDIO_EPS, AUDIO_SEED = "audio", 0.05, 3
+CLIPS, LOUDNESS = (24 * 6 + 7, 24 * 4), (0.8, 0.03)
+#: the genai audio case: the default checkpoint, one prompt with one clip of GENAI_SAMPLES
+#: samples written as audio.wav (16 bit), its frames and transformers' greedy tokens
+GENAI_AUDIO, GENAI_SAMPLES = "genai_audio", 24 * 9 + 11
+CASES = [*sorted(OVERRIDES), *sorted(GENAI), AUDIO, GENAI_AUDIO]
 
 
-def _random_layer_scalars(ckpt: str) -> None:
+def random_layer_scalars(ckpt: str) -> None:
     """layer_scalar (transformers starts it at 1) made random around 1."""
     import torch
     from safetensors.torch import load_file, save_file
@@ -55,7 +64,7 @@ def _random_layer_scalars(ckpt: str) -> None:
     save_file(tensors, path, metadata={"format": "pt"})
 
 
-def _patches(config, rng) -> tuple[np.ndarray, np.ndarray, list[int]]:
+def patches(config, rng) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """pixel_values [2, most patches, 3 * model_patch^2] in [0, 1], positions, counts."""
     vision = config.vision_config
     width = 3 * (vision.patch_size * vision.pooling_kernel_size) ** 2
@@ -72,7 +81,7 @@ def _patches(config, rng) -> tuple[np.ndarray, np.ndarray, list[int]]:
 def _inputs(config, seed: int) -> dict:
     """Row 0: text, image 0, text; row 1 (left-padded by PAD): text, image 1, text."""
     rng = np.random.default_rng(seed)
-    pixels, positions, counts = _patches(config, rng)
+    pixels, positions, counts = patches(config, rng)
     image = config.image_token_id
     text = lambda n: [int(t) for t in rng.integers(4, image - 8, size=n)]  # noqa: E731
     span = lambda n: [config.boi_token_id, *[image] * n, config.eoi_token_id]  # noqa: E731
@@ -117,14 +126,127 @@ def _record_genai(hf_model, path: str) -> None:
 
 
 def write_case(case: str, folder: str) -> None:
-    """ckpt/ and run.npz (GENAI cases: ckpt/ and genai.npz)."""
+    """ckpt/ and run.npz (GENAI cases: ckpt/ and genai.npz; AUDIO: ckpt/ and audio.npz;
+    GENAI_AUDIO: ckpt/, audio.wav and genai_audio.npz)."""
     from testing.hf_checkpoints import load_hf_model
     from testing.random_checkpoint import random_checkpoint
 
     ckpt = os.path.join(folder, "ckpt")
+    if case in (AUDIO, GENAI_AUDIO):
+        _write_audio_case(case, folder)
+        return
     random_checkpoint(ckpt, PRESET, **OVERRIDES[GENAI.get(case, case)])
-    _random_layer_scalars(ckpt)
+    random_layer_scalars(ckpt)
     if case in GENAI:
         _record_genai(load_hf_model(ckpt), os.path.join(folder, "genai.npz"))
         return
     _record(load_hf_model(ckpt), os.path.join(folder, "run.npz"))
+
+
+def _frames(hf_model, waves: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """transformers' Gemma4UnifiedAudioFeatureExtractor: (frames, mask) of the clips."""
+    from transformers.models.gemma4_unified.feature_extraction_gemma4_unified import (
+        Gemma4UnifiedAudioFeatureExtractor)
+
+    size = hf_model.config.audio_config.audio_embed_dim
+    out = Gemma4UnifiedAudioFeatureExtractor(feature_size=size, audio_samples_per_token=size)(
+        waves, return_tensors="np")
+    return out["input_features"].astype(np.float32), out["input_features_mask"]
+
+
+def _audio_inputs(hf_model, rng) -> dict:
+    """AUDIO's batch (see CLIPS): image 0 in row 0, one clip a row."""
+    config = hf_model.config
+    pixels, positions, counts = patches(config, rng)
+    waves = [level * rng.uniform(-1, 1, n).astype(np.float32)
+             for n, level in zip(CLIPS, LOUDNESS)]
+    frames, frames_mask = _frames(hf_model, waves)
+    def text(n):
+        return [int(t) for t in rng.integers(4, config.image_token_id - 8, size=n)]
+
+    def clip(i):
+        count = int(frames_mask[i].sum())
+        return [config.boa_token_id, *[config.audio_token_id] * count, config.eoa_token_index]
+
+    row0 = (text(2) + [config.boi_token_id, *[config.image_token_id] * counts[0],
+                       config.eoi_token_id] + text(1) + clip(0) + text(2))
+    row1 = text(1) + clip(1)
+    row1 = [0] * PAD + row1 + text(len(row0) - PAD - len(row1))
+    ids = np.array([row0, row1], dtype=np.int64)
+    mask = np.ones_like(ids)
+    mask[1, :PAD] = 0
+    kinds = np.where(ids == config.image_token_id, 1, 0)
+    kinds = np.where(ids == config.audio_token_id, 3, kinds)
+    return {"input_ids": ids, "attention_mask": mask, "pixel_values": pixels[:1, :counts[0]],
+            "image_position_ids": positions[:1, :counts[0]], "input_features": frames,
+            "input_features_mask": frames_mask, "mm_token_type_ids": kinds}
+
+
+def _record_audio(hf_model, path: str) -> None:
+    """transformers' image and real audio soft tokens, their merge into the token
+    embeddings, prefill logits and STEPS greedy steps."""
+    import torch
+
+    from testing import parity, vlm_reference
+
+    inputs = _audio_inputs(hf_model, np.random.default_rng(AUDIO_SEED))
+    config, model = hf_model.config, hf_model.model
+    t = {k: torch.from_numpy(v) for k, v in inputs.items()}
+    with torch.no_grad():
+        image = torch.cat(model.get_image_features(
+            t["pixel_values"], t["image_position_ids"]).pooler_output)
+        out = model.get_audio_features(t["input_features"], t["input_features_mask"])
+        audio = out.pooler_output[out.attention_mask]
+        embeds = hf_model.get_input_embeddings()(t["input_ids"])
+        merged = embeds.masked_scatter(
+            (t["input_ids"] == config.image_token_id)[..., None].expand_as(embeds), image)
+        merged = merged.masked_scatter(
+            (t["input_ids"] == config.audio_token_id)[..., None].expand_as(embeds), audio)
+    mask = inputs["attention_mask"]
+    prefill = {k: v for k, v in inputs.items() if k != "attention_mask"}
+    prefill["position_ids"] = parity.position_ids_for(mask, mask.shape[1])
+    logits, tokens = vlm_reference.greedy(hf_model, prefill, mask, STEPS,
+                                          lambda step, m: parity.position_ids_for(m, 1))
+    vlm_reference.save(path, {**inputs, "features": image.numpy(), "audio": audio.numpy(),
+                              "merged": merged.numpy()}, logits, tokens)
+
+
+def _record_genai_audio(hf_model, folder: str) -> None:
+    """audio.wav (16 bit), transformers' frames of the waveform it holds, a prompt with
+    the clip's tokens and transformers' greedy tokens."""
+    import wave
+
+    from testing import vlm_reference
+
+    config, rng = hf_model.config, np.random.default_rng(GENAI_SEED)
+    pcm = (rng.uniform(-0.6, 0.6, GENAI_SAMPLES) * 32767).astype(np.int16)
+    with wave.open(os.path.join(folder, "audio.wav"), "wb") as f:
+        f.setnchannels(1)
+        f.setsampwidth(2)
+        f.setframerate(16_000)
+        f.writeframes(pcm.tobytes())
+    frames, mask = _frames(hf_model, [pcm.astype(np.float32) / 32768])
+    ids = [int(t) for t in rng.integers(4, config.image_token_id - 8, size=5)]
+    ids = ids[:2] + [config.boa_token_id, *[config.audio_token_id] * int(mask.sum()),
+                     config.eoa_token_index] + ids[2:]
+    input_ids = np.array([ids], np.int64)
+    prefill = {"input_ids": input_ids, "input_features": frames, "input_features_mask": mask,
+               "mm_token_type_ids": np.where(input_ids == config.audio_token_id, 3, 0)}
+    _, tokens = vlm_reference.greedy(hf_model, prefill, np.ones_like(input_ids), NEW_TOKENS)
+    np.savez(os.path.join(folder, "genai_audio.npz"), **prefill,
+             tokens=np.concatenate(tokens, axis=1))
+
+
+def _write_audio_case(case: str, folder: str) -> None:
+    from testing.hf_checkpoints import load_hf_model
+    from testing.random_checkpoint import random_checkpoint
+
+    ckpt = os.path.join(folder, "ckpt")
+    edit = ({"audio_config": {**_MM["audio_config"], "rms_norm_eps": AUDIO_EPS}}
+            if case == AUDIO else {})
+    random_checkpoint(ckpt, PRESET, **edit)
+    random_layer_scalars(ckpt)
+    if case == AUDIO:
+        _record_audio(load_hf_model(ckpt), os.path.join(folder, "audio.npz"))
+    else:
+        _record_genai_audio(load_hf_model(ckpt), folder)

@@ -48,6 +48,10 @@ TOKENS = {"boi_token_id": "<|image>", "image_token_id": "<|image|>", "eoi_token_
 #: the audio case: the default checkpoint, a prompt with one clip of AUDIO_FRAMES log-mel
 #: frames (no image); its features, prefill logits and NEW_TOKENS greedy tokens
 AUDIO, AUDIO_FRAMES, AUDIO_SEED = "audio", 30, 2
+#: the audio case's audio.wav (16 kHz, 16 bit: a tone in noise, quiet at the end) and
+#: transformers' Gemma4AudioFeatureExtractor log-mel of it at each of MEL_SIZES bins (the
+#: checkpoint's, and Gemma 4's released 128) in log_mel.npz
+WAVE_SAMPLES, MEL_SIZES = 9_611, (8, 128)
 CASES = [*sorted(OVERRIDES), *sorted(GENAI), AUDIO]
 
 
@@ -195,9 +199,35 @@ def _record_audio(hf_model, path: str) -> None:
              tokens=np.concatenate(steps, axis=1))
 
 
+def _record_log_mel(folder: str) -> None:
+    """audio.wav and transformers' log-mel features and frame mask of it per MEL_SIZES."""
+    import wave
+
+    from transformers.models.gemma4.feature_extraction_gemma4 import (
+        Gemma4AudioFeatureExtractor)
+
+    rng = np.random.default_rng(AUDIO_SEED)
+    time = np.arange(WAVE_SAMPLES) / 16_000
+    level = np.where(time < 0.45, 0.4, 0.004)
+    signal = level * (np.sin(2 * np.pi * 440 * time) + 0.3 * rng.standard_normal(WAVE_SAMPLES))
+    pcm = np.clip(signal * 32767, -32768, 32767).astype(np.int16)
+    with wave.open(os.path.join(folder, "audio.wav"), "wb") as f:
+        f.setnchannels(1)
+        f.setsampwidth(2)
+        f.setframerate(16_000)
+        f.writeframes(pcm.tobytes())
+    arrays = {}
+    for size in MEL_SIZES:
+        out = Gemma4AudioFeatureExtractor(feature_size=size)(
+            [pcm.astype(np.float32) / 32768], return_tensors="np")
+        arrays[f"mel{size}"] = out["input_features"][0]
+        arrays[f"mask{size}"] = out["input_features_mask"][0]
+    np.savez(os.path.join(folder, "log_mel.npz"), **arrays)
+
+
 def write_case(case: str, folder: str) -> None:
     """ckpt/ and run.npz (GENAI cases: ckpt/ with genai's files, image.png, genai.npz;
-    AUDIO: ckpt/ and audio.npz)."""
+    AUDIO: ckpt/, audio.npz, audio.wav and log_mel.npz)."""
     from testing.hf_checkpoints import load_hf_model
     from testing.random_checkpoint import random_checkpoint
 
@@ -207,6 +237,7 @@ def write_case(case: str, folder: str) -> None:
     _random_buffers(ckpt)
     if case == AUDIO:
         _record_audio(load_hf_model(ckpt), os.path.join(folder, "audio.npz"))
+        _record_log_mel(folder)
         return
     if case in GENAI:
         _genai_files(ckpt)

@@ -40,11 +40,11 @@ The module protocol (mobius/models/llava.py implements it):
 * optional ``genai_model_config(preprocessor)``: further keys of genai_config's ``model``
   section (a ``vision`` mapping is merged into the vision section);
 * optional ``genai_processor_files(preprocessor)``: {file name: JSON} of genai's
-  image processor, written beside the models (the first one is the vision section's
-  ``config_filename`` unless genai_model_config names it). ``preprocessor`` (both
-  hooks) is the checkpoint's parsed preprocessor_config.json ({} where it has
-  none), whose settings the family carries or refuses
-  (mobius/tasks/genai_image_settings.py).
+  image (or speech) processor, written beside the models (the first one is the vision
+  section's ``config_filename`` unless genai_model_config names it or it is the speech
+  section's). ``preprocessor`` (both hooks) is the checkpoint's parsed
+  preprocessor_config.json ({} where it has none), whose settings the family carries
+  or refuses (mobius/tasks/genai_image_settings.py).
 """
 
 from __future__ import annotations
@@ -185,8 +185,10 @@ def _genai_configs(module: nn.Module, config: ArchitectureConfig,
              for name, dims in layer if name == "conv"}
     if convs:  # a hybrid decoder (LFM2-VL): its conv states, as for text generation
         add_conv_states(genai_config, config, convs)
-    if files:  # genai's image processor reads it through model.vision.config_filename
-        genai_config["model"]["vision"].setdefault("config_filename", next(iter(files)))
+    first = next(iter(files), None)
+    if first is not None and first != genai_config["model"].get("speech", {}).get(
+            "config_filename"):  # genai's image processor reads model.vision.config_filename
+        genai_config["model"]["vision"].setdefault("config_filename", first)
     return PackageConfigs(genai_config, extra_json=files)
 
 
