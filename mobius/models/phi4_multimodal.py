@@ -14,9 +14,9 @@ the vision / speech / embedding / decoder models of onnxruntime-genai's ``phi4mm
 
 Checkpoint names are transformers' (``model.layers.*``, ``lm_head``,
 ``model.embed_tokens_extend.image_embed.*``); the hub's original release (model_type
-"phi4mm", auto_map code, LoRA decoder) is read through mobius/models/phi4mm_hub.py. The vision attention is
-bidirectional over the valid patches, as transformers computes it with eager
-attention (its sdpa path turns causal when no patch is padded).
+"phi4mm", auto_map code, LoRA decoder) is read through mobius/models/phi4mm_hub.py.
+The vision attention is bidirectional over the valid patches, as transformers computes
+it with eager attention (its sdpa path turns causal when no patch is padded).
 """
 
 from __future__ import annotations
