@@ -201,6 +201,8 @@ def _open_source(request: BuildRequest, target) -> _Source:
     config.check_token_ids(family.task.token_ids)
     quant = target.quant
     checkpoint = gguf.checkpoint(quant) if gguf else open_checkpoint(folder, raw)
+    if family.checkpoint_view is not None and not gguf:
+        checkpoint = family.checkpoint_view(config, checkpoint)
     if request.quant.calibration is not None and quant is not None:
         quant = dataclasses.replace(quant, calibration=load_calibration(
             request.quant.calibration, folder, config.max_position_embeddings,

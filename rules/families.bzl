@@ -953,6 +953,7 @@ FAMILY_DEPS = {
         ":clip",
         ":phi3",
         ":phi4mm_audio",
+        ":phi4mm_hub",
         ":phi4mm_vision",
         "//mobius/components:image_tokens",
         "//mobius/components:lm_head",

@@ -62,6 +62,10 @@ class ModelFamily:
     #: different prefixes (LLaVA: "vision_tower.vision_model." or "vision_tower.").
     #: Each part's spelling is chosen on its own; see mobius/weights/attach.py.
     checkpoint_aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: (config, checkpoint) -> the checkpoint as the module reads it: for a released
+    #: layout whose tensors differ from transformers' by more than prefixes (renamed
+    #: modules, adapters to merge: Phi-4-multimodal's hub layout, mobius/models/phi4mm_hub.py)
+    checkpoint_view: Callable[[ArchitectureConfig, Any], Any] | None = None
     #: config -> the checkpoint tensors the module may leave unread, each with its
     #: reason (any other unread tensor is an error: mobius/weights/attach.py)
     ignored_tensors: Callable[[ArchitectureConfig], tuple[IgnoredTensors, ...]] = (

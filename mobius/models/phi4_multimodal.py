@@ -13,9 +13,10 @@ the vision / speech / embedding / decoder models of onnxruntime-genai's ``phi4mm
   rotary, LongRoPE) fed inputs_embeds.
 
 Checkpoint names are transformers' (``model.layers.*``, ``lm_head``,
-``model.embed_tokens_extend.image_embed.*``). The vision attention is
-bidirectional over the valid patches, as transformers computes it with eager
-attention (its sdpa path turns causal when no patch is padded).
+``model.embed_tokens_extend.image_embed.*``); the hub's original release (model_type
+"phi4mm", auto_map code, LoRA decoder) is read through mobius/models/phi4mm_hub.py.
+The vision attention is bidirectional over the valid patches, as transformers computes
+it with eager attention (its sdpa path turns causal when no patch is padded).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from mobius.models.clip import CLIPVisionConfig, hidden_state_index
 from mobius.models.family import ModelFamily
 from mobius.models.phi3 import Phi3ForCausalLM
 from mobius.models.phi4mm_audio import Phi4AudioEmbedding
+from mobius.models.phi4mm_hub import from_hub, hub_view, is_hub
 from mobius.models.phi4mm_vision import Phi4ImageEmbedding
 from mobius.tasks import vision_language
 from mobius.tasks.task import TensorSpec
@@ -70,7 +72,10 @@ PROCESSOR_FILE, SPEECH_PROCESSOR_FILE = "vision_processor.json", "speech_process
 
 
 def normalize_phi4mm(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The text fields with transformers' defaults, vision_config's with its class's."""
+    """The text fields with transformers' defaults, vision_config's with its class's
+    (a hub config.json first as transformers' conversion would write it)."""
+    if is_hub(raw):
+        raw = from_hub(raw)
     out = {**_TEXT_DEFAULTS, **{k: v for k, v in raw.items() if v is not None}}
     out["vision_config"] = {**VISION_DEFAULTS, **(raw.get("vision_config") or {})}
     if raw.get("audio_config") is not None:
@@ -80,10 +85,13 @@ def normalize_phi4mm(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class Phi4MMOptions:
-    """The normalized sub-configs (normalize_phi4mm); no audio_config: no speech model."""
+    """The normalized sub-configs (normalize_phi4mm); no audio_config: no speech model.
+    hub_layout: the hub's tensors (phi4mm_hub.py), vision_lora its merged adapter."""
 
     vision_config: dict | None = None
     audio_config: dict | None = None
+    hub_layout: bool = False
+    vision_lora: dict | None = None
 
 
 class Phi4MultimodalForCausalLM(nn.Module):
@@ -217,22 +225,28 @@ def _unread(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
     vision = config.options.vision_config
     layers = feature_layers(vision, int(vision["num_hidden_layers"]))
     tower = r"model\.embed_tokens_extend\.image_embed\.img_processor\."
+    speech = ((IgnoredTensors(r"model\.layers\.\d+\..*\.lora_[AB]\.speech\.weight",
+                              "genai runs one decoder, the vision adapter merged "
+                              "(mobius/models/phi4mm_hub.py)"),)
+              if config.options.hub_layout else ())
     return (IgnoredTensors(tower + r"(post_layernorm|head)\..*",
                            "image features are a hidden state before post_layernorm and the head"),
+            *speech,
             *ignored_layers(tower + r"encoder\.layers\.", layers, int(vision["num_hidden_layers"]),
                             "layers after vision_config feature_layer are not read"))
 
 
 FAMILY = ModelFamily(
     name="phi4_multimodal",
-    model_types=("phi4_multimodal",),
-    architectures=("Phi4MultimodalForCausalLM",),
+    model_types=("phi4_multimodal", "phi4mm"),
+    architectures=("Phi4MultimodalForCausalLM", "Phi4MMForCausalLM"),
     module=Phi4MultimodalForCausalLM,
     task=vision_language.TASK,
     tiny_preset="tiny-phi4mm",
     normalize_raw=normalize_phi4mm,
     options=Phi4MMOptions,
     ignored_tensors=_unread,
+    checkpoint_view=hub_view,
     checkpoint_aliases=(  # transformers' names; the module's own (mobius' tiny checkpoints)
         ("language_model.model.", ("model.", "language_model.model.")),
         ("language_model.lm_head.", ("lm_head.", "language_model.lm_head.")),

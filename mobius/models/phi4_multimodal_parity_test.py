@@ -29,10 +29,9 @@ from mobius.builder import build
 from mobius.models import phi4_multimodal_parity_cases as cases
 from mobius.models.phi4_multimodal_parity_cases import AUDIO_CASES, IMAGE_CASES, STEPS
 from testing import vlm_reference
-from testing.model_runs import ort_session
 from testing.parity import compare_logits
+from testing.phi4mm_sessions import Phi4MMSessions
 from testing.reference_cases import case_dir
-from testing.vlm_sessions import Sessions
 
 F32_TOLERANCE = 1e-4
 
@@ -44,37 +43,10 @@ def _case(name):
             vlm_reference.load(os.path.join(folder, "reference.npz")))
 
 
-class Package(Sessions):
-    """The saved package's three onnxruntime sessions, chained as genai runs them."""
-
-    def embed(self, input_ids, features, audio=None):
-        feeds = {"input_ids": input_ids, "image_features": features}
-        if "audio_features" in {i.name for i in self.embedding.get_inputs()}:
-            feeds["audio_features"] = self.no_features() if audio is None else audio
-        return self.embedding.run(None, feeds)[0]
-
-    def generate(self, ref: vlm_reference.VlmReference):
-        """(image features, prefill inputs_embeds, per-step logits) of ``ref``'s batch, the
-        decode steps on transformers' greedy tokens."""
-        images = "pixels" in ref.arrays
-        features = self.vision.run(None, {
-            "pixel_values": ref["pixels"], "image_sizes": ref["sizes"],
-            "image_attention_mask": ref["mask"]})[0] if images else self.no_features()
-        audio = {k[len("feed."):]: v for k, v in ref.arrays.items() if k.startswith("feed.")}
-        audio_features = None
-        if audio:
-            speech = ort_session(os.path.join(self.path, "speech.onnx"))
-            audio_features = speech.run(None, audio)[0]
-        embeds = self.embed(ref["input_ids"], features, audio_features)
-        steps, _ = self.greedy(ref["input_ids"], embeds, ref["attention_mask"], STEPS,
-                               tokens=ref.tokens)
-        return features, embeds, steps
-
-
 def _package(folder, out, ep="default", adapter=None):
     package = build(folder, execution_provider=ep, dtype="f32", prefill_logits="all",
                     adapter=adapter)
-    return Package(package.save(str(out)), package.config)
+    return Phi4MMSessions(package.save(str(out)), package.config)
 
 
 def assert_parity(name, embeds, steps, ref):
@@ -93,7 +65,7 @@ PARAMS = [(name, "default") for name in sorted(IMAGE_CASES)] + [("default", "cpu
 @pytest.mark.parametrize("name,ep", PARAMS, ids=[f"{n}-{e}" for n, e in PARAMS])
 def test_f32_parity(name, ep, tmp_path):
     folder, ref = _case(name)
-    features, embeds, steps = _package(folder, tmp_path / "pkg", ep).generate(ref)
+    features, embeds, steps = _package(folder, tmp_path / "pkg", ep).generate(ref, STEPS)
     assert features.shape[0] == int((ref["input_ids"] == ref["image_token_id"]).sum())
     assert_parity(name, embeds, steps, ref)
 
@@ -104,7 +76,7 @@ AUDIO_PARAMS = [(name, "default") for name in sorted(AUDIO_CASES)] + [("speech",
 @pytest.mark.parametrize("name,ep", AUDIO_PARAMS, ids=[f"{n}-{e}" for n, e in AUDIO_PARAMS])
 def test_f32_speech_parity(name, ep, tmp_path):
     folder, ref = _case(name)
-    _, embeds, steps = _package(folder, tmp_path / "pkg", ep).generate(ref)
+    _, embeds, steps = _package(folder, tmp_path / "pkg", ep).generate(ref, STEPS)
     assert_parity(name, embeds, steps, ref)
 
 
@@ -117,7 +89,7 @@ def test_f32_parity_merged_vision_lora(tmp_path):
     with open(os.path.join(folder, "config.json")) as f:
         layers = json.load(f)["num_hidden_layers"]
     assert targeted == 4 * layers
-    runs = {name: _package(folder, tmp_path / name, adapter=path).generate(ref)
+    runs = {name: _package(folder, tmp_path / name, adapter=path).generate(ref, STEPS)
             for name, path in (("lora", lora), ("base", None))}
     _, embeds, steps = runs["lora"]
     assert_parity("vision_lora", embeds, steps, ref)
