@@ -6,9 +6,9 @@ builds of one shard of the families.
 Builds every (family, dtype[, quant]) that each EP's fusion, parity and golden targets
 look at (:func:`suite_keys`), for the families of shard SHARD of SHARDS, from the tiny
 transformers checkpoints in ``HF_DIR`` (//testing/tiny:hf), and stores each in that EP's
-archive ``OUT_ARCHIVE`` as testing/ep_builds.py describes. One family at a time, every EP in turn, in
-mobius.shared_construction: a family's generic graphs are constructed once per dtype
-(per structural flags) and each EP's pipeline runs on its own clone of them.
+archive ``OUT_ARCHIVE`` as testing/ep_builds.py describes. One family at a time, every EP
+in turn, in mobius.shared_construction: a family's generic graphs are constructed once per
+dtype (per structural flags) and each EP's pipeline runs on its own clone of them.
 """
 
 from __future__ import annotations
