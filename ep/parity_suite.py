@@ -131,7 +131,8 @@ def _static_tests(ep: str, matrix: list) -> dict[str, Callable]:
     @pytest.mark.parametrize("family,dtype", s.params(matrix))
     def test_static_decoder(builds, family, dtype):
         built, generic = builds.get(family, ep, dtype), builds.get(family, "default", dtype)
-        if static_decoder.undriven(v.name for v in built.model.graph.inputs):  # a hybrid's recurrent state, a VLM decoder's embeddings: refused by name
+        # a hybrid's recurrent state, a VLM decoder's embeddings: refused by name
+        if static_decoder.undriven(v.name for v in built.model.graph.inputs):
             with pytest.raises(ValueError, match="are not driven here"):
                 static_decoder.static_vs_generic(built.onnx_bytes(), generic.onnx_bytes(),
                                                  built.config, dtype)
