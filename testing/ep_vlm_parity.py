@@ -13,7 +13,8 @@ the chain. Compared: image features, prefill inputs_embeds, logits per step.
 The image inputs come from the families' checkpoint helpers (testing/*_checkpoints.py);
 prompts are batch 1: text, one image's tokens, text. Phi-4-multimodal also runs
 its speech model on one 16-frame clip (2 audio tokens, after the image's), Gemma 4
-on 16 log-mel frames (4 audio tokens): audio_features are compared too.
+on 16 log-mel frames (4 audio tokens), Gemma 4 Unified on 16 raw-sample frames (16 audio
+tokens): audio_features are compared too.
 """
 
 from __future__ import annotations
@@ -163,9 +164,16 @@ class Trace:
 
 def audio_feeds(family: str, raw: dict, rng) -> dict | None:
     """One 16-frame clip for a package with a speech model (Phi-4-multimodal; Gemma 4:
-    log-mel frames, 4 audio tokens)."""
+    log-mel frames, 4 audio tokens; Gemma 4 Unified: raw-sample frames, a token each)."""
     if "audio_config" not in raw:
         return None
+    if family == "gemma4_unified":
+        from mobius.models.gemma4_unified_audio import unified_audio_options
+
+        frame = unified_audio_options(raw["audio_config"]).audio_embed_dim
+        return {"audio_embeds": rng.standard_normal((1, 16, frame)).astype(np.float32),
+                "audio_attention_mask": np.ones((1, 16), bool),
+                "audio_sizes": np.array([16], np.int64)}
     if family == "gemma4":
         mel = raw["audio_config"]["subsampling_conv_channels"][0] // 4 * 4
         return {"audio_embeds": rng.standard_normal((1, 16, mel)).astype(np.float32),
