@@ -35,6 +35,7 @@ from mobius.models import gemma4_audio_cases as cases
 from mobius.models import gemma4_vl_cases as vl_cases
 from mobius.models.gemma4_audio import Gemma4AudioEncoder, audio_options
 from mobius.models.gemma4_conditional import SPEECH_PROCESSOR_FILE, speech_processor
+from testing import vlm_runs
 from testing.gemma4_vl_chain import Chain, processor_package
 from testing.onnx_graphs import attach_arrays, component_model, run_model
 from testing.recorded_arrays import load
@@ -140,14 +141,7 @@ def test_genai_audio_greedy_tokens_equal_transformers(audio_package):
     inputs["audio_attention_mask"] = ref["input_features_mask"]
     inputs["audio_sizes"] = np.array([len(ref["features"])], np.int64)
     expected = [int(t) for t in ref["tokens"][0]]
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=64, do_sample=False)
-    generator = og.Generator(model, params)
-    generator.set_inputs(inputs)
-    tokens = []
-    while not generator.is_done() and len(tokens) < len(expected):
-        generator.generate_next_token()
-        tokens.append(int(generator.get_next_tokens()[0]))
+    tokens = vlm_runs.genai_greedy(model, inputs, ref["input_ids"].shape[1], len(expected))
     assert tokens == expected
     assert len(set(expected)) > 1, "degenerate continuation: the comparison would prove little"
 

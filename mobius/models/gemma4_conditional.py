@@ -59,6 +59,25 @@ _TOKEN_DEFAULTS = {"image_token_id": 258_880, "video_token_id": 258_884,
                    "audio_token_id": 258_881}
 
 
+def speech_sections(has_audio: bool) -> dict[str, Any]:
+    """genai_config's speech model and the embedding's audio_features (the same names in
+    genai 0.18's gemma4 and gemma4_unified types); without audio the speech processor
+    blanked (those types name one otherwise)."""
+    if not has_audio:
+        return {"speech": {"config_filename": ""}}
+    return {
+        "speech": {"filename": "speech.onnx", "config_filename": SPEECH_PROCESSOR_FILE,
+                   "inputs": {"audio_embeds": "audio_embeds",
+                              "attention_mask": "audio_attention_mask",
+                              "audio_sizes": "audio_sizes"},
+                   "outputs": {"audio_features": "audio_features"}},
+        "embedding": {"filename": "embedding.onnx",
+                      "inputs": {"input_ids": "input_ids",
+                                 "image_features": "image_features",
+                                 "audio_features": "audio_features"},
+                      "outputs": {"inputs_embeds": "inputs_embeds"}}}
+
+
 @dataclasses.dataclass(frozen=True)
 class Gemma4VLOptions(Gemma4Options):
     """The decoder's switches plus what the multimodal model reads (normalize)."""
@@ -180,21 +199,7 @@ class Gemma4ForConditionalGeneration(nn.Module):
         return merge_image_features(op, is_audio, embeds, audio_features, self.hidden_size)
 
     def genai_model_config(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
-        """The speech model and the embedding's audio_features; without an audio tower
-        the speech processor blanked (genai 0.18's gemma4 type names one otherwise)."""
-        if self.audio_token_id is None:
-            return {"speech": {"config_filename": ""}}
-        return {
-            "speech": {"filename": "speech.onnx", "config_filename": SPEECH_PROCESSOR_FILE,
-                       "inputs": {"audio_embeds": "audio_embeds",
-                                  "attention_mask": "audio_attention_mask",
-                                  "audio_sizes": "audio_sizes"},
-                       "outputs": {"audio_features": "audio_features"}},
-            "embedding": {"filename": "embedding.onnx",
-                          "inputs": {"input_ids": "input_ids",
-                                     "image_features": "image_features",
-                                     "audio_features": "audio_features"},
-                          "outputs": {"inputs_embeds": "inputs_embeds"}}}
+        return speech_sections(self.audio_token_id is not None)
 
     def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """onnxruntime-genai's gemma4 image processor: Gemma4ImageTransform resizes within

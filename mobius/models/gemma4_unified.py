@@ -41,7 +41,7 @@ from mobius.models.family import ModelFamily
 from mobius.models.gemma4 import (FAMILY as TEXT, FULL, SLIDING, TINY_PRESETS as TEXT_PRESETS,
                                   Gemma4ForCausalLM)
 from mobius.models.gemma4_audio import real_tokens
-from mobius.models.gemma4_conditional import SPEECH_PROCESSOR_FILE, Gemma4VLOptions
+from mobius.models.gemma4_conditional import SPEECH_PROCESSOR_FILE, Gemma4VLOptions, speech_sections
 from mobius.models.gemma4_unified_audio import frames_processor, unified_audio_options
 from mobius.models.gemma4_unified_vision import (Gemma4UnifiedVision,
                                                  Gemma4UnifiedVisionOptions,
@@ -161,20 +161,7 @@ class Gemma4UnifiedForConditionalGeneration(nn.Module):
         return merge_image_features(op, is_audio, embeds, audio_features, self.hidden_size)
 
     def genai_model_config(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
-        """The speech model and the embedding's audio_features; none without audio."""
-        if self.audio_token_id is None:
-            return {"speech": {"config_filename": ""}}
-        return {
-            "speech": {"filename": "speech.onnx", "config_filename": SPEECH_PROCESSOR_FILE,
-                       "inputs": {"audio_embeds": "audio_embeds",
-                                  "attention_mask": "audio_attention_mask",
-                                  "audio_sizes": "audio_sizes"},
-                       "outputs": {"audio_features": "audio_features"}},
-            "embedding": {"filename": "embedding.onnx",
-                          "inputs": {"input_ids": "input_ids",
-                                     "image_features": "image_features",
-                                     "audio_features": "audio_features"},
-                          "outputs": {"inputs_embeds": "inputs_embeds"}}}
+        return speech_sections(self.audio_token_id is not None)
 
     def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
         """genai's frame cutter, where the package has a speech model."""

@@ -38,6 +38,7 @@ from mobius.builder import build
 from mobius.errors import MobiusError
 from mobius.models import gemma4_unified_cases as cases
 from mobius.tiny.presets import TINY_PRESETS
+from testing import vlm_runs
 from testing.gemma4_vl_chain import (Chain, built_chain, diffs, edited, load_case,
                                      processor_package)
 from testing.reference_cases import case_dir
@@ -142,14 +143,7 @@ def test_genai_greedy_tokens_equal_transformers(tmp_path):
     inputs["pixel_position_ids"] = ref["image_position_ids"]
     inputs["num_image_tokens"] = np.array([int(ref["count"])], np.int64)
     expected = [int(t) for t in ref["tokens"][0]]
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=64, do_sample=False)
-    generator = og.Generator(model, params)
-    generator.set_inputs(inputs)
-    tokens = []
-    while not generator.is_done() and len(tokens) < len(expected):
-        generator.generate_next_token()
-        tokens.append(int(generator.get_next_tokens()[0]))
+    tokens = vlm_runs.genai_greedy(model, inputs, ref["input_ids"].shape[1], len(expected))
     assert tokens == expected
     assert len(set(expected)) > 1, "degenerate continuation: the comparison would prove little"
 
@@ -276,14 +270,7 @@ def test_genai_audio_greedy_tokens_equal_transformers(genai_audio_package):
     inputs["audio_attention_mask"] = ref["input_features_mask"]
     inputs["audio_sizes"] = np.array([int(ref["input_features_mask"].sum())], np.int64)
     expected = [int(t) for t in ref["tokens"][0]]
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=64, do_sample=False)
-    generator = og.Generator(model, params)
-    generator.set_inputs(inputs)
-    tokens = []
-    while not generator.is_done() and len(tokens) < len(expected):
-        generator.generate_next_token()
-        tokens.append(int(generator.get_next_tokens()[0]))
+    tokens = vlm_runs.genai_greedy(model, inputs, ref["input_ids"].shape[1], len(expected))
     assert tokens == expected
     assert len(set(expected)) > 1, "degenerate continuation: the comparison would prove little"
 
