@@ -12,6 +12,7 @@ import numpy as np
 
 from mobius.builder import build
 from testing import vlm_reference
+from testing.gemma4_genai_prompt import add_media_tokens
 from testing.model_runs import ort_session
 from testing.parity import position_ids_for
 from testing.reference_cases import case_dir
@@ -107,30 +108,12 @@ def edited(folder, out, edit) -> str:
     return str(out)
 
 
-#: Gemma 4's media markers: genai's prompt expansion finds them in the tokenizer
-MEDIA_TOKENS = {"boi_token_id": "<|image>", "image_token_id": "<|image|>",
-                "eoi_token_id": "<image|>", "boa_token_id": "<|audio>",
-                "audio_token_id": "<|audio|>", "eoa_token_index": "<audio|>"}
-
-
 def processor_package(path, out, extra_json: dict | None = None) -> str:
-    """A copy of package ``path`` at ``out`` whose tokenizer.json holds MEDIA_TOKENS at
-    config.json's ids, with ``extra_json`` ({file name: JSON}) written beside."""
+    """A copy of package ``path`` at ``out`` whose tokenizer.json holds Gemma 4's media
+    markers (testing/gemma4_genai_prompt.py), with ``extra_json`` ({file name: JSON})
+    written beside."""
     shutil.copytree(path, out)
-    with open(os.path.join(out, "config.json")) as f:
-        config = json.load(f)
-    tokenizer_path = os.path.join(out, "tokenizer.json")
-    with open(tokenizer_path) as f:
-        tokenizer = json.load(f)
-    known = {token["content"] for token in tokenizer["added_tokens"]}
-    for key, text in MEDIA_TOKENS.items():
-        if text not in known:
-            tokenizer["model"]["vocab"][text] = config[key]
-            tokenizer["added_tokens"].append({
-                "id": config[key], "content": text, "special": True, "single_word": False,
-                "lstrip": False, "rstrip": False, "normalized": False})
-    with open(tokenizer_path, "w") as f:
-        json.dump(tokenizer, f)
+    add_media_tokens(str(out))
     for name, body in (extra_json or {}).items():
         with open(os.path.join(out, name), "w") as f:
             json.dump(body, f)

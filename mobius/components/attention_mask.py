@@ -36,12 +36,14 @@ NON_CAUSAL = "mobius.non_causal_mask"
 
 
 def causal_padding_mask(op, input_ids, attention_mask, dtype: ir.DataType,
-                        sliding_window: int | None = None, blocks=None, pattern=None):
+                        sliding_window: int | None = None, blocks=None, pattern=None,
+                        whole_blocks: bool = False):
     """Returns the additive mask [batch, 1 (heads with a per-head ``pattern``), seq,
     total_seq] in ``dtype``.
 
     ``blocks`` [batch, seq] int64: each current token's block id, -1 outside any
-    block (:func:`token_blocks`).
+    block (:func:`token_blocks`); a block's tokens see each other within the sliding
+    window, or the whole block with ``whole_blocks``.
     """
     seq_len = op.Shape(input_ids, start=1, end=2)
     total_len = op.Shape(attention_mask, start=1, end=2)
@@ -52,7 +54,7 @@ def causal_padding_mask(op, input_ids, attention_mask, dtype: ir.DataType,
     key_slots = op.Range(zero, op.Squeeze(total_len), one)  # [total]
     query_slots = op.Unsqueeze(query_slots, op.Constant(value_ints=[1]))  # [seq, 1]
     allowed = op.LessOrEqual(key_slots, query_slots)  # [seq, total]
-    if blocks is not None:
+    if blocks is not None and not whole_blocks:
         allowed = op.Or(allowed, _same_block(op, blocks, past_len))  # [batch, 1, seq, total]
     if sliding_window or pattern is not None:
         key_positions = op.Sub(op.CumSum(attention_mask, one), one)  # [batch, total]
@@ -64,6 +66,8 @@ def causal_padding_mask(op, input_ids, attention_mask, dtype: ir.DataType,
         distance = op.Sub(op.Unsqueeze(query_positions, op.Constant(value_ints=[1, 3])),
                           op.Unsqueeze(key_positions, op.Constant(value_ints=[1, 2])))
         allowed = op.And(allowed, op.Less(distance, op.Constant(value_int=sliding_window)))
+    if blocks is not None and whole_blocks:
+        allowed = op.Or(allowed, _same_block(op, blocks, past_len))
     not_padding = op.Cast(
         op.Unsqueeze(attention_mask, op.Constant(value_ints=[1, 2])), to=ir.DataType.BOOL
     )  # [batch, 1, 1, total]

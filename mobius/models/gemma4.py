@@ -254,8 +254,9 @@ class Gemma4TextModel(CausalTransformer, PerLayerEmbeddings):
                                           config.hidden_size, config.rms_norm_eps)
         #: a multimodal package's media token ids (image, video, audio)
         self.media_token_ids: tuple[int, ...] = ()
-        #: image blocks attend both ways on global layers too (Gemma 4 Unified)
-        self.blocks_on_full_layers = False
+        #: image blocks attend to themselves whole on every layer, past the sliding
+        #: window too (Gemma 4 Unified, as transformers' forward masks them)
+        self.whole_blocks = False
 
     def multimodal_per_layer_inputs(self, op, input_ids, inputs_embeds):
         """Per-layer inputs beside merged embeddings (transformers' multimodal model): a
@@ -290,10 +291,10 @@ class Gemma4TextModel(CausalTransformer, PerLayerEmbeddings):
         for i, (layer, plan) in enumerate(zip(self.layers, self.plans)):
             window = config.layer_sliding_window(i)
             if window not in masks:
-                masks[window] = causal_padding_mask(op, tokens, attention_mask,
-                                                    get_build_dtype(), window,
-                                                    blocks if window or self.blocks_on_full_layers
-                                                    else None)
+                masks[window] = causal_padding_mask(
+                    op, tokens, attention_mask, get_build_dtype(), window,
+                    blocks if window or self.whole_blocks else None,
+                    whole_blocks=self.whole_blocks)
             layer_input = (None if per_layer is None
                            else op.Gather(per_layer, op.Constant(value_int=i), axis=2))
             hidden, present = layer(op, hidden, *rotary[plan.kind], masks[window], layer_input,

@@ -207,12 +207,7 @@ class Gemma4ForConditionalGeneration(nn.Module):
         attrs = {"patch_size": self.vision.patch_size,
                  "max_soft_tokens": int(preprocessor.get("max_soft_tokens", 280)),
                  "pooling_kernel_size": self.vision.pooling_kernel_size}
-        steps = [("decode_image", "DecodeImage", {"color_space": "RGB"}),
-                 ("gemma4_image_transform", "Gemma4ImageTransform", attrs)]
-        files = {PROCESSOR_FILE: {"processor": {
-            "name": "gemma4_image_processor",
-            "transforms": [{"operation": {"name": name, "type": kind, "attrs": attrs}}
-                           for name, kind, attrs in steps]}}}
+        files = {PROCESSOR_FILE: image_processor(attrs)}
         if self.audio_token_id is not None:
             files[SPEECH_PROCESSOR_FILE] = speech_processor(self.mel)
         return files
@@ -228,6 +223,17 @@ FAMILY = ModelFamily(
                                                     "language_model.model.")),
                         ("language_model.lm_head.", ("lm_head.", "language_model.lm_head."))),
 )
+
+def image_processor(attrs: Mapping[str, int]) -> dict[str, Any]:
+    """onnxruntime-extensions' image processor: decode (RGB), then Gemma4ImageTransform
+    with ``attrs`` (patch_size, max_soft_tokens, pooling_kernel_size)."""
+    steps = [("decode_image", "DecodeImage", {"color_space": "RGB"}),
+             ("gemma4_image_transform", "Gemma4ImageTransform", dict(attrs))]
+    return {"processor": {
+        "name": "gemma4_image_processor",
+        "transforms": [{"operation": {"name": name, "type": kind, "attrs": attrs}}
+                       for name, kind, attrs in steps]}}
+
 
 def speech_processor(mel: int) -> dict[str, Any]:
     """onnxruntime-extensions' Gemma 4 audio features: decode, Gemma4LogMel with

@@ -15,14 +15,15 @@ mobius/tasks/vision_language.py (onnxruntime-genai's ``gemma4_unified`` type):
 * ``model``: the Gemma 4 decoder of mobius/models/gemma4.py without per-layer inputs or
   experts (the text config has neither); KV sharing from ``num_kv_shared_layers``.
   ``use_bidirectional_attention`` defaults to "vision": a run of image tokens attends
-  to itself both ways on every layer, as transformers' forward does given
-  mm_token_type_ids (its compiled-cache generate path keeps global layers causal, as
-  Gemma 4 does; the two disagree); null makes the decoder causal; "all" is refused.
+  to itself whole, both ways, on every layer (on sliding layers past the window too),
+  as transformers' forward does given mm_token_type_ids (its compiled-cache generate
+  path keeps global layers causal and sliding ones within the window, as Gemma 4 does;
+  the two disagree); null makes the decoder causal; "all" is refused.
 
 Without an audio_config there is no speech model (embed_audio tensors are then unread,
-an error) and genai_config blanks the speech processor. No image processor config is
-written (genai 0.18 then refuses to create its multimodal processor: callers feed
-pixel_values / audio_embeds through set_inputs).
+an error) and genai_config blanks the speech processor. processor_config.json is genai's
+image processor (mobius/models/gemma4_unified_image.py: Gemma4ImageTransform at the merged
+patch size), so genai's multimodal processor takes images (and audio) as they are.
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ from mobius.models.family import ModelFamily
 from mobius.models.gemma4 import (FAMILY as TEXT, FULL, SLIDING, TINY_PRESETS as TEXT_PRESETS,
                                   Gemma4ForCausalLM)
 from mobius.models.gemma4_audio import real_tokens
-from mobius.models.gemma4_conditional import SPEECH_PROCESSOR_FILE, Gemma4VLOptions, speech_sections
+from mobius.models.gemma4_conditional import (PROCESSOR_FILE, SPEECH_PROCESSOR_FILE,
+                                              Gemma4VLOptions, image_processor, speech_sections)
+from mobius.models.gemma4_unified_image import image_transform_attrs
 from mobius.models.gemma4_unified_audio import frames_processor, unified_audio_options
 from mobius.models.gemma4_unified_vision import (Gemma4UnifiedVision,
                                                  Gemma4UnifiedVisionOptions,
@@ -120,7 +123,7 @@ class Gemma4UnifiedForConditionalGeneration(nn.Module):
         self.language_model = Gemma4ForCausalLM(config)
         if options.use_bidirectional_attention == "vision":
             body = self.language_model.model
-            body.block_token_id, body.blocks_on_full_layers = self.image_token_id, True
+            body.block_token_id, body.whole_blocks = self.image_token_id, True
         if config.tie_word_embeddings:  # the head's own copy (the lookup is in embedding.onnx)
             self.language_model.lm_head = LMHead(
                 config.hidden_size, config.vocab_size,
@@ -164,10 +167,13 @@ class Gemma4UnifiedForConditionalGeneration(nn.Module):
         return speech_sections(self.audio_token_id is not None)
 
     def genai_processor_files(self, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
-        """genai's frame cutter, where the package has a speech model."""
-        if self.audio_token_id is None:
-            return {}
-        return {SPEECH_PROCESSOR_FILE: frames_processor(self.frame)}
+        """genai's image processor and, where the package has a speech model, its frame
+        cutter."""
+        attrs = image_transform_attrs(preprocessor, self.model.options)
+        files = {PROCESSOR_FILE: image_processor(attrs)}
+        if self.audio_token_id is not None:
+            files[SPEECH_PROCESSOR_FILE] = frames_processor(self.frame)
+        return files
 
 
 def _token_id(config: ArchitectureConfig, key: str) -> int:

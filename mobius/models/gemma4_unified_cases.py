@@ -47,7 +47,16 @@ CLIPS, LOUDNESS = (24 * 6 + 7, 24 * 4), (0.8, 0.03)
 #: the genai audio case: the default checkpoint, one prompt with one clip of GENAI_SAMPLES
 #: samples written as audio.wav (16 bit), its frames and transformers' greedy tokens
 GENAI_AUDIO, GENAI_SAMPLES = "genai_audio", 24 * 9 + 11
-CASES = [*sorted(OVERRIDES), *sorted(GENAI), AUDIO, GENAI_AUDIO]
+#: the genai image case: the default checkpoint with a preprocessor_config.json (IMAGE_SOFT
+#: tokens: its tiles' positions stay within the preset's table) and the media markers in
+#: its tokenizer; IMAGES (name -> (height, width); "exact" needs no resize) written as
+#: PNGs, the reference's pixel inputs of each and transformers' Pillow processor's, and
+#: transformers' greedy tokens for genai's expansion of IMAGE_PROMPT (the resized image)
+#: and AUDIO_PROMPT (that image and a GENAI_SAMPLES clip, audio.wav)
+GENAI_IMAGE, IMAGE_SOFT = "genai_image", 70
+IMAGES = {"resized": (37, 53), "exact": (24, 40)}
+IMAGE_PROMPT, AUDIO_PROMPT = "Look: <|image|> then", "Look: <|image|> then <|audio|>"
+CASES = [*sorted(OVERRIDES), *sorted(GENAI), AUDIO, GENAI_AUDIO, GENAI_IMAGE]
 
 
 def random_layer_scalars(ckpt: str) -> None:
@@ -135,6 +144,9 @@ def write_case(case: str, folder: str) -> None:
     if case in (AUDIO, GENAI_AUDIO):
         _write_audio_case(case, folder)
         return
+    if case == GENAI_IMAGE:
+        _write_genai_image_case(folder)
+        return
     random_checkpoint(ckpt, PRESET, **OVERRIDES[GENAI.get(case, case)])
     random_layer_scalars(ckpt)
     if case in GENAI:
@@ -211,21 +223,26 @@ def _record_audio(hf_model, path: str) -> None:
                               "merged": merged.numpy()}, logits, tokens)
 
 
-def _record_genai_audio(hf_model, folder: str) -> None:
-    """audio.wav (16 bit), transformers' frames of the waveform it holds, a prompt with
-    the clip's tokens and transformers' greedy tokens."""
+def write_wav(hf_model, rng, path: str) -> tuple[np.ndarray, np.ndarray]:
+    """A GENAI_SAMPLES clip as 16 bit mono 16 kHz ``path``: transformers' (frames, mask)."""
     import wave
 
-    from testing import vlm_reference
-
-    config, rng = hf_model.config, np.random.default_rng(GENAI_SEED)
     pcm = (rng.uniform(-0.6, 0.6, GENAI_SAMPLES) * 32767).astype(np.int16)
-    with wave.open(os.path.join(folder, "audio.wav"), "wb") as f:
+    with wave.open(path, "wb") as f:
         f.setnchannels(1)
         f.setsampwidth(2)
         f.setframerate(16_000)
         f.writeframes(pcm.tobytes())
-    frames, mask = _frames(hf_model, [pcm.astype(np.float32) / 32768])
+    return _frames(hf_model, [pcm.astype(np.float32) / 32768])
+
+
+def _record_genai_audio(hf_model, folder: str) -> None:
+    """audio.wav (16 bit), transformers' frames of the waveform it holds, a prompt with
+    the clip's tokens and transformers' greedy tokens."""
+    from testing import vlm_reference
+
+    config, rng = hf_model.config, np.random.default_rng(GENAI_SEED)
+    frames, mask = write_wav(hf_model, rng, os.path.join(folder, "audio.wav"))
     ids = [int(t) for t in rng.integers(4, config.image_token_id - 8, size=5)]
     ids = ids[:2] + [config.boa_token_id, *[config.audio_token_id] * int(mask.sum()),
                      config.eoa_token_index] + ids[2:]
@@ -250,3 +267,75 @@ def _write_audio_case(case: str, folder: str) -> None:
         _record_audio(load_hf_model(ckpt), os.path.join(folder, "audio.npz"))
     else:
         _record_genai_audio(load_hf_model(ckpt), folder)
+
+
+def _genai_image_inputs(hf_model, folder: str) -> dict:
+    """IMAGES as PNGs; per image the reference's pixel inputs (testing/gemma4_unified_image)
+    and transformers' Pillow processor's at the merged side with a kernel of 1."""
+    from PIL import Image
+    from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+
+    from testing.gemma4_unified_image import pixel_inputs, smooth_image
+
+    vision = hf_model.config.vision_config
+    side = vision.patch_size * vision.pooling_kernel_size
+    pil = Gemma4ImageProcessorPil(patch_size=side, pooling_kernel_size=1,
+                                  max_soft_tokens=IMAGE_SOFT)
+    rng, out = np.random.default_rng(GENAI_SEED), {}
+    for name, size in IMAGES.items():
+        path = os.path.join(folder, f"{name}.png")
+        Image.fromarray(smooth_image(rng, *size)).save(path)
+        with Image.open(path) as image:
+            pixels, positions, count = pixel_inputs(np.asarray(image.convert("RGB")), side,
+                                                    IMAGE_SOFT)
+            theirs = pil(image, return_tensors="np")
+        out.update({f"{name}_pixel_values": pixels, f"{name}_positions": positions,
+                    f"{name}_count": count, f"{name}_pil_pixel_values": theirs["pixel_values"][0],
+                    f"{name}_pil_positions": theirs["image_position_ids"][0]})
+    return out
+
+
+def _write_genai_image_case(folder: str) -> None:
+    """ckpt/ (preprocessor_config.json, media markers), the PNGs, audio.wav and image.npz:
+    the pixel inputs and, per prompt, its ids as genai expands it, transformers' prefill
+    logits and greedy tokens."""
+    import json
+
+    from tokenizers import Tokenizer
+
+    from testing import vlm_reference
+    from testing.gemma4_genai_prompt import add_media_tokens, expanded
+    from testing.hf_checkpoints import load_hf_model
+    from testing.random_checkpoint import random_checkpoint
+
+    ckpt = os.path.join(folder, "ckpt")
+    random_checkpoint(ckpt, PRESET)
+    random_layer_scalars(ckpt)
+    add_media_tokens(ckpt)
+    vision = _MM["vision_config"]
+    with open(os.path.join(ckpt, "preprocessor_config.json"), "w") as f:
+        json.dump({"image_processor_type": "Gemma4UnifiedImageProcessor",
+                   "patch_size": vision["patch_size"], "max_soft_tokens": IMAGE_SOFT,
+                   "pooling_kernel_size": vision["pooling_kernel_size"], "do_resize": True,
+                   "resample": 3, "do_rescale": True, "rescale_factor": 1 / 255,
+                   "do_normalize": False}, f)
+    hf_model = load_hf_model(ckpt)
+    config, tokenizer = hf_model.config, Tokenizer.from_file(os.path.join(ckpt, "tokenizer.json"))
+    out = _genai_image_inputs(hf_model, folder)
+    frames, mask = write_wav(hf_model, np.random.default_rng(GENAI_SEED), os.path.join(
+        folder, "audio.wav"))
+    count = out["resized_count"]
+    image = {"pixel_values": out["resized_pixel_values"][None, :count],
+             "image_position_ids": out["resized_positions"][None, :count]}
+    for name, prompt, audio in (("image", IMAGE_PROMPT, 0),
+                                ("image_audio", AUDIO_PROMPT, int(mask.sum()))):
+        ids = np.array([tokenizer.encode(expanded(prompt, count, audio)).ids], np.int64)
+        kinds = np.where(ids == config.image_token_id, 1, 0)
+        prefill = {"input_ids": ids, **image,
+                   "mm_token_type_ids": np.where(ids == config.audio_token_id, 3, kinds)}
+        if audio:
+            prefill.update(input_features=frames, input_features_mask=mask)
+        logits, tokens = vlm_reference.greedy(hf_model, prefill, np.ones_like(ids), NEW_TOKENS)
+        out.update({f"{name}_ids": ids, f"{name}_tokens": np.concatenate(tokens, axis=1),
+                    f"{name}_logits": logits[0]})
+    np.savez(os.path.join(folder, "image.npz"), **out)

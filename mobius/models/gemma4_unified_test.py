@@ -275,20 +275,11 @@ def test_genai_audio_greedy_tokens_equal_transformers(genai_audio_package):
     assert len(set(expected)) > 1, "degenerate continuation: the comparison would prove little"
 
 
-#: genai 0.18 will not create the gemma4_unified processor without an image processor
-#: config ("[ImageProcessor]: failed to open .../processor_config.json"); mobius writes
-#: none (transformers' unified image processor needs torchvision, so genai's could not be
-#: checked against it), so this test adds a plain one. No image is fed.
-IMAGE_CONFIG = {"processor": {"name": "gemma4_image_processor", "transforms": [
-    {"operation": {"name": "decode_image", "type": "DecodeImage",
-                   "attrs": {"color_space": "RGB"}}}]}}
-
-
 def test_genai_frames_equal_transformers_frames(genai_audio_package, tmp_path):
     """genai's speech processor on audio.wav: transformers' frames exactly (both are the
     16 bit samples / 32768, the last frame zero-padded) and the prompt's audio span."""
     path, folder, ref = genai_audio_package
-    work = processor_package(path, tmp_path / "pkg", {"processor_config.json": IMAGE_CONFIG})
+    work = processor_package(path, tmp_path / "pkg")  # the markers in its tokenizer
     processor = og.Model(work).create_multimodal_processor()
     out = processor("<|audio|>", audios=og.Audios.open(os.path.join(folder, "audio.wav")))
     frames = out["audio_embeds"].as_numpy()
@@ -301,3 +292,81 @@ def test_genai_frames_equal_transformers_frames(genai_audio_package, tmp_path):
     span = [preset["boa_token_id"], *[preset["audio_token_id"]] * count,
             preset["eoa_token_index"]]
     assert any(ids[i:i + len(span)] == span for i in range(len(ids))), ids
+
+
+#: genai's pixel values vs the reference's: both resize bicubic with antialias, genai in
+#: float, transformers (torchvision's uint8 kernel) rounding to 8 bits after each pass,
+#: so up to 1.5 levels apart on a resized image; the same bits where none is resized
+PIXEL_TOLERANCE = {"resized": 1.5 / 255, "exact": 1e-7}
+
+
+@pytest.fixture(scope="module")
+def genai_image(tmp_path_factory):
+    """(saved cpu package of the genai image case, its folder, its image.npz)."""
+    folder = case_dir(cases, cases.GENAI_IMAGE)
+    package = build(os.path.join(folder, "ckpt"), execution_provider="cpu", dtype="f32")
+    path = package.save(str(tmp_path_factory.mktemp("genai_image") / "pkg"))
+    return path, folder, dict(np.load(os.path.join(folder, "image.npz")))
+
+
+def test_reference_pixels_equal_transformers_pillow_processor(genai_image):
+    """The reference (testing/gemma4_unified_image.py) vs transformers' Gemma4 Pillow
+    processor at the merged side: the same tiles and positions, pixels within one 8-bit
+    level (Pillow's and torch's uint8 resizes round differently)."""
+    _, _, ref = genai_image
+    for name in cases.IMAGES:
+        assert np.array_equal(ref[f"{name}_pil_positions"], ref[f"{name}_positions"]), name
+        found = np.abs(ref[f"{name}_pil_pixel_values"] - ref[f"{name}_pixel_values"]).max()
+        assert found <= 1 / 255 + 1e-6, (name, found)
+
+
+@pytest.mark.parametrize("name", sorted(cases.IMAGES))
+def test_genai_image_processor_matches_the_reference(name, genai_image):
+    """genai's processor, created on the package as written, on a PNG: transformers'
+    tiles (positions and soft-token count exactly, pixels within PIXEL_TOLERANCE) and
+    the prompt's ids as the reference expands it."""
+    path, folder, ref = genai_image
+    processor = og.Model(path).create_multimodal_processor()
+    out = processor(cases.IMAGE_PROMPT, images=og.Images.open(os.path.join(folder,
+                                                                          f"{name}.png")))
+    count = int(ref[f"{name}_count"])
+    assert int(out["num_image_tokens"].as_numpy()[0]) == count
+    assert np.array_equal(out["pixel_position_ids"].as_numpy()[0], ref[f"{name}_positions"])
+    found = np.abs(out["pixel_values"].as_numpy()[0] - ref[f"{name}_pixel_values"]).max()
+    assert found <= PIXEL_TOLERANCE[name], found
+    if name == "resized":
+        assert found > 0.0  # the two resizes do differ: the tolerance is needed
+        assert out["input_ids"].as_numpy().tolist() == ref["image_ids"].tolist()
+
+
+@pytest.mark.parametrize("ep", ["default", "cpu"])
+def test_image_longer_than_the_window_matches_transformers(ep, genai_image, tmp_path):
+    """The genai image prompt's prefill: its image run (60 tokens) is longer than the
+    sliding window (6), which it attends past, as transformers' forward lets it."""
+    _, folder, ref = genai_image
+    chain = built_chain(os.path.join(folder, "ckpt"), tmp_path / "pkg", ep)
+    count, ids = int(ref["resized_count"]), ref["image_ids"]
+    features = chain.features(ref["resized_pixel_values"][None, :count],
+                              ref["resized_positions"][None, :count])
+    logits, _ = chain.decode(ids, chain.embed(ids, features), np.ones_like(ids), {})
+    assert count > TINY_PRESETS[cases.PRESET]["text_config"]["sliding_window"]
+    assert np.abs(logits - ref["image_logits"]).max() <= TOLERANCE
+
+
+@pytest.mark.parametrize("prompt", ["image", "image_audio"])
+def test_genai_processor_greedy_tokens_equal_transformers(prompt, genai_image):
+    """genai's processor on resized.png (and audio.wav) feeds genai's greedy run, which
+    gives transformers' tokens on the reference's pixel inputs (and frames)."""
+    path, folder, ref = genai_image
+    model = og.Model(path)
+    processor = model.create_multimodal_processor()
+    text = cases.IMAGE_PROMPT if prompt == "image" else cases.AUDIO_PROMPT
+    audios = (og.Audios.open(os.path.join(folder, "audio.wav")) if prompt == "image_audio"
+              else None)
+    inputs = processor(text, images=og.Images.open(os.path.join(folder, "resized.png")),
+                       audios=audios)
+    ids = ref[f"{prompt}_ids"]
+    assert inputs["input_ids"].as_numpy().tolist() == ids.tolist()
+    expected = [int(t) for t in ref[f"{prompt}_tokens"][0]]
+    assert vlm_runs.genai_greedy(model, inputs, ids.shape[1], len(expected)) == expected
+    assert len(set(expected)) > 1, "degenerate continuation: the comparison would prove little"
