@@ -90,12 +90,15 @@ def assert_revert_moves_logits(cases, case: str, revert: dict, tmp_path, name: s
     assert run.max_abs_diff > CHANGED, f"{name}: changes nothing ({run.max_abs_diff:.3g})"
 
 
-def assert_rejected_up_front(tmp_path, config: dict, message: str) -> None:
-    """A checkpoint folder holding only ``config`` is refused with ``message`` (a ConfigError,
-    before any weight is read) and leaves no output folder."""
+def assert_rejected_up_front(tmp_path, config: dict, message: str,
+                             files: dict | None = None) -> None:
+    """A checkpoint folder holding only ``config`` (and ``files``: {name: JSON}) is refused
+    with ``message`` (a ConfigError, before any weight is read) and leaves no output
+    folder."""
     folder = tmp_path / "ckpt"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(config))
+    for name, body in {"config.json": config, **(files or {})}.items():
+        (folder / name).write_text(json.dumps(body))
     out = tmp_path / "out"
     with pytest.raises(ConfigError, match=message):
         build(str(folder), dtype="f32").save(str(out))

@@ -100,10 +100,10 @@ def test_sliding_window_counts_tokens_not_cache_slots():
     assert visible[1].tolist() == [False, True, True, False, False, True]
 
 
-def _blocks_model(window: int | None):
+def _blocks_model(window: int | None, whole_blocks: bool = False):
     def forward(op, ids, mask):
         return causal_padding_mask(op, ids, mask, ir.DataType.FLOAT, window,
-                                   token_blocks(op, ids, 9))
+                                   token_blocks(op, ids, 9), whole_blocks=whole_blocks)
 
     return component_model(
         inputs=[("input_ids", ir.DataType.INT64, ["batch", "seq"]),
@@ -130,3 +130,16 @@ def test_token_blocks_see_each_other_both_ways_within_a_run_only(window):
     np.testing.assert_array_equal(seen, expected)
     marked = [v for n in model.graph for v in n.outputs if NON_CAUSAL in v.metadata_props]
     assert [v.producer().op_type for v in marked] == ["Where"]  # the mask, for GQA fusion to skip
+
+
+def test_whole_blocks_see_each_other_past_the_window():
+    """whole_blocks (transformers' OR after the window's AND): a block longer than the
+    window sees itself whole; other tokens keep the window."""
+    ids = np.array([[4, 9, 9, 9, 9, 4, 4]], np.int64)
+    attention_mask = np.ones((1, 7), np.int64)
+    (mask,) = run_model(_blocks_model(2, whole_blocks=True),
+                        {"input_ids": ids, "attention_mask": attention_mask})
+    seen = mask[0, 0] == 0
+    expected = np.tril(np.ones((7, 7), bool)) & ~np.tril(np.ones((7, 7), bool), k=-2)
+    expected[1:5, 1:5] = True
+    np.testing.assert_array_equal(seen, expected)

@@ -51,6 +51,7 @@ from mobius.models.gemma4_unified_vision import (Gemma4UnifiedVision,
                                                  unified_vision_options)
 from mobius.models.gemma4_vision import Gemma4MultimodalEmbedder
 from mobius.tasks import vision_language
+from mobius.tasks.image_processor import RAW_KEY
 from mobius.tasks.task import TensorSpec
 from mobius.tasks.vision_language import NUM_AUDIOS, NUM_FRAMES, NUM_IMAGES, NUM_PATCHES
 from mobius.tiny.bases import VOCAB_SIZE
@@ -79,8 +80,9 @@ def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The decoder's checks, and the embedder's, before any weight is read."""
-    unified_vision_options(raw.get("vision_config"))
+    """The decoder's checks, the embedder's and genai's image processor's, before any
+    weight is read."""
+    image_transform_attrs(raw.get(RAW_KEY) or {}, unified_vision_options(raw.get("vision_config")))
     if raw.get("audio_config") is not None:
         unified_audio_options(raw["audio_config"])
     mode = raw.get("use_bidirectional_attention")

@@ -67,7 +67,7 @@ def image_transform_attrs(preprocessor: Mapping[str, Any],
     ({} where it has none: transformers' defaults at the vision_config's geometry)."""
     _check(preprocessor)
     budget = preprocessor.get("max_soft_tokens", DEFAULT_SOFT_TOKENS)
-    if budget not in SOFT_TOKENS or isinstance(budget, bool):
+    if type(budget) is not int or budget not in SOFT_TOKENS:
         raise ConfigError(f"preprocessor_config.json: gemma4_unified: max_soft_tokens "
                           f"{budget!r} is not one of transformers' {SOFT_TOKENS}")
     return {"patch_size": _side(preprocessor, vision), "max_soft_tokens": budget,

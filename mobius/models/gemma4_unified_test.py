@@ -11,8 +11,16 @@ Each switch case, reverted in config.json on the same weights, moves the outputs
 needs tensors the checkpoint lacks). Values transformers cannot run are refused up front.
 
 L4 (case "genai"): onnxruntime-genai 0.18 runs the cpu package as its gemma4_unified type
-on transformers' merged patches and greedy-generates transformers' tokens (genai's own
-image processor for the type is not exercised).
+on transformers' merged patches and greedy-generates transformers' tokens.
+
+genai's own processor (case "genai_image"): the package's processor_config.json
+(mobius/models/gemma4_unified_image.py) lets genai create its multimodal processor; on a
+PNG it makes the pixel inputs of testing/gemma4_unified_image.py (transformers'
+processor's steps; checked against transformers' Gemma4 Pillow processor) within
+PIXEL_TOLERANCE, and genai's greedy tokens through the processor (image; image and audio
+clip) are transformers' on the reference's tensors. That prompt's 60 image tokens run past
+the sliding window (6): the prefill matches transformers there too. Preprocessor values
+genai cannot follow are refused up front.
 
 Audio (encoder-free waveform frames, mobius/models/gemma4_unified_audio.py): case "audio"
 (a batch of two prompts, image + loud clip / left-padded quiet clip padded to the longer
@@ -37,6 +45,8 @@ from safetensors.numpy import load_file, save_file
 from mobius.builder import build
 from mobius.errors import MobiusError
 from mobius.models import gemma4_unified_cases as cases
+from mobius.models.gemma4_unified_image import image_transform_attrs
+from mobius.models.gemma4_unified_vision import unified_vision_options
 from mobius.tiny.presets import TINY_PRESETS
 from testing import vlm_runs
 from testing.gemma4_vl_chain import (Chain, built_chain, diffs, edited, load_case,
@@ -300,6 +310,36 @@ def test_genai_frames_equal_transformers_frames(genai_audio_package, tmp_path):
 PIXEL_TOLERANCE = {"resized": 1.5 / 255, "exact": 1e-7}
 
 
+#: preprocessor_config.json values genai's transform cannot follow (or transformers refuses)
+PREPROCESSOR_REJECTED = {
+    "geometry": ({"patch_size": 2, "pooling_kernel_size": 3}, "merged patch"),
+    "budget": ({"max_soft_tokens": 100}, "max_soft_tokens"),
+    "no_resize": ({"do_resize": False}, "do_resize"),
+    "bilinear": ({"resample": 2}, "resample"),
+    "no_rescale": ({"do_rescale": False}, "do_rescale"),
+    "rescale_factor": ({"rescale_factor": 1 / 127.5}, "rescale_factor"),
+    "normalize": ({"do_normalize": True, "image_mean": [0.5] * 3, "image_std": [0.5] * 3},
+                  "normalization"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PREPROCESSOR_REJECTED))
+def test_unsupported_image_processor_values_are_rejected_up_front(name, tmp_path):
+    processor, words = PREPROCESSOR_REJECTED[name]
+    assert_rejected_up_front(tmp_path, dict(TINY_PRESETS[cases.PRESET]), words,
+                             {"preprocessor_config.json": processor})
+
+
+def test_image_transform_follows_the_processor_geometry():
+    """Only patch x kernel matters (the merged tile); an identity normalization is fine."""
+    vision = unified_vision_options(TINY_PRESETS[cases.PRESET]["vision_config"])
+    stated = {"patch_size": 4, "pooling_kernel_size": 1, "max_soft_tokens": 140,
+              "do_normalize": True, "image_mean": [0.0] * 3, "image_std": [1.0] * 3}
+    assert image_transform_attrs(stated, vision) == {
+        "patch_size": 4, "max_soft_tokens": 140, "pooling_kernel_size": 1}
+    assert image_transform_attrs({}, vision)["max_soft_tokens"] == 280
+
+
 @pytest.fixture(scope="module")
 def genai_image(tmp_path_factory):
     """(saved cpu package of the genai image case, its folder, its image.npz)."""
@@ -326,6 +366,10 @@ def test_genai_image_processor_matches_the_reference(name, genai_image):
     tiles (positions and soft-token count exactly, pixels within PIXEL_TOLERANCE) and
     the prompt's ids as the reference expands it."""
     path, folder, ref = genai_image
+    with open(os.path.join(path, "processor_config.json")) as f:
+        transform = json.load(f)["processor"]["transforms"][1]["operation"]
+    assert transform["attrs"] == {"patch_size": 4, "max_soft_tokens": cases.IMAGE_SOFT,
+                                  "pooling_kernel_size": 1}
     processor = og.Model(path).create_multimodal_processor()
     out = processor(cases.IMAGE_PROMPT, images=og.Images.open(os.path.join(folder,
                                                                           f"{name}.png")))
