@@ -263,6 +263,8 @@ MODEL_TEST_DEPS = {
     ],
     "gemma4_unified_cases": [
         "//mobius/tiny:presets",
+        "//testing:gemma4_genai_prompt",
+        "//testing:gemma4_unified_image",
         "//testing:hf_checkpoints",
         "//testing:parity",
         "//testing:random_checkpoint",
@@ -271,6 +273,8 @@ MODEL_TEST_DEPS = {
     ],
     "gemma4_unified_test": [
         ":gemma4_unified_cases",
+        ":gemma4_unified_image",
+        ":gemma4_unified_vision",
         "//mobius/tiny:presets",
         "//mobius:builder",
         "//mobius:errors",

@@ -35,11 +35,10 @@ def add_media_tokens(folder: str) -> None:
 def expanded(prompt: str, image_tokens: int = 0, audio_tokens: int = 0) -> str:
     """``prompt`` (one <|image|> marker where image_tokens, one <|audio|> where
     audio_tokens) as genai expands it before tokenizing."""
-    image, audio = MEDIA_TOKENS["image_token_id"], MEDIA_TOKENS["audio_token_id"]
-    if image_tokens:
-        span = f"{MEDIA_TOKENS['boi_token_id']}{image * image_tokens}{MEDIA_TOKENS['eoi_token_id']}"
-        prompt = prompt.replace(image, f"\n\n{span}\n\n", 1)
-    if audio_tokens:
-        span = f"{MEDIA_TOKENS['boa_token_id']}{audio * audio_tokens}{MEDIA_TOKENS['eoa_token_index']}"
-        prompt = prompt.replace(audio, f"\n\n{span}\n\n", 1)
+    for count, (begin, marker, end) in (
+            (image_tokens, ("boi_token_id", "image_token_id", "eoi_token_id")),
+            (audio_tokens, ("boa_token_id", "audio_token_id", "eoa_token_index"))):
+        if count:
+            begin, marker, end = (MEDIA_TOKENS[key] for key in (begin, marker, end))
+            prompt = prompt.replace(marker, f"\n\n{begin}{marker * count}{end}\n\n", 1)
     return prompt
