@@ -306,7 +306,7 @@ def test_genai_frames_equal_transformers_frames(genai_audio_package, tmp_path):
 
 #: genai's pixel values vs the reference's: both resize bicubic with antialias, genai in
 #: float, transformers (torchvision's uint8 kernel) rounding to 8 bits after each pass,
-#: so up to 1.5 levels apart on a resized image; the same bits where none is resized
+#: so up to 1.5 levels apart on a resized image; equal to float rounding where none is
 PIXEL_TOLERANCE = {"resized": 1.5 / 255, "exact": 1e-7}
 
 
