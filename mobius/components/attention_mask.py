@@ -122,7 +122,8 @@ def padding_mask(op, attention_mask, dtype: ir.DataType, window: int | None = No
     (ModernBERT's local layers).
     """
     np_dtype = numpy_dtype(dtype)
-    keys = op.Cast(op.Unsqueeze(attention_mask, op.Constant(value_ints=[1, 2])), to=ir.DataType.BOOL)
+    keys = op.Cast(op.Unsqueeze(attention_mask, op.Constant(value_ints=[1, 2])),
+                   to=ir.DataType.BOOL)
     queries = attention_mask if query_ids is None else query_ids
     queries = op.Unsqueeze(op.GreaterOrEqual(queries, op.Constant(value_int=0)),
                            op.Constant(value_ints=[1, 3]))  # all true, [batch, 1, seq, 1]
@@ -134,5 +135,6 @@ def padding_mask(op, attention_mask, dtype: ir.DataType, window: int | None = No
         distance = op.Abs(op.Sub(op.Unsqueeze(slots, op.Constant(value_ints=[1, 3])),
                                  op.Unsqueeze(slots, op.Constant(value_ints=[1, 2]))))
         allowed = op.And(allowed, op.LessOrEqual(distance, op.Constant(value_int=window)))
+    blocked = np.array(_most_negative(np_dtype), dtype=np_dtype)
     return op.Where(allowed, op.Constant(value=ir.tensor(np.array(0, dtype=np_dtype))),
-                    op.Constant(value=ir.tensor(np.array(_most_negative(np_dtype), dtype=np_dtype))))
+                    op.Constant(value=ir.tensor(blocked)))
