@@ -74,10 +74,12 @@ def make_tiny_checkpoint(name: str, folder: str | None = None, seed: int = 0) ->
 
 
 def cache_entry(name: str, seed: int) -> str:
-    """The cache folder's name: the preset's config.json in it, so a cached checkpoint of
-    an edited preset is never reused (its tensors would no longer match the module)."""
-    config = json.dumps(preset_config(name), sort_keys=True).encode()
-    digest = hashlib.sha256(config).hexdigest()[:12]
+    """The cache folder's name: the preset's config.json and the tensors its family reads
+    in it, so a cached checkpoint is never reused once either changes (an edited preset,
+    or a mobius whose module reads a new tensor: its build would fail on the old files)."""
+    raw = preset_config(name)
+    key = json.dumps([raw, layout(raw)], sort_keys=True).encode()
+    digest = hashlib.sha256(key).hexdigest()[:12]
     return f"{name}-v{_FORMAT_VERSION}-{digest}-seed{seed}"
 
 
@@ -134,25 +136,39 @@ def write_tiny_preprocessors(folder: str, raw: dict) -> None:
 def random_weights(raw: dict, seed: int) -> dict[str, np.ndarray]:
     """Random float32 tensors for every checkpoint tensor the family's module reads:
     norm scales around 1, everything else (biases included) around 0."""
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    for source, shape, is_scale in _draws(raw):
+        noise = rng.standard_normal(shape)
+        tensors[source] = ((1.0 + 0.1 * noise) if is_scale else 0.05 * noise).astype(np.float32)
+    return tensors
+
+
+def layout(raw: dict) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape) of every tensor the checkpoint of ``raw`` holds, sorted: what the
+    family's module reads today."""
+    return sorted({source: tuple(shape) for source, shape, _ in _draws(raw)}.items())
+
+
+def _draws(raw: dict) -> list[tuple[str, tuple[int, ...], bool]]:
+    """(tensor, shape, is a norm scale) in the order random_weights draws them (a
+    fused tensor's sources first, as each parameter spells them)."""
     family = family_for(raw)
     with build_context(None, ir.DataType.FLOAT):
         module = family.module(family.make_config(raw))
     scales = {id(m.weight) for m in module.modules() if isinstance(m, (LayerNorm, RMSNorm))}
-    rng = np.random.default_rng(seed)
-    tensors = {}
+    draws, seen = [], set()
     for name, param in module.named_parameters():
         if isinstance(param, Weight) and param.sources is not None:  # first spelling
             module_name = name.rpartition(".")[0]
             for source, shape in zip(param.sources.spellings[0], param.sources.shapes):
                 source = f"{module_name}.{source}" if module_name else source
-                tensors[source] = (0.05 * rng.standard_normal(shape)).astype(np.float32)
+                draws.append((source, shape, False))
+                seen.add(source)
             continue
         source = param.checkpoint_name or name if isinstance(param, Weight) else None
-        if source is None or source in tensors:
+        if source is None or source in seen:
             continue
-        noise = rng.standard_normal(param.checkpoint_shape)
-        if id(param) in scales:
-            tensors[source] = (1.0 + 0.1 * noise).astype(np.float32)
-        else:
-            tensors[source] = (0.05 * noise).astype(np.float32)
-    return tensors
+        draws.append((source, param.checkpoint_shape, id(param) in scales))
+        seen.add(source)
+    return draws
