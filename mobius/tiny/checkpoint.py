@@ -25,7 +25,8 @@ _FORMAT_VERSION = 2  # bump when the generation changes, to refresh caches
 
 
 def tiny_cache_dir() -> str:
-    root = os.environ.get("MOBIUS_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "mobius")
+    root = (os.environ.get("MOBIUS_CACHE")
+            or os.path.join(os.path.expanduser("~"), ".cache", "mobius"))
     return os.path.join(root, "tiny")
 
 
@@ -108,7 +109,8 @@ def write_random_checkpoint(raw: dict, folder: str, seed: int = 0) -> None:
 def preset_config(name: str) -> dict:
     """A copy of the preset's config.json dict; MobiusError for an unknown name."""
     if name not in TINY_PRESETS:
-        raise MobiusError(f"unknown tiny model {name!r}; built-in: {', '.join(sorted(TINY_PRESETS))}")
+        raise MobiusError(f"unknown tiny model {name!r}; "
+                          f"built-in: {', '.join(sorted(TINY_PRESETS))}")
     return dict(TINY_PRESETS[name])
 
 
