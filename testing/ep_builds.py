@@ -68,7 +68,6 @@ class Archive:
     """The builds of one archive, read on demand."""
 
     def __init__(self, path: str) -> None:
-        self.path = path
         self._zip = zipfile.ZipFile(path)
         self._names = frozenset(self._zip.namelist())
 
