@@ -10,6 +10,14 @@ load("//rules:bytecode.bzl", "py_bytecode")
 
 _RUNNER = "//testing:run_pytest.py"
 
+#: tags that keep a test in its own process: it reads the real source tree (external), needs
+#: a device (gpu) or the whole machine (exclusive)
+_OWN_PROCESS_TAGS = ("exclusive", "external", "gpu")
+
+#: what test_bundle() adds to a bundled test's tags: `bazel test //...` runs the package's
+#: bundle, and the test itself only when named
+_BUNDLED_TAGS = ["bundled", "manual"]
+
 def _is_test_file(path):
     base = path.split(":")[-1].split("/")[-1]
     return base.endswith("_test.py") or base.startswith("test_")
@@ -24,8 +32,12 @@ def mobius_py_test(
         data = [],
         tiny = [],
         references = [],
+        bundle = True,
         **kwargs):
     """A py_test that runs pytest on `srcs` through //testing:run_pytest.py.
+
+    A test the package's test_bundle() runs is tagged "bundled" and "manual": `bazel test
+    //...` runs the bundle, `bazel test //pkg:name` this test alone.
 
     Args:
       name: target name.
@@ -45,6 +57,12 @@ def mobius_py_test(
       references: reference_cases() labels (//rules:references.bzl) whose
         build-time transformers outputs the test reads; each adds the cases
         library to deps and its <name>_out directory to data.
+      bundle: whether the package's test_bundle() runs this test, in one pytest process
+        with the package's other small tests (a test process spends ~1.5 s importing
+        before its first check). False for a test long enough to be worth its own
+        process, or one that needs a process of its own (what it imports, its environment).
+        A test with shards, args, env, or an own-process tag (exclusive, external, gpu) is
+        never bundled.
       **kwargs: passed on to py_test (args are appended to pytest's argv,
         e.g. args = ["-k", "not slow"]; env, timeout, flaky, visibility, ...).
     """
@@ -56,6 +74,9 @@ def mobius_py_test(
     for runner_dep in ("//testing:garbage_budget", "//third_party:pytest"):
         if runner_dep not in test_deps:
             test_deps.append(runner_dep)
+    if bundle and not (shard_count or extra_args or [k for k in kwargs if k != "visibility"] or
+                       [t for t in tags if t in _OWN_PROCESS_TAGS]):
+        tags = tags + _BUNDLED_TAGS
     py_bytecode(
         name = name + "_pyc",
         testonly = True,
@@ -75,6 +96,58 @@ def mobius_py_test(
         python_version = "PY3",
         srcs_version = "PY3",
         **kwargs
+    )
+
+def test_bundle(name = "tests", shard_count = None):
+    """One py_test that runs every bundled mobius_py_test of this package in one pytest process.
+
+    Call it last in a BUILD file that declares mobius_py_test targets (tools/deps_check.py
+    fails a bundled test no bundle runs). Its srcs, deps, data and args are the union of the
+    members'; its size medium (5 minutes), or its largest member's if that is larger.
+    Tagged "test_bundle": //tools:affected selects the members themselves.
+
+    Args:
+      name: the bundle's name.
+      shard_count: optional; shards split the bundle by test file (each file's tests in
+        one shard, so its module fixtures are built once).
+    """
+    rules = native.existing_rules()
+    members = [
+        rules[key]
+        for key in sorted(rules)
+        if rules[key]["kind"] == "py_test" and "bundled" in rules[key]["tags"]
+    ]
+    if not members:
+        return
+    runner = [s for s in members[0]["srcs"] if s.endswith("run_pytest.py")]
+    srcs, deps, data, args, tags = [], [], [], [], []
+    for member in members:
+        own_pyc = [":" + member["name"] + "_pyc", "//%s:%s_pyc" % (native.package_name(), member["name"])]
+        srcs += [s for s in member["srcs"] if s not in srcs + runner]
+        deps += [d for d in member["deps"] if d not in deps]
+        data += [d for d in member["data"] if d not in data + own_pyc]
+        args += [a for a in member["args"] if a not in args]
+        tags += [t for t in member["tags"] if t not in tags + _BUNDLED_TAGS]
+    sizes = [r["size"] for r in members]
+    size = "enormous" if "enormous" in sizes else "large" if "large" in sizes else "medium"
+    py_bytecode(
+        name = name + "_pyc",
+        testonly = True,
+        deps = deps,
+    )
+    native.py_test(
+        name = name,
+        srcs = srcs + runner,
+        main = _RUNNER,
+        args = args,
+        deps = deps,
+        data = data + [":" + name + "_pyc"],
+        size = size,
+        shard_count = shard_count,
+        env = {"MOBIUS_SHARD_BY": "module"} if shard_count else {},
+        tags = tags + ["test_bundle"],
+        python_version = "PY3",
+        srcs_version = "PY3",
     )
 
 def model_test(name, deps_by_module, srcs = [], **kwargs):

@@ -19,8 +19,10 @@ _JS_DATA = [
 ]
 
 def mobius_js_test(name, srcs, scripts, deps = [], data = [], tags = [], **kwargs):
+    # its own process (never test_bundle()'s): each starts Node or Chromium, ~5-45 s
     mobius_py_test(
         name = name,
+        bundle = False,
         srcs = srcs,
         data = scripts + data + _JS_DATA,
         deps = deps + ["//testing/js:node"],

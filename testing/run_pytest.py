@@ -104,11 +104,14 @@ class _ShardPlugin:
     instead: all tests of one key run in the same shard (the i-th distinct
     key goes to shard i % total), so expensive per-key setup -- e.g. a tiny
     checkpoint and its builds, cached per module -- is paid in one shard only.
+    ``MOBIUS_SHARD_BY=module`` (a sharded test_bundle of //rules:defs.bzl): each test
+    file's tests are one group.
     """
 
     def __init__(self, total: int, index: int) -> None:
         self.total = total
         self.index = index
+        self.by_module = os.environ.get("MOBIUS_SHARD_BY") == "module"
         self.collected = 0
         self.selected = 0
 
@@ -125,7 +128,9 @@ class _ShardPlugin:
         keep, drop, groups = [], [], {}
         for i, item in enumerate(items):
             marker = item.get_closest_marker(SHARD_GROUP)
-            slot = groups.setdefault(marker.args[0], len(groups)) if marker else i
+            module = str(item.path) if self.by_module else None
+            key = marker.args[0] if marker else module
+            slot = i if key is None else groups.setdefault(key, len(groups))
             (keep if slot % self.total == self.index else drop).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)

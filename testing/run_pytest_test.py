@@ -1,5 +1,6 @@
-"""testing/run_pytest.py's garbage collection: none automatically while tests run, one
-between tests once the process has grown by the garbage budget."""
+"""testing/run_pytest.py's garbage collection (none automatically while tests run, one
+between tests once the process has grown by the garbage budget) and a bundle's sharding
+by test file."""
 
 from __future__ import annotations
 
@@ -43,12 +44,53 @@ def test_3_collected_once_over_the_budget():
 '''
 
 
-def test_garbage_is_collected_between_tests_past_the_budget(tmp_path):
-    (tmp_path / "generated_test.py").write_text(GENERATED)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("XML_OUTPUT_FILE", "TEST_SHARD_STATUS_FILE", "TESTBRIDGE_TEST_ONLY")}
-    env.update(TEST_TMPDIR=str(tmp_path), TEST_TOTAL_SHARDS="1", TEST_SHARD_INDEX="0")
-    result = subprocess.run([sys.executable, _RUNNER, str(tmp_path / "generated_test.py")],
+def _run(tmp_path, files: list[str], shards: int = 1, index: int = 0, **env_vars) -> str:
+    """The runner's stdout on ``files`` of ``tmp_path``, as Bazel's shard ``index``."""
+    env = {k: v for k, v in os.environ.items() if k not in (
+        "XML_OUTPUT_FILE", "TEST_SHARD_STATUS_FILE", "TESTBRIDGE_TEST_ONLY", "MOBIUS_SHARD_BY")}
+    env.update(env_vars, TEST_TMPDIR=str(tmp_path), TEST_TOTAL_SHARDS=str(shards),
+               TEST_SHARD_INDEX=str(index))
+    result = subprocess.run([sys.executable, _RUNNER, *(str(tmp_path / f) for f in files)],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "3 passed" in result.stdout
+    return result.stdout
+
+
+def test_garbage_is_collected_between_tests_past_the_budget(tmp_path):
+    (tmp_path / "generated_test.py").write_text(GENERATED)
+    assert "3 passed" in _run(tmp_path, ["generated_test.py"])
+
+
+def test_a_bundle_shards_by_test_file(tmp_path):
+    """MOBIUS_SHARD_BY=module: each file's tests land in one shard (its module fixtures are
+    built once); without it, items alternate between shards."""
+    files = ["a_test.py", "b_test.py", "c_test.py"]
+    for name in files:
+        (tmp_path / name).write_text(RECORDS_ITS_RUNS)
+
+    def ran(shard: int, **env_vars) -> list[str]:
+        log = tmp_path / f"ran-{shard}-{len(env_vars)}.txt"
+        _run(tmp_path, files, 2, shard, RAN_LOG=str(log), **env_vars)
+        return log.read_text().split()
+
+    assert ran(0, MOBIUS_SHARD_BY="module") == ["a_test:1", "a_test:2", "c_test:1", "c_test:2"]
+    assert ran(1, MOBIUS_SHARD_BY="module") == ["b_test:1", "b_test:2"]
+    assert ran(0) == ["a_test:1", "b_test:1", "c_test:1"]
+
+
+RECORDS_ITS_RUNS = '''
+import os
+
+
+def _ran(test):
+    with open(os.environ["RAN_LOG"], "a") as log:
+        log.write(f"{__name__}:{test}\\n")
+
+
+def test_1():
+    _ran(1)
+
+
+def test_2():
+    _ran(2)
+'''

@@ -50,7 +50,9 @@ def select(changed: list[str], rdeps_of, nodes: dict[str, Node]) -> dict[str, li
         libs = set().union(set(), *(scope_tags(n.tags) for n in users if n.kind == "py_library"))
         kinds = {t.split(":", 1)[0] for t in own_scope}
         reach = own_scope | {t for t in libs if t.split(":", 1)[0] in kinds}
-        chosen = [n for n in users if n.kind.endswith("_test") and _selected(n, reach, nodes)]
+        # a test_bundle() runs tests that are targets themselves: those are chosen instead
+        chosen = [n for n in users if n.kind.endswith("_test") and "test_bundle" not in n.tags
+                  and _selected(n, reach, nodes)]
         tests |= {n.label for n in chosen}
         packages |= {n.label for n in users if n.kind == "mobius_package" and _built_by(n, reach)}
         families |= {t[7:] for t in (reach or libs) if t.startswith("family:")}

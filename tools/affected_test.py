@@ -67,6 +67,8 @@ def test_shared_change_selects_everything_that_depends_on_it(affected):
     tests = set(got["tests"])
     assert _suites("cpu") | _suites("webgpu") <= tests
     assert {"//mobius/models:whisper_test", "//mobius/models:llava_test"} <= tests
+    # bundled tests are chosen themselves, never the test_bundle() that also runs them
+    assert "//mobius/models:tests" not in tests
     assert got["eps"] == sorted(d for d in os.listdir(os.path.join(ROOT, "ep"))
                                 if os.path.isfile(os.path.join(ROOT, "ep", d, "BUILD.bazel")))
 

@@ -23,6 +23,8 @@ class Target:
     deps: list[str]  # labels of deps + data
     tags: list[str]
     py_deps: list[str] = dataclasses.field(default_factory=list)  # labels of deps alone
+    #: the rule's attributes as the BUILD file gave them (what native.existing_rules() returns)
+    attrs: dict = dataclasses.field(default_factory=dict)
 
 
 def workspace_packages(root: str) -> list[str]:
@@ -68,11 +70,13 @@ class _Package:
 
     def rule(self, kind: str, implicit: tuple[str, ...] = ()):
         """A recorder for targets of ``kind``; ``implicit``: labels every one depends on."""
-        def record(name, srcs=(), deps=(), data=(), tags=(), tests=(), **_):
+        def record(name, srcs=(), deps=(), data=(), tags=(), tests=(), **rest):
             labels = lambda xs: [normalize(x, self.package) for x in xs]  # noqa: E731
+            attrs = dict(rest, name=name, kind=kind, srcs=list(srcs), deps=list(deps),
+                         data=list(data), tags=list(tags))
             self.targets.append(Target(normalize(":" + name, self.package), kind, labels(srcs),
                                        labels([*deps, *data, *tests, *implicit]), list(tags),
-                                       labels(deps)))
+                                       labels(deps), attrs))
         return record
 
 
@@ -85,6 +89,11 @@ class _Native:
 
     def package_name(self):
         return self._package.package
+
+    def existing_rules(self):
+        """Bazel's defaults for the attributes test_bundle() reads, then what was given."""
+        defaults = {"args": [], "size": "medium"}
+        return {t.attrs["name"]: {**defaults, **t.attrs} for t in self._package.targets}
 
     def __getattr__(self, kind):
         return self._package.rule(kind)

@@ -6,7 +6,8 @@ testing.*, tools.*, ep.*) must resolve to a file of the same target or of one of
 deps. Imports under ``if TYPE_CHECKING:`` are exempt (never run). Every Python file must be
 in some target's srcs. Unused: each dep of a Python target must own a module its srcs
 import (a package's __init__.py counts for every import below it; //third_party:<name> the
-package <name>), unless UNUSED_ALLOWED says why not.
+package <name>), unless UNUSED_ALLOWED says why not. Bundled tests: each runs in its
+package's test_bundle() (:func:`unrun_tests`).
 
     python3 -m tools.deps_check      # prints one line per missing or unused dep
 """
@@ -164,13 +165,29 @@ def unused_deps(root: str, graph: BuildGraph | None = None) -> list[str]:
             owners.setdefault(src, set()).add(target.label)
     problems = []
     for target in sorted(graph.targets.values(), key=lambda t: t.label):
-        if target.kind not in _PYTHON or _allowed(target.label):
-            continue
+        if target.kind not in _PYTHON or _allowed(target.label) or "test_bundle" in target.tags:
+            continue  # a bundle's deps are its members', checked as theirs
         used = _imported_owners(root, target, owners, packages)
         for dep in target.py_deps:
             if dep not in used and _is_python(graph, dep) and not _allowed(
                     f"{target.label} -> {dep}"):
                 problems.append(f"{target.label} depends on {dep} but imports none of its modules")
+    return problems
+
+
+def unrun_tests(graph: BuildGraph) -> list[str]:
+    """One line per bundled test (rules/defs.bzl: tagged "manual", left to its package's
+    test_bundle()) whose files no bundle of its package runs: `bazel test //...` would
+    skip it without a word."""
+    bundles: dict[str, set[str]] = {}
+    for target in graph.targets.values():
+        if "test_bundle" in target.tags:
+            bundles.setdefault(target.label.split(":")[0], set()).update(target.srcs)
+    problems = []
+    for target in sorted(graph.targets.values(), key=lambda t: t.label):
+        package = target.label.split(":")[0]
+        if "bundled" in target.tags and not set(target.srcs) <= bundles.get(package, set()):
+            problems.append(f"{target.label} is bundled but no test_bundle() of {package} runs it")
     return problems
 
 
@@ -209,6 +226,7 @@ def _is_python(graph: BuildGraph, label: str) -> bool:
 if __name__ == "__main__":
     root = os.environ.get("BUILD_WORKSPACE_DIRECTORY") or os.getcwd()
     graph = BuildGraph(root)
-    lines = missing_deps(root, graph) + unused_deps(root, graph)
-    print("\n".join(lines) or "deps_check: every import has its Bazel dep, every dep an import")
+    lines = missing_deps(root, graph) + unused_deps(root, graph) + unrun_tests(graph)
+    print("\n".join(lines) or "deps_check: every import has its Bazel dep, every dep an import, "
+          "every bundled test its bundle")
     sys.exit(1 if lines else 0)

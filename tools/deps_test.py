@@ -1,12 +1,14 @@
 """The build graph matches the code: every first-party import has its Bazel dep, every dep an
-import, and every Python file is in some target (see tools/deps_check.py)."""
+import, every Python file is in some target, and every bundled test runs in its package's
+bundle (see tools/deps_check.py)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 
 from tools.build_graph import BuildGraph
-from tools.deps_check import missing_deps, unused_deps
+from tools.deps_check import missing_deps, unrun_tests, unused_deps
 
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the source tree
 
@@ -60,3 +62,31 @@ def test_check_finds_an_unused_dep(tmp_path):
         "//mobius:builder depends on //mobius:errors but imports none of its modules",
         "//mobius:builder depends on //third_party:numpy but imports none of its modules",
     ]
+
+
+def test_every_bundled_test_runs_in_its_bundle():
+    problems = unrun_tests(BuildGraph(ROOT))
+    assert problems == [], "\n".join(problems)
+
+
+def test_check_finds_a_bundled_test_no_bundle_runs(tmp_path):
+    """With the real macros: two small tests are bundled (manual); without test_bundle() both
+    are reported; with it, the bundle runs both files and neither one with args."""
+    shutil.copytree(os.path.join(ROOT, "rules"), tmp_path / "rules",
+                    ignore=shutil.ignore_patterns("BUILD.bazel", "*.py"))
+    (tmp_path / "rules" / "BUILD.bazel").write_text("")
+    (tmp_path / "BUILD.bazel").write_text("")
+    (tmp_path / "pkg").mkdir()
+    tests = ('load("//rules:defs.bzl", "mobius_py_test", "test_bundle")\n'
+             'mobius_py_test(name = "a_test", srcs = ["a_test.py"])\n'
+             'mobius_py_test(name = "b_test", srcs = ["b_test.py"])\n'
+             'mobius_py_test(name = "c_test", srcs = ["c_test.py"], args = ["-k", "x"])\n')
+    (tmp_path / "pkg" / "BUILD.bazel").write_text(tests)
+    assert unrun_tests(BuildGraph(str(tmp_path))) == [
+        f"//pkg:{name}_test is bundled but no test_bundle() of //pkg runs it" for name in "ab"]
+    (tmp_path / "pkg" / "BUILD.bazel").write_text(tests + "test_bundle()\n")
+    graph = BuildGraph(str(tmp_path))
+    assert unrun_tests(graph) == []
+    bundle = graph.targets["//pkg:tests"]
+    assert bundle.attrs["args"] == ["$(rootpath a_test.py)", "$(rootpath b_test.py)"]
+    assert "manual" not in graph.targets["//pkg:c_test"].tags

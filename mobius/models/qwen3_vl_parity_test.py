@@ -20,6 +20,7 @@ the prefill logits past the tolerance.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -62,7 +63,9 @@ def test_f32_parity(name, tmp_path):
         shutil.copytree(folder, reverted, copy_function=shutil.copyfile)
         with open(os.path.join(reverted, "config.json")) as f:
             config = json.load(f)
-        config[section] = {**config[section], **{k: default[k] for k in OVERRIDES[name][section]}}
+        # a copy: the rope_theta edit below must not reach the shared preset
+        config[section] = {**config[section],
+                           **copy.deepcopy({k: default[k] for k in OVERRIDES[name][section]})}
         if name == "sections":  # only the sections go back
             config[section]["rope_parameters"]["rope_theta"] = 10.0
         with open(os.path.join(reverted, "config.json"), "w") as f:
