@@ -13,6 +13,10 @@ a shared construction runs it once too (``prepare``), and each build skips it. A
 name counters start afresh, so the names the EP's rules generate for new nodes
 (``node_<Op>_<n>``) may be numbered differently from a lone build's; the graphs are
 otherwise the same (mobius/shared_construction_test.py).
+
+The generic graphs' lazy weights (read from the checkpoint, converted to the dtype) are
+evaluated once per key too: each is told to keep what it computed, so the tenth EP's
+package serializes the bytes the first one computed (one checkpoint's weights at a time).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import contextlib
 import contextvars
 import warnings
 from typing import Callable, Hashable, Iterator
+
+import onnx_ir as ir
 
 _CACHE: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
     "mobius_shared_construction", default=None)
@@ -52,8 +58,18 @@ def constructed(key: tuple[Hashable, ...] | None, construct: Callable[[], tuple]
             warnings.simplefilter("always")
             module, models = construct()
             prepared = prepare(models) if prepare else None
+        _keep_evaluated(models)
         cache[key] = (module, models, prepared, caught)
     module, models, prepared, caught = cache[key]
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return module, {name: model.clone() for name, model in models.items()}, prepared
+
+
+def _keep_evaluated(models: dict) -> None:
+    """Lazy initializers of ``models`` keep their tensor once computed: the clones share
+    them, so every build of the key reads it once."""
+    for model in models.values():
+        for value in model.graph.initializers.values():
+            if isinstance(value.const_value, ir.LazyTensor):
+                value.const_value.cache = True

@@ -68,6 +68,28 @@ def test_construction_warnings_reach_every_build_and_models_are_clones():
     assert seen[0][1]["model"].graph.name == seen[1][1]["model"].graph.name == "g"
 
 
+def test_a_lazy_weight_is_computed_once_per_key_and_every_clone_reads_it():
+    loads = []
+
+    def load():
+        loads.append(1)
+        return ir.tensor([1.0, 2.0], name="w")
+
+    def construct():
+        weight = ir.Value(name="w", const_value=ir.LazyTensor(load, ir.DataType.FLOAT,
+                                                                ir.Shape([2])))
+        graph = ir.Graph([], [weight], nodes=[], initializers=[weight], name="g")
+        return "module", {"model": ir.Model(graph, ir_version=10)}
+
+    with shared_construction():
+        for _ in range(3):
+            model = constructed(("ckpt", "f32"), construct)[1]["model"]
+            assert model.graph.initializers["w"].const_value.numpy().tolist() == [1.0, 2.0]
+    assert len(loads) == 1
+    constructed(("ckpt", "f32"), construct)[1]["model"].graph.initializers["w"].const_value.numpy()
+    assert len(loads) == 2  # outside the context: a lone build keeps nothing
+
+
 def test_outside_the_context_or_without_a_key_each_build_constructs():
     calls = []
     construct = lambda: calls.append(1) or ("module", {})  # noqa: E731

@@ -122,7 +122,8 @@ def test_bundle(name = "tests", shard_count = None):
     runner = [s for s in members[0]["srcs"] if s.endswith("run_pytest.py")]
     srcs, deps, data, args, tags = [], [], [], [], []
     for member in members:
-        own_pyc = [":" + member["name"] + "_pyc", "//%s:%s_pyc" % (native.package_name(), member["name"])]
+        pyc = member["name"] + "_pyc"
+        own_pyc = [":" + pyc, "//%s:%s" % (native.package_name(), pyc)]
         srcs += [s for s in member["srcs"] if s not in srcs + runner]
         deps += [d for d in member["deps"] if d not in deps]
         data += [d for d in member["data"] if d not in data + own_pyc]
