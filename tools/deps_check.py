@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import os
 import sys
 
@@ -30,8 +31,7 @@ _PYTHON = ("py_library", "py_binary", "py_test")
 def imported_modules(root: str, path: str, type_checking: bool = False) -> list[tuple[int, str]]:
     """(line, dotted name) of each first-party module ``path`` imports: `from a import b` is
     a.b when that is a module, else a. Those under ``if TYPE_CHECKING:`` only if asked."""
-    with open(path) as f:
-        tree = ast.parse(f.read(), path)
+    tree = _parsed(path)
     skipped = set() if type_checking else {
         id(n) for node in ast.walk(tree) if _is_type_checking(node)
         for child in node.body for n in ast.walk(child)}
@@ -50,8 +50,7 @@ def imported_modules(root: str, path: str, type_checking: bool = False) -> list[
 
 def third_party(path: str) -> set[str]:
     """Top-level names of the non-relative imports of ``path`` (as //third_party names them)."""
-    with open(path) as f:
-        tree = ast.parse(f.read(), path)
+    tree = _parsed(path)
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -59,6 +58,13 @@ def third_party(path: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module.split(".")[0])
     return {_DISTRIBUTIONS.get(name, name) for name in names}
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(path: str) -> ast.Module:
+    """Each file parsed once a process: both checks walk every file's imports."""
+    with open(path) as f:
+        return ast.parse(f.read(), path)
 
 
 def _is_type_checking(node) -> bool:
