@@ -31,17 +31,11 @@ _PYTHON = ("py_library", "py_binary", "py_test")
 def imported_modules(root: str, path: str, type_checking: bool = False) -> list[tuple[int, str]]:
     """(line, dotted name) of each first-party module ``path`` imports: `from a import b` is
     a.b when that is a module, else a. Those under ``if TYPE_CHECKING:`` only if asked."""
-    tree = _parsed(path)
-    skipped = set() if type_checking else {
-        id(n) for node in ast.walk(tree) if _is_type_checking(node)
-        for child in node.body for n in ast.walk(child)}
     found = []
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
+    for node in _imports(path, type_checking):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        elif node.module and not node.level:
             for alias in node.names:
                 sub = f"{node.module}.{alias.name}"
                 found.append((node.lineno, sub if module_file(root, sub) else node.module))
@@ -50,14 +44,35 @@ def imported_modules(root: str, path: str, type_checking: bool = False) -> list[
 
 def third_party(path: str) -> set[str]:
     """Top-level names of the non-relative imports of ``path`` (as //third_party names them)."""
-    tree = _parsed(path)
     names = set()
-    for node in ast.walk(tree):
+    for node in _imports(path, type_checking=True):
         if isinstance(node, ast.Import):
             names |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        elif node.module and not node.level:
             names.add(node.module.split(".")[0])
     return {_DISTRIBUTIONS.get(name, name) for name in names}
+
+
+#: the fields through which statements hold statements (an import is a statement, and no
+#: expression holds one): the walk skips expressions
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+@functools.lru_cache(maxsize=None)
+def _imports(path: str, type_checking: bool) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    """The import statements of ``path`` in source order; those in the body of an
+    ``if TYPE_CHECKING:`` only if ``type_checking``."""
+    found, todo = [], list(_parsed(path).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+            continue
+        for field in _BLOCKS:
+            if field == "body" and not type_checking and _is_type_checking(node):
+                continue
+            todo += getattr(node, field, None) or ()
+    return tuple(sorted(found, key=lambda n: (n.lineno, n.col_offset)))
 
 
 @functools.lru_cache(maxsize=None)
