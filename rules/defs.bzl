@@ -10,9 +10,9 @@ load("//rules:bytecode.bzl", "py_bytecode")
 
 _RUNNER = "//testing:run_pytest.py"
 
-#: tags that keep a test in its own process: it reads the real source tree (external), needs
-#: a device (gpu) or the whole machine (exclusive)
-_OWN_PROCESS_TAGS = ("exclusive", "external", "gpu")
+#: tags that keep a test in its own process: it needs a device (gpu) or the whole machine
+#: (exclusive)
+_OWN_PROCESS_TAGS = ("exclusive", "gpu")
 
 #: what test_bundle() adds to a bundled test's tags: `bazel test //...` runs the package's
 #: bundle, and the test itself only when named
@@ -61,8 +61,8 @@ def mobius_py_test(
         with the package's other small tests (a test process spends ~1.5 s importing
         before its first check). False for a test long enough to be worth its own
         process, or one that needs a process of its own (what it imports, its environment).
-        A test with shards, args, env, or an own-process tag (exclusive, external, gpu) is
-        never bundled.
+        A test with shards, args, env, or an own-process tag (exclusive, gpu) is never
+        bundled.
       **kwargs: passed on to py_test (args are appended to pytest's argv,
         e.g. args = ["-k", "not slow"]; env, timeout, flaky, visibility, ...).
     """
@@ -104,7 +104,9 @@ def test_bundle(name = "tests", shard_count = None):
     Call it last in a BUILD file that declares mobius_py_test targets (tools/deps_check.py
     fails a bundled test no bundle runs). Its srcs, deps, data and args are the union of the
     members'; its size medium (5 minutes), or its largest member's if that is larger.
-    Tagged "test_bundle": //tools:affected selects the members themselves.
+    Tagged "test_bundle": //tools:affected selects the members themselves. The members
+    tagged "external" (they read the source tree, so Bazel runs them every time) form a
+    bundle of their own, <name>_external, so that the others stay cached.
 
     Args:
       name: the bundle's name.
@@ -117,8 +119,13 @@ def test_bundle(name = "tests", shard_count = None):
         for key in sorted(rules)
         if rules[key]["kind"] == "py_test" and "bundled" in rules[key]["tags"]
     ]
-    if not members:
-        return
+    external = [r for r in members if "external" in r["tags"]]
+    if len(external) < len(members):
+        _bundle(name, [r for r in members if r not in external], shard_count)
+    if external:
+        _bundle(name + "_external", external, None)
+
+def _bundle(name, members, shard_count):
     runner = [s for s in members[0]["srcs"] if s.endswith("run_pytest.py")]
     srcs, deps, data, args, tags = [], [], [], [], []
     for member in members:

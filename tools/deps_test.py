@@ -70,8 +70,9 @@ def test_every_bundled_test_runs_in_its_bundle():
 
 
 def test_check_finds_a_bundled_test_no_bundle_runs(tmp_path):
-    """With the real macros: two small tests are bundled (manual); without test_bundle() both
-    are reported; with it, the bundle runs both files and neither one with args."""
+    """With the real macros: small tests are bundled (manual); without test_bundle() they
+    are reported; with it, the bundle runs them, not the one with args, and the external
+    one in a bundle of its own."""
     shutil.copytree(os.path.join(ROOT, "rules"), tmp_path / "rules",
                     ignore=shutil.ignore_patterns("BUILD.bazel", "*.py"))
     (tmp_path / "rules" / "BUILD.bazel").write_text("")
@@ -80,13 +81,17 @@ def test_check_finds_a_bundled_test_no_bundle_runs(tmp_path):
     tests = ('load("//rules:defs.bzl", "mobius_py_test", "test_bundle")\n'
              'mobius_py_test(name = "a_test", srcs = ["a_test.py"])\n'
              'mobius_py_test(name = "b_test", srcs = ["b_test.py"])\n'
-             'mobius_py_test(name = "c_test", srcs = ["c_test.py"], args = ["-k", "x"])\n')
+             'mobius_py_test(name = "c_test", srcs = ["c_test.py"], args = ["-k", "x"])\n'
+             'mobius_py_test(name = "d_test", srcs = ["d_test.py"], tags = ["external"])\n')
     (tmp_path / "pkg" / "BUILD.bazel").write_text(tests)
     assert unrun_tests(BuildGraph(str(tmp_path))) == [
-        f"//pkg:{name}_test is bundled but no test_bundle() of //pkg runs it" for name in "ab"]
+        f"//pkg:{name}_test is bundled but no test_bundle() of //pkg runs it" for name in "abd"]
     (tmp_path / "pkg" / "BUILD.bazel").write_text(tests + "test_bundle()\n")
     graph = BuildGraph(str(tmp_path))
     assert unrun_tests(graph) == []
     bundle = graph.targets["//pkg:tests"]
     assert bundle.attrs["args"] == ["$(rootpath a_test.py)", "$(rootpath b_test.py)"]
     assert "manual" not in graph.targets["//pkg:c_test"].tags
+    # a test that reads the source tree reruns every time: its bundle is its own
+    assert graph.targets["//pkg:tests_external"].attrs["args"] == ["$(rootpath d_test.py)"]
+    assert "external" in graph.targets["//pkg:tests_external"].tags
