@@ -77,22 +77,30 @@ def mobius_py_test(
     if bundle and not (shard_count or extra_args or [k for k in kwargs if k != "visibility"] or
                        [t for t in tags if t in _OWN_PROCESS_TAGS]):
         tags = tags + _BUNDLED_TAGS
-    py_bytecode(
-        name = name + "_pyc",
-        testonly = True,
-        deps = test_deps,
-    )
-    native.py_test(
+    _runner_test(
         name = name,
         srcs = srcs + [_RUNNER],
-        main = _RUNNER,
         args = ["$(rootpath %s)" % s for s in test_srcs] + extra_args,
         deps = test_deps,
-        data = data + ["//testing/tiny:" + t for t in tiny] + [r + "_out" for r in references] +
-               [":" + name + "_pyc"],
+        data = data + ["//testing/tiny:" + t for t in tiny] + [r + "_out" for r in references],
         size = size,
         tags = tags,
         shard_count = shard_count,
+        **kwargs
+    )
+
+def _runner_test(name, deps, data, **kwargs):
+    """The py_test running //testing/run_pytest.py, with its deps' bytecode (:<name>_pyc)."""
+    py_bytecode(
+        name = name + "_pyc",
+        testonly = True,
+        deps = deps,
+    )
+    native.py_test(
+        name = name,
+        main = _RUNNER,
+        deps = deps,
+        data = data + [":" + name + "_pyc"],
         python_version = "PY3",
         srcs_version = "PY3",
         **kwargs
@@ -138,24 +146,16 @@ def _bundle(name, members, shard_count):
         tags += [t for t in member["tags"] if t not in tags + _BUNDLED_TAGS]
     sizes = [r["size"] for r in members]
     size = "enormous" if "enormous" in sizes else "large" if "large" in sizes else "medium"
-    py_bytecode(
-        name = name + "_pyc",
-        testonly = True,
-        deps = deps,
-    )
-    native.py_test(
+    _runner_test(
         name = name,
         srcs = srcs + runner,
-        main = _RUNNER,
         args = args,
         deps = deps,
-        data = data + [":" + name + "_pyc"],
+        data = data,
         size = size,
         shard_count = shard_count,
         env = {"MOBIUS_SHARD_BY": "module"} if shard_count else {},
         tags = tags + ["test_bundle"],
-        python_version = "PY3",
-        srcs_version = "PY3",
     )
 
 def model_test(name, deps_by_module, srcs = [], **kwargs):
