@@ -134,6 +134,7 @@ def test_bundle(name = "tests", shard_count = None):
         _bundle(name + "_external", external, None)
 
 def _bundle(name, members, shard_count):
+    # the runner as the members spell it (inside //testing, ":run_pytest.py"): listed once
     runner = [s for s in members[0]["srcs"] if s.endswith("run_pytest.py")]
     srcs, deps, data, args, tags = [], [], [], [], []
     for member in members:
