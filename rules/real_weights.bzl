@@ -3,7 +3,7 @@
     load("//rules:real_weights.bzl", "real_checkpoint")
     real_checkpoint(name = "smollm2", testonly = True)   # model defaults to the name
 
-SmolLM2's float folder is dequantized from its GGUF by transformers (~30 s of CPU,
+SmolLM2's float folder is dequantized from its GGUF by transformers (~16 s of CPU,
 540 MB): as a build output it is made once and cached, and every test target that
 lists it in `data` reads the same directory (testing.real_weights.smollm2_for_tests
 finds it through $MOBIUS_SMOLLM2 = its $(rootpath)).
