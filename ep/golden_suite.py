@@ -48,7 +48,7 @@ def tests_for(ep: str) -> dict[str, Callable]:
         int4_checks.check(float_built, builds.get(family, ep, dtype, int4_checks.QUANT))
 
     @pytest.mark.parametrize("family,dtype", s.params(
-        [(f, d) for f in s.ep_family_names(ep) for d in s.l1_dtypes(ep)]))
+        [(f, d) for f in s.ep_family_names(ep) for d in s.l1_family_dtypes(ep, f)]))
     def test_full_checker(builds, family, dtype):
         """L1: every model of every build passes the full ONNX checker (strict inference)."""
         built = builds.get(family, ep, dtype)
@@ -62,6 +62,25 @@ def tests_for(ep: str) -> dict[str, Callable]:
         assert not stale, (f"golden files of unknown families for {ep}: {stale}; remove them "
                            f"with ./bazelw run //tools:golden -- --update --ep {ep}{option}")
 
-    return {"test_golden": test_golden, "test_int4": test_int4,
-            "test_full_checker": test_full_checker,
-            "test_no_stale_snapshots": test_no_stale_snapshots}
+    def test_every_dtype_cohort_shows_every_form(builds):
+        """The families built in this EP's other dtypes too (ep_suite.in_every_dtype) hold
+        every op of its primary graphs, and every task and attention trait it serves: a
+        family that brings a new form joins the cohort, so each form is seen in each dtype."""
+        families = s.ep_family_names(ep)
+
+        def forms(name):
+            fam = s.family(name)
+            ops = {key.split("/")[-1] for key in golden.ops(builds.get(name, ep, dtype))}
+            return ops | {f"task {fam.task.name}"} | {f"trait {t}" for t in fam.attention_traits}
+
+        shown = set().union(*(forms(f) for f in families if s.in_every_dtype(ep, f)))
+        missing = {f: sorted(new) for f in families if (new := forms(f) - shown)}
+        assert not missing, (f"{ep}: forms no family of the {s.EVERY_DTYPE!r} cohort shows (add "
+                             f"it to one of these families' cohorts): {missing}")
+
+    tests = {"test_golden": test_golden, "test_int4": test_int4,
+             "test_full_checker": test_full_checker,
+             "test_no_stale_snapshots": test_no_stale_snapshots}
+    if ep != s.GENERIC_EP:  # every family is built in every dtype there
+        tests["test_every_dtype_cohort_shows_every_form"] = test_every_dtype_cohort_shows_every_form
+    return tests

@@ -93,6 +93,36 @@ def primary_dtype(ep: str) -> str:
     return EP_DTYPES[ep][0]
 
 
+#: The EP whose graphs are the generic ones (every other EP's fusion and parity baseline).
+GENERIC_EP = "default"
+
+#: The families (mobius/models/family.py COHORTS) built in every dtype of every EP.
+EVERY_DTYPE = "every-dtype"
+
+
+def in_every_dtype(ep: str, family_name: str) -> bool:
+    """Whether the suites build ``family_name`` for ``ep`` in each of the EP's dtypes.
+
+    Every family is built in each EP's primary dtype (and int4), and in every dtype as a
+    generic graph (the default EP): that covers each family in each dtype and on each EP.
+    An EP's other dtypes are what its dtype-specific rewrites see (casts, GQA or not, MoE
+    fused or not): the EVERY_DTYPE cohort shows them, and ep/golden_suite.py checks that the
+    cohort holds every op form, task and attention trait of the EP's primary graphs. Every
+    family in every dtype on every EP was 3,992 builds, a third of the cold suite's time.
+    """
+    return ep == GENERIC_EP or EVERY_DTYPE in family(family_name).cohorts
+
+
+def family_dtypes(ep: str, family_name: str) -> tuple[str, ...]:
+    """The EP_DTYPES the L2 / L3 tables check ``family_name`` in for ``ep``."""
+    return EP_DTYPES[ep] if in_every_dtype(ep, family_name) else EP_DTYPES[ep][:1]
+
+
+def l1_family_dtypes(ep: str, family_name: str) -> tuple[str, ...]:
+    """The float dtypes ``family_name`` is built in for ``ep`` (each passes the full checker)."""
+    return l1_dtypes(ep) if in_every_dtype(ep, family_name) else EP_DTYPES[ep][:1]
+
+
 def has_causal_decoder(task) -> bool:
     """The task's package holds a causal-LM decoder under the key "model" (what the EP
     expectation tables describe). Its other models (vision tower, embedder) and every
@@ -132,9 +162,9 @@ def ep_family_names(ep: str) -> list[str]:
 
 
 def matrix(ep: str, families: Iterable[str] | None = None) -> list[tuple[str, str]]:
-    """(family, dtype) pairs of one EP (decoder families by default)."""
+    """(family, dtype) pairs of one EP (decoder families by default): family_dtypes."""
     families = decoder_family_names() if families is None else families
-    return [(fam, dtype) for fam in families for dtype in EP_DTYPES[ep]]
+    return [(fam, dtype) for fam in families for dtype in family_dtypes(ep, fam)]
 
 
 def params(pairs: Iterable[tuple[str, str]]) -> list:
@@ -419,7 +449,7 @@ def fusion_params(ep: str, expectations: dict[str, tuple[Check, ...]],
                  else (encoder_expectations or {}) if is_encoder(task) else {})
         if has_causal_decoder(task) and has_token_mask_decoder(fam):
             table = {dtype: token_mask_decoder_checks(ep) for dtype in EP_DTYPES[ep]}
-        for dtype in EP_DTYPES[ep]:
+        for dtype in family_dtypes(ep, fam):
             for check in table.get(dtype, ()) + ROLE_CHECKS:
                 marks = [pytest.mark.shard_group(fam)]
                 reason = (known_gaps.pop((fam, dtype, str(check)), None)

@@ -38,7 +38,7 @@ def vlm_matrix(ep: str, dtypes) -> list[tuple[str, str]]:
     ep_parity.NOT_CPU_RUNNABLE's reason holds for a VLM package's decoder too)."""
     families = [f for f in ep_suite.ep_family_names(ep)
                 if ep_suite.family(f).task.name == "image-text-to-text"]
-    return [(f, d) for f in families for d in dtypes]
+    return [(f, d) for f in families for d in dtypes if d in ep_suite.family_dtypes(ep, f)]
 
 
 def _namespace(raw):

@@ -35,7 +35,7 @@ def suite_keys(ep: str) -> list[tuple[str, str, str | None]]:
     """(family, dtype, quant) of every build the EP's suites ask for under its own EP (the
     generic graphs they compare against are the default EP's, which serves every family)."""
     families = s.ep_family_names(ep)
-    keys = [(fam, dtype, None) for fam in families for dtype in s.l1_dtypes(ep)]
+    keys = [(fam, dtype, None) for fam in families for dtype in s.l1_family_dtypes(ep, fam)]
     if not s.takes_golden_quant(ep):  # refused up front: ep/golden_suite.py checks that
         return keys
     return keys + [(fam, s.primary_dtype(ep), s.GOLDEN_QUANT) for fam in families]

@@ -261,7 +261,7 @@ class BartForConditionalGeneration(nn.Module):
 
 
 FAMILY = ModelFamily(
-    name="bart",
+    name="bart", cohorts=("every-dtype",),
     model_types=("bart",),
     architectures=("BartForConditionalGeneration",),
     module=BartForConditionalGeneration,

@@ -220,7 +220,7 @@ def _ignored(prefix: str, heads: str):
 
 
 FAMILY = ModelFamily(
-    name="bert", model_types=("bert",),
+    name="bert", cohorts=("every-dtype",), model_types=("bert",),
     architectures=("BertModel",),
     module=BertModel, task=encoder.TASK, tiny_preset="tiny-bert",
     checkpoint_prefixes=("", "bert."),

@@ -276,6 +276,7 @@ _VISION_ALIAS = (("vision_model.", ("vision_model.", "")),)
 
 VISION_FAMILY = ModelFamily(
     name="clip-vision", model_types=("clip_vision_model",), architectures=("CLIPVisionModel",),
+    cohorts=("every-dtype",),
     module=CLIPVisionModel, task=image_feature_extraction.TASK, tiny_preset="tiny-clip-vision",
     normalize_raw=normalize_vision(CLIP_VISION), options=VisionOptions,
     checkpoint_aliases=_VISION_ALIAS,
@@ -284,6 +285,7 @@ VISION_FAMILY = ModelFamily(
 
 CLASSIFIER = ModelFamily(
     name="clip-img-cls", model_types=(), architectures=("CLIPForImageClassification",),
+    cohorts=("every-dtype",),
     module=CLIPForImageClassification, task=image_classification.TASK,
     tiny_preset="tiny-clip-img-cls",
     normalize_raw=normalize_vision(CLIP_VISION, classifier=True), options=CLIPClassifierOptions,
@@ -293,7 +295,7 @@ CLASSIFIER = ModelFamily(
 )
 
 ZERO_SHOT = ModelFamily(
-    name="clip", model_types=("clip",), architectures=("CLIPModel",),
+    name="clip", cohorts=("every-dtype",), model_types=("clip",), architectures=("CLIPModel",),
     module=CLIPModel, task=zero_shot_image_classification.TASK, tiny_preset="tiny-clip",
     normalize_raw=normalize_zero_shot(CLIP_VISION, CLIP_TEXT), options=CLIPOptions,
     ignored_tensors=lambda config: (POSITION_IDS,),

@@ -366,6 +366,7 @@ def config_overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
 def _family(kind: str, module, task, architecture: str) -> ModelFamily:
     return ModelFamily(name=f"deberta-v2-{kind}", model_types=(), architectures=(architecture,),
                        module=module, task=task, tiny_preset=f"tiny-deberta-v2-{kind}",
+                       cohorts=("every-dtype",),
                        config_overrides=config_overrides, options=DebertaClassifierOptions,
                        ignored_tensors=_ignored)
 

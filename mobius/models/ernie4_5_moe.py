@@ -155,7 +155,7 @@ FAMILY = ModelFamily(
     name="ernie4_5_moe", model_types=("ernie4_5_moe",),
     architectures=("Ernie4_5_MoeForCausalLM",), module=Ernie4_5_MoeForCausalLM,
     tiny_preset="tiny-ernie4_5_moe", normalize_raw=normalize_ernie4_5_moe,
-    cohorts=("genai",), options=Ernie45MoeOptions,
+    cohorts=("genai", "every-dtype"), options=Ernie45MoeOptions,
     config_overrides=_overrides,
     ignored_tensors=lambda config: (IgnoredTensors(
         r".*\bmtp.*", "multi-token-prediction block (not used by the causal LM)"),),

@@ -114,7 +114,7 @@ def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="exaone_moe", model_types=("exaone_moe",), architectures=("ExaoneMoeForCausalLM",),
     module=ExaoneMoeForCausalLM, tiny_preset="tiny-exaone_moe", normalize_raw=normalize_exaone_moe,
-    cohorts=("genai",), options=ExaoneMoeOptions, config_overrides=_overrides,
+    cohorts=("genai", "every-dtype"), options=ExaoneMoeOptions, config_overrides=_overrides,
     ignored_tensors=lambda config: (IgnoredTensors(
         r"mtp\..*", "multi-token-prediction weights (not used by the causal LM)"),),
 )

@@ -20,6 +20,10 @@ COHORTS = {
     "genai": "a decoder that onnxruntime-genai greedy-decodes on a checkpoint with every "
              "parameter random, token for token with transformers "
              "(mobius/models/dense_families_genai_test.py)",
+    "every-dtype": "built by the EP suites (ep/) in every dtype of every EP, not only in each "
+                   "EP's primary one: a family whose graphs show an op form, task or attention "
+                   "trait no other member does (ep/golden_suite.py checks that the cohort "
+                   "shows them all), or whose fused form depends on the dtype (MoE)",
 }
 
 #: attention forms that some EP kernels cannot take, declared by the families that have

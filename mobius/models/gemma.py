@@ -128,6 +128,7 @@ GEMMA = ModelFamily(
 )
 GEMMA2 = ModelFamily(
     name="gemma2", model_types=("gemma2",), architectures=("Gemma2ForCausalLM",),
+    cohorts=("every-dtype",),
     module=Gemma2ForCausalLM, config_overrides=_gemma_overrides, tiny_preset="tiny-gemma2",
     options=GemmaOptions,
 )

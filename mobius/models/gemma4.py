@@ -372,7 +372,7 @@ def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="gemma4_text", model_types=("gemma4_text",), architectures=("Gemma4ForCausalLM",),
     module=Gemma4ForCausalLM, tiny_preset="tiny-gemma4", options=Gemma4Options,
-    normalize_raw=normalize, config_overrides=_overrides, cohorts=("genai",),
+    normalize_raw=normalize, config_overrides=_overrides, cohorts=("genai", "every-dtype"),
     attention_traits=("kv_sharing", "unscaled_attention"),
 )
 

@@ -215,6 +215,7 @@ class Gemma4ForConditionalGeneration(nn.Module):
 
 FAMILY = ModelFamily(
     name="gemma4", model_types=("gemma4",), architectures=("Gemma4ForConditionalGeneration",),
+    cohorts=("every-dtype",),
     module=Gemma4ForConditionalGeneration, task=vision_language.TASK,
     tiny_preset="tiny-gemma4-mm", options=Gemma4VLOptions, normalize_raw=normalize,
     config_overrides=_overrides, attention_traits=TEXT.attention_traits,

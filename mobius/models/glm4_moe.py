@@ -130,7 +130,7 @@ def _mtp_layers(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
 FAMILY = ModelFamily(
     name="glm4_moe", model_types=("glm4_moe",), architectures=("Glm4MoeForCausalLM",),
     module=Glm4MoeForCausalLM, tiny_preset="tiny-glm4_moe", normalize_raw=normalize_glm4_moe,
-    cohorts=("genai",), options=Glm4MoeOptions,
+    cohorts=("genai", "every-dtype"), options=Glm4MoeOptions,
     config_overrides=_overrides, ignored_tensors=_mtp_layers, mtp_head=_mtp_head,
     mtp_tensors=nextn_tensors,
 )

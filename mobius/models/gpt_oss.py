@@ -125,7 +125,7 @@ def _defaults(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="gpt_oss", model_types=("gpt_oss",), architectures=("GptOssForCausalLM",),
     module=GptOssForCausalLM, normalize_raw=_defaults, tiny_preset="tiny-gpt_oss",
-    cohorts=("genai",), options=GptOssOptions, attention_traits=("attention_sinks",),
+    cohorts=("genai", "every-dtype"), options=GptOssOptions, attention_traits=("attention_sinks",),
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

@@ -93,6 +93,7 @@ class GraniteMoeForCausalLM(CausalLM):
 
 FAMILY = ModelFamily(
     name="granitemoe", model_types=("granitemoe",), architectures=("GraniteMoeForCausalLM",),
+    cohorts=("every-dtype",),
     module=GraniteMoeForCausalLM, tiny_preset="tiny-granitemoe", options=GraniteMoeOptions,
 )
 

@@ -58,7 +58,7 @@ FAMILY = ModelFamily(
     name="hunyuan_v1_dense", model_types=("hunyuan_v1_dense",),
     architectures=("HunYuanDenseV1ForCausalLM",), module=HunYuanDenseV1ForCausalLM,
     tiny_preset="tiny-hunyuan_v1_dense", normalize_raw=normalize_hunyuan,
-    cohorts=("genai",), attention_traits=("qk_norm_after_rope",),
+    cohorts=("genai", "every-dtype"), attention_traits=("qk_norm_after_rope",),
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

@@ -54,7 +54,7 @@ class LlamaForCausalLM(CausalLM):
 
 
 FAMILY = ModelFamily(
-    name="llama",
+    name="llama", cohorts=("every-dtype",),
     model_types=("llama",),
     architectures=("LlamaForCausalLM",),
     module=LlamaForCausalLM,

@@ -127,7 +127,7 @@ def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="minimax_m2", model_types=("minimax_m2",), architectures=("MiniMaxM2ForCausalLM",),
     module=MiniMaxM2ForCausalLM, options=MiniMaxM2Options, normalize_raw=normalize_minimax_m2,
-    config_overrides=_overrides, tiny_preset="tiny-minimax_m2", cohorts=("genai",),
+    config_overrides=_overrides, tiny_preset="tiny-minimax_m2", cohorts=("genai", "every-dtype"),
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

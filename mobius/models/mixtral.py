@@ -83,7 +83,7 @@ class MixtralForCausalLM(CausalLM):
 
 
 FAMILY = ModelFamily(
-    name="mixtral",
+    name="mixtral", cohorts=("every-dtype",),
     model_types=("mixtral",),
     architectures=("MixtralForCausalLM",),
     module=MixtralForCausalLM,

@@ -220,7 +220,7 @@ def _overrides(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 FAMILY = ModelFamily(
-    name="modernbert", model_types=("modernbert",),
+    name="modernbert", cohorts=("every-dtype",), model_types=("modernbert",),
     architectures=("ModernBertModel",),
     module=ModernBertModel, task=encoder.TASK, tiny_preset="tiny-modernbert",
     checkpoint_prefixes=("", "model."),

@@ -149,7 +149,7 @@ def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
 FAMILY = ModelFamily(
     name="nemotron_h", model_types=("nemotron_h",), architectures=("NemotronHForCausalLM",),
     module=NemotronHForCausalLM, tiny_preset="tiny-nemotron_h", options=NemotronHOptions,
-    normalize_raw=normalize, cohorts=("genai",),
+    normalize_raw=normalize, cohorts=("genai", "every-dtype"),
     # transformers: no attention biases, lm_head never tied, no sliding window
     config_overrides=lambda raw: {"qkv_bias": False, "o_bias": False,
                                   "tie_word_embeddings": False, "sliding_window": None},

@@ -65,6 +65,7 @@ class OlmoeForCausalLM(CausalLM):
 
 FAMILY = ModelFamily(
     name="olmoe", model_types=("olmoe",), architectures=("OlmoeForCausalLM",),
+    cohorts=("every-dtype",),
     module=OlmoeForCausalLM, tiny_preset="tiny-olmoe", options=OlmoeOptions,
 )
 

@@ -170,6 +170,7 @@ def normalize_phi3small(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 FAMILY = ModelFamily(
     name="phi3small", model_types=("phi3small",), architectures=("Phi3SmallForCausalLM",),
+    cohorts=("every-dtype",),
     module=Phi3SmallForCausalLM, tiny_preset="tiny-phi3small", normalize_raw=normalize_phi3small,
     options=Phi3SmallOptions,
 )

@@ -237,7 +237,7 @@ def _unread(config: ArchitectureConfig) -> tuple[IgnoredTensors, ...]:
 
 
 FAMILY = ModelFamily(
-    name="phi4_multimodal",
+    name="phi4_multimodal", cohorts=("every-dtype",),
     model_types=("phi4_multimodal", "phi4mm"),
     architectures=("Phi4MultimodalForCausalLM", "Phi4MMForCausalLM"),
     module=Phi4MultimodalForCausalLM,

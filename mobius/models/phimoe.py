@@ -163,7 +163,7 @@ class PhimoeForCausalLM(CausalLM):
 FAMILY = ModelFamily(
     name="phimoe", model_types=("phimoe",), architectures=("PhimoeForCausalLM",),
     module=PhimoeForCausalLM, normalize_raw=_rope_mscale, tiny_preset="tiny-phimoe",
-    cohorts=("genai",), options=PhimoeOptions,
+    cohorts=("genai", "every-dtype"), options=PhimoeOptions,
 )
 
 #: this family's tiny checkpoints (mobius/tiny/bases.py): name -> config.json

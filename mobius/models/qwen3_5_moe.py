@@ -79,7 +79,7 @@ FAMILY = ModelFamily(
     name="qwen3_5_moe_text", model_types=("qwen3_5_moe_text",),
     architectures=("Qwen3_5MoeForCausalLM",), module=Qwen3_5MoeForCausalLM,
     tiny_preset="tiny-qwen3_5_moe", options=Qwen3_5MoeOptions, normalize_raw=normalize_moe,
-    config_overrides=checked, cohorts=("genai",),
+    config_overrides=checked, cohorts=("genai", "every-dtype"),
     ignored_tensors=lambda config: UNREAD, checkpoint_aliases=ALIASES,
 )
 

@@ -97,6 +97,7 @@ def normalized(model_type: str, architecture: str,
 def _family(name: str, model_type: str, architecture: str, module, options, text, checked):
     return ModelFamily(
         name=name, model_types=(model_type,), architectures=(architecture,), module=module,
+        cohorts=("every-dtype",),
         task=vision_language.TASK, tiny_preset=f"tiny-{name}_vl", options=options,
         normalize_raw=normalized(model_type, architecture, text), config_overrides=checked,
         ignored_tensors=lambda config: (MTP,), checkpoint_aliases=QWEN_VL_CHECKPOINT_ALIASES,

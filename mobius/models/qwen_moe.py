@@ -81,7 +81,7 @@ class Qwen2MoeForCausalLM(QwenMoeForCausalLM):
 
 
 QWEN3_MOE = ModelFamily(
-    name="qwen3_moe",
+    name="qwen3_moe", cohorts=("every-dtype",),
     model_types=("qwen3_moe",),
     architectures=("Qwen3MoeForCausalLM",),
     module=QwenMoeForCausalLM,
@@ -91,7 +91,7 @@ QWEN3_MOE = ModelFamily(
 )
 
 QWEN2_MOE = ModelFamily(
-    name="qwen2_moe",
+    name="qwen2_moe", cohorts=("every-dtype",),
     model_types=("qwen2_moe",),
     architectures=("Qwen2MoeForCausalLM",),
     module=Qwen2MoeForCausalLM,

@@ -25,8 +25,9 @@ from testing.ep_suite import Builds, Checkpoints
 from testing.model_runs import family_checkpoint
 
 TIED = [f for f in FAMILIES if TINY_PRESETS[f.tiny_preset].get("tie_word_embeddings")]
-#: (EP, dtype): the generic graph, the CPU EP (whose head differs), lowered ones
-TARGETS = [("default", "f32"), ("cpu", "f32"), ("webgpu", "f32"), ("onnx-standard", "f32"),
+#: (EP, dtype): the generic graph, the CPU EP (whose head differs), lowered ones, each in
+#: the EP's primary dtype (the EP suites' builds of every family: testing/ep_suite.py)
+TARGETS = [("default", "f32"), ("cpu", "f32"), ("webgpu", "f16"), ("onnx-standard", "f32"),
            ("cuda", "f16")]
 #: computed constants a package may add (RoPE cos/sin tables, masks): far
 #: below one tiny embedding matrix (1031 x 48..80 floats, 198 KB or more)

@@ -391,7 +391,7 @@ def _ignored(prefix: str):
 
 
 FAMILY = ModelFamily(
-    name="wav2vec2", model_types=(), architectures=("Wav2Vec2ForCTC",),
+    name="wav2vec2", cohorts=("every-dtype",), model_types=(), architectures=("Wav2Vec2ForCTC",),
     module=Wav2Vec2ForCTC, task=ctc.TASK, tiny_preset="tiny-wav2vec2",
     # transformers' Wav2Vec2 always has the projection norm, never the positional BatchNorm
     normalize_raw=lambda raw: {**normalize_raw(raw), "feat_proj_layer_norm": True,

@@ -322,7 +322,7 @@ class WhisperForConditionalGeneration(nn.Module):
 
 
 FAMILY = ModelFamily(
-    name="whisper",
+    name="whisper", cohorts=("every-dtype",),
     model_types=("whisper",),
     architectures=("WhisperForConditionalGeneration",),
     module=WhisperForConditionalGeneration,

@@ -1,7 +1,8 @@
 """onnxruntime-node and onnxruntime-web (WebAssembly, in Node) run mobius packages.
 
-Every decoder family's f32 package for the cpu, default and webgpu EPs (the EP suites'
-builds: under Bazel //ep:suite_builds made them once, testing/ep_suite.Builds);
+Every decoder family's f32 package for the cpu and default EPs, and the every-dtype cohort's
+for webgpu (the EP suites' builds: under Bazel //ep:suite_builds made them once,
+testing/ep_suite.Builds);
 onnxruntime-node replays Python onnxruntime's prefill + cached decode steps and
 must give the same logits within 1e-5. onnxruntime-web's WebAssembly backend
 does the same for the webgpu and onnx-standard packages.
@@ -26,8 +27,11 @@ WEB_EPS = ("webgpu", "onnx-standard")
 
 
 def _params(eps, backend):
+    """Every decoder family whose f32 package the EP suites build for the EP (webgpu's primary
+    dtype is f16: its f32 packages are the every-dtype cohort's, ep_suite.family_dtypes)."""
     return [pytest.param(fam, ep, backend, id=f"{fam}-{ep}", marks=pytest.mark.shard_group(fam))
-            for fam in ep_suite.decoder_family_names() for ep in eps]
+            for fam in ep_suite.decoder_family_names() for ep in eps
+            if "f32" in ep_suite.family_dtypes(ep, fam)]
 
 
 @pytest.fixture(scope="module")
