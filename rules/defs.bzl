@@ -112,9 +112,7 @@ def test_bundle(name = "tests", shard_count = None):
     Call it after the mobius_py_test targets of a BUILD file (tools/deps_check.py fails a
     bundled test no bundle runs). Its srcs, deps, data and args are the union of the
     members'; its size medium (5 minutes), or its largest member's if that is larger.
-    Tagged "test_bundle": //tools:affected selects the members themselves. The members
-    tagged "external" (they read the source tree, so Bazel runs them every time) form a
-    bundle of their own, <name>_external, so that the others stay cached.
+    Tagged "test_bundle": //tools:affected selects the members themselves.
 
     Args:
       name: the bundle's name.
@@ -127,11 +125,8 @@ def test_bundle(name = "tests", shard_count = None):
         for key in sorted(rules)
         if rules[key]["kind"] == "py_test" and "bundled" in rules[key]["tags"]
     ]
-    external = [r for r in members if "external" in r["tags"]]
-    if len(external) < len(members):
-        _bundle(name, [r for r in members if r not in external], shard_count)
-    if external:
-        _bundle(name + "_external", external, None)
+    if members:
+        _bundle(name, members, shard_count)
 
 def _bundle(name, members, shard_count):
     # the runner as the members spell it (inside //testing, ":run_pytest.py"): listed once

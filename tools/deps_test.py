@@ -11,7 +11,8 @@ from tools.build_graph import BuildGraph
 from tools.deps_check import (missing_deps, packages_outside_the_tree, unrun_tests,
                               unused_deps)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the source tree
+#: the source tree; under Bazel, the runfiles: the files //:source_tree declares, no others
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_every_import_has_its_bazel_dep():
@@ -77,28 +78,23 @@ def test_every_bundled_test_runs_in_its_bundle():
 
 def test_check_finds_a_bundled_test_no_bundle_runs(tmp_path):
     """With the real macros: small tests are bundled (manual); without test_bundle() they
-    are reported; with it, the bundle runs them, not the one with args, and the external
-    one in a bundle of its own."""
+    are reported; with it, the bundle runs them, not the one with args."""
     _real_macros(tmp_path)
     (tmp_path / "BUILD.bazel").write_text("")
     (tmp_path / "pkg").mkdir()
     tests = ('load("//rules:defs.bzl", "mobius_py_test", "test_bundle")\n'
              'mobius_py_test(name = "a_test", srcs = ["a_test.py"])\n'
              'mobius_py_test(name = "b_test", srcs = ["b_test.py"])\n'
-             'mobius_py_test(name = "c_test", srcs = ["c_test.py"], args = ["-k", "x"])\n'
-             'mobius_py_test(name = "d_test", srcs = ["d_test.py"], tags = ["external"])\n')
+             'mobius_py_test(name = "c_test", srcs = ["c_test.py"], args = ["-k", "x"])\n')
     (tmp_path / "pkg" / "BUILD.bazel").write_text(tests)
     assert unrun_tests(BuildGraph(str(tmp_path))) == [
-        f"//pkg:{name}_test is bundled but no test_bundle() of //pkg runs it" for name in "abd"]
+        f"//pkg:{name}_test is bundled but no test_bundle() of //pkg runs it" for name in "ab"]
     (tmp_path / "pkg" / "BUILD.bazel").write_text(tests + "test_bundle()\n")
     graph = BuildGraph(str(tmp_path))
     assert unrun_tests(graph) == []
     bundle = graph.targets["//pkg:tests"]
     assert bundle.attrs["args"] == ["$(rootpath a_test.py)", "$(rootpath b_test.py)"]
     assert "manual" not in graph.targets["//pkg:c_test"].tags
-    # a test that reads the source tree reruns every time: its bundle is its own
-    assert graph.targets["//pkg:tests_external"].attrs["args"] == ["$(rootpath d_test.py)"]
-    assert "external" in graph.targets["//pkg:tests_external"].tags
 
 
 def test_every_package_is_in_the_source_tree():
