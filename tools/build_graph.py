@@ -122,7 +122,9 @@ class BuildGraph:
         self.root = root
         self._bzl: dict[str, dict] = {}
         self.targets: dict[str, Target] = {}
-        for package in workspace_packages(root):
+        #: its package paths (workspace_packages(): a walk of the whole tree, done once)
+        self.packages = workspace_packages(root)
+        for package in self.packages:
             for target in self._eval_build(package):
                 self.targets[target.label] = target
 

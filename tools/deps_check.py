@@ -22,7 +22,7 @@ import functools
 import os
 import sys
 
-from tools.build_graph import PACKAGE_FILES, BuildGraph, workspace_packages
+from tools.build_graph import PACKAGE_FILES, BuildGraph
 
 FIRST_PARTY = ("mobius", "testing", "tools", "ep")
 #: every package's files (BUILD.bazel), the data of the tests that read the source tree
@@ -132,7 +132,7 @@ def module_file(root: str, dotted: str) -> str | None:
 def unowned_files(root: str, graph: BuildGraph) -> list[str]:
     """Python files of the workspace's packages that no target lists in srcs."""
     owned = {src for t in graph.targets.values() for src in t.srcs}
-    packages = set(workspace_packages(root))
+    packages = set(graph.packages)
     found = []
     for package in sorted(packages):
         for dirpath, dirnames, filenames in os.walk(os.path.join(root, package)):
@@ -157,7 +157,7 @@ def file_label(path: str, packages: set[str]) -> str:
 def missing_deps(root: str, graph: BuildGraph | None = None) -> list[str]:
     """One line per import whose module has no owner among the importer's target and deps."""
     graph = graph or BuildGraph(root)
-    packages = set(workspace_packages(root))
+    packages = set(graph.packages)
     owners: dict[str, list[str]] = {}
     for target in graph.targets.values():
         for src in target.srcs:
@@ -186,7 +186,7 @@ def missing_deps(root: str, graph: BuildGraph | None = None) -> list[str]:
 def unused_deps(root: str, graph: BuildGraph | None = None) -> list[str]:
     """One line per dep of a Python target that owns no module its srcs import."""
     graph = graph or BuildGraph(root)
-    packages = set(workspace_packages(root))
+    packages = set(graph.packages)
     owners: dict[str, set[str]] = {}
     for target in graph.targets.values():
         for src in target.srcs:
@@ -225,7 +225,7 @@ def packages_outside_the_tree(graph: BuildGraph) -> list[str]:
     tree = graph.targets.get(SOURCE_TREE)
     listed = set(tree.srcs) if tree else set()
     problems = []
-    for package in workspace_packages(graph.root):
+    for package in graph.packages:
         label = f"//{package}:{PACKAGE_FILES}"
         if label not in graph.targets:
             problems.append(f"//{package} calls no package_files() (//rules:defs.bzl), so "
