@@ -10,7 +10,8 @@ import shutil
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the source tree
+#: the source tree; under Bazel, the runfiles: the files //:source_tree declares, no others
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def template(doc: str, marker: str) -> str:
@@ -23,16 +24,29 @@ def template(doc: str, marker: str) -> str:
 
 
 def copy_tree(root: pathlib.Path, names: tuple[str, ...], *skipped: str) -> pathlib.Path:
-    """Copies the source tree's top-level ``names`` into ``root`` (no caches, no bazel-*
-    links, nor folders named in ``skipped``)."""
-    ignore = shutil.ignore_patterns("__pycache__", "bazel-*", *skipped)
-    for name in names:
-        source = os.path.join(ROOT, name)
-        if os.path.isdir(source):
-            shutil.copytree(source, root / name, ignore=ignore)
-        else:
-            shutil.copy(source, root / name)
+    """Copies the source tree's top-level ``names`` into ``root``, file contents (the
+    runfiles' are links), leaving out folders named in ``skipped``."""
+    for path in _source_files():
+        parts = path.split("/")
+        if parts[0] in names and not set(parts[:-1]) & set(skipped):
+            os.makedirs(root / os.path.dirname(path), exist_ok=True)
+            shutil.copy(os.path.join(ROOT, path), root / path)
     return root
+
+
+def _source_files() -> list[str]:
+    """Every file of the tree: under Bazel the list //:source_tree writes (the runfiles also
+    hold built files), else the checkout's files but caches and Bazel's links."""
+    manifest = os.path.join(ROOT, "source_tree.txt")
+    if os.path.exists(manifest):
+        with open(manifest) as f:
+            return f.read().splitlines()
+    found = []
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in ("__pycache__", ".git") and
+                   not d.startswith("bazel-")]
+        found += [os.path.relpath(os.path.join(folder, f), ROOT) for f in files]
+    return found
 
 
 def run(tree: pathlib.Path, *args: str, unset: tuple[str, ...] = (),

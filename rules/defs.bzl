@@ -109,12 +109,10 @@ def _runner_test(name, deps, data, **kwargs):
 def test_bundle(name = "tests", shard_count = None):
     """One py_test that runs every bundled mobius_py_test of this package in one pytest process.
 
-    Call it last in a BUILD file that declares mobius_py_test targets (tools/deps_check.py
-    fails a bundled test no bundle runs). Its srcs, deps, data and args are the union of the
+    Call it after the mobius_py_test targets of a BUILD file (tools/deps_check.py fails a
+    bundled test no bundle runs). Its srcs, deps, data and args are the union of the
     members'; its size medium (5 minutes), or its largest member's if that is larger.
-    Tagged "test_bundle": //tools:affected selects the members themselves. The members
-    tagged "external" (they read the source tree, so Bazel runs them every time) form a
-    bundle of their own, <name>_external, so that the others stay cached.
+    Tagged "test_bundle": //tools:affected selects the members themselves.
 
     Args:
       name: the bundle's name.
@@ -127,11 +125,8 @@ def test_bundle(name = "tests", shard_count = None):
         for key in sorted(rules)
         if rules[key]["kind"] == "py_test" and "bundled" in rules[key]["tags"]
     ]
-    external = [r for r in members if "external" in r["tags"]]
-    if len(external) < len(members):
-        _bundle(name, [r for r in members if r not in external], shard_count)
-    if external:
-        _bundle(name + "_external", external, None)
+    if members:
+        _bundle(name, members, shard_count)
 
 def _bundle(name, members, shard_count):
     # the runner as the members spell it (inside //testing, ":run_pytest.py"): listed once
@@ -158,6 +153,39 @@ def _bundle(name, members, shard_count):
         env = {"MOBIUS_SHARD_BY": "module"} if shard_count else {},
         tags = tags + ["test_bundle"],
     )
+
+def package_files(exclude = []):
+    """:package_files, every file of this package (its BUILD file too), for //:source_tree.
+
+    A test that reads the source tree (tools/deps_test.py, the generators' tests) takes
+    //:source_tree as data and reads the tree in its runfiles: Bazel reruns it when one of
+    these files changes, and never serves it a file no package declares.
+
+    Args:
+      exclude: more glob patterns to leave out (the root's: Bazel's convenience links).
+    """
+    native.filegroup(
+        name = "package_files",
+        srcs = native.glob(["**"], exclude = ["**/__pycache__/**"] + exclude),
+        visibility = ["//:__pkg__"],
+    )
+
+def _source_tree_impl(ctx):
+    files = depset(transitive = [src[DefaultInfo].files for src in ctx.attr.srcs])
+    manifest = ctx.actions.declare_file(ctx.label.name + ".txt")
+    ctx.actions.write(manifest, "".join([f.short_path + "\n" for f in files.to_list()]))
+    return [DefaultInfo(
+        files = depset([manifest]),
+        runfiles = ctx.runfiles(files = [manifest], transitive_files = files),
+    )]
+
+source_tree = rule(
+    implementation = _source_tree_impl,
+    doc = """Every package's :package_files as runfiles, and <name>.txt listing them (one
+    workspace-relative path a line): what a copy of the tree copies, leaving out the
+    built files that share its folders in the runfiles.""",
+    attrs = {"srcs": attr.label_list(allow_files = True)},
+)
 
 def model_test(name, deps_by_module, srcs = [], **kwargs):
     """mobius_py_test <name> of mobius/models/<name>.py (plus srcs: more test files it runs).

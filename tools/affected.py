@@ -9,6 +9,8 @@ a file owned by a `family:X`, `rule:X` or `ep:X` target does not select tests sc
 *other* families / rules / EPs, though the registries make every test depend on every file.
 A test's scope is its own tags plus those of the scoped targets it depends on directly;
 EP suites (`ep:X`) run every family through every rule, so family and rule changes keep them.
+The tests that read the source tree (data //:source_tree: every file) are unscoped, so any
+change selects them, as any change makes Bazel rerun them.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from mobius.weights.dtypes import SHORT_NAMES
 from tools.affected import Node, select
 from tools.build_graph import BuildGraph
 
-ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the source tree
+#: the source tree; under Bazel, the runfiles: the files //:source_tree declares, no others
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +78,13 @@ def test_unrelated_change_selects_nothing(affected):
     got = affected("//docs:eps.md")
     assert "//ep:docs_test" in got["tests"]
     assert not any(t.startswith("//ep/") for t in got["tests"])
+
+
+def test_any_change_selects_the_tests_that_read_the_source_tree(affected):
+    """They read every file (//:source_tree), whatever its scope: Bazel reruns them too."""
+    for change in ("//mobius/models:whisper.py", "//mobius/ep:webgpu.py", "//docs:eps.md"):
+        tests = set(affected(change)["tests"])
+        assert {"//tools:deps_test", "//docs:adding_a_model_test"} <= tests, change
 
 
 def test_ep_change_does_not_select_family_scoped_tests(affected):

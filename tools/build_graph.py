@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-import fnmatch
-import glob as globlib
 import os
+import re
 
 
 @dataclasses.dataclass
@@ -25,6 +24,10 @@ class Target:
     py_deps: list[str] = dataclasses.field(default_factory=list)  # labels of deps alone
     #: the rule's attributes as the BUILD file gave them (what native.existing_rules() returns)
     attrs: dict = dataclasses.field(default_factory=dict)
+
+
+#: the target package_files() (//rules:defs.bzl) declares in every package
+PACKAGE_FILES = "package_files"
 
 
 def workspace_packages(root: str) -> list[str]:
@@ -59,13 +62,24 @@ class _Package:
         self.targets: list[Target] = []
 
     def glob(self, include, exclude=(), **_):
+        """Bazel's glob: this package's files (hidden ones too, none of a subpackage's) that
+        match an ``include`` pattern and no ``exclude`` one; a folder that an exclude
+        pattern's ``<folder>/**`` names is never walked (the root's links to Bazel's outputs)."""
         base = os.path.join(self.graph.root, self.package)
-        found = set()
-        for pattern in include:
-            for path in globlib.glob(os.path.join(base, pattern), recursive=True):
-                rel = os.path.relpath(path, base)
-                if os.path.isfile(path) and not any(fnmatch.fnmatch(rel, e) for e in exclude):
-                    found.add(rel)
+        included = [_glob_regex(p) for p in include]
+        excluded = [_glob_regex(p) for p in exclude]
+        pruned = [_glob_regex(p[:-len("/**")]) for p in exclude if p.endswith("/**")]
+        found = []
+        for dirpath, dirnames, filenames in os.walk(base):
+            rel = os.path.relpath(dirpath, base)
+            prefix = "" if rel == "." else rel + "/"
+            dirnames[:] = [d for d in dirnames if not _is_boundary(os.path.join(dirpath, d))
+                           and not any(p.fullmatch(prefix + d) for p in pruned)]
+            for name in filenames:
+                path = prefix + name
+                if any(p.fullmatch(path) for p in included) and not any(
+                        p.fullmatch(path) for p in excluded):
+                    found.append(path)
         return sorted(found)
 
     def rule(self, kind: str, implicit: tuple[str, ...] = ()):
@@ -74,6 +88,8 @@ class _Package:
             labels = lambda xs: [normalize(x, self.package) for x in xs]  # noqa: E731
             attrs = dict(rest, name=name, kind=kind, srcs=list(srcs), deps=list(deps),
                          data=list(data), tags=list(tags))
+            if name == PACKAGE_FILES:  # it lists every file, so it owns none: they are its data
+                srcs, data = (), [*data, *srcs]
             self.targets.append(Target(normalize(":" + name, self.package), kind, labels(srcs),
                                        labels([*deps, *data, *tests, *implicit]), list(tags),
                                        labels(deps), attrs))
@@ -106,7 +122,9 @@ class BuildGraph:
         self.root = root
         self._bzl: dict[str, dict] = {}
         self.targets: dict[str, Target] = {}
-        for package in workspace_packages(root):
+        #: its package paths (workspace_packages(): a walk of the whole tree, done once)
+        self.packages = workspace_packages(root)
+        for package in self.packages:
             for target in self._eval_build(package):
                 self.targets[target.label] = target
 
@@ -196,6 +214,26 @@ class _AttrStub:
 
     def __getattr__(self, name):
         return lambda *a, **kw: kw.get("default")
+
+
+def _is_boundary(folder: str) -> bool:
+    """A subpackage, or a nested repository: a glob of the package above stops there."""
+    return any(os.path.isfile(os.path.join(folder, f)) for f in ("BUILD", "BUILD.bazel",
+                                                                 "WORKSPACE"))
+
+
+def _glob_regex(pattern: str) -> re.Pattern:
+    """A glob pattern as Bazel reads it: ``*`` within a path segment, ``**`` any segments."""
+    parts = pattern.split("/")
+    regex = ""
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part == "**":
+            regex += ".+" if last else "(?:[^/]+/)*"
+        else:
+            regex += "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c)
+                             for c in part) + ("" if last else "/")
+    return re.compile(regex)
 
 
 def _fail(message, *args):

@@ -7,7 +7,8 @@ import os
 
 from tools.buildifier import build_files, run
 
-ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the source tree
+#: the source tree; under Bazel, the runfiles: the files //:source_tree declares, no others
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_build_files_are_formatted():

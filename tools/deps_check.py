@@ -2,12 +2,14 @@
 only right when it does.
 
 Missing: for each Python file owned by a target, each import of a workspace module (mobius.*,
-testing.*, tools.*, ep.*) must resolve to a file of the same target or of one of its direct
-deps. Imports under ``if TYPE_CHECKING:`` are exempt (never run). Every Python file must be
-in some target's srcs. Unused: each dep of a Python target must own a module its srcs
-import (a package's __init__.py counts for every import below it; //third_party:<name> the
-package <name>), unless UNUSED_ALLOWED says why not. Bundled tests: each runs in its
-package's test_bundle() (:func:`unrun_tests`).
+testing.*, tools.*, ep.*) must resolve to a file of the tree (under Bazel, the runfiles that
+//:source_tree gives the test) and of the same target or one of its direct deps. Imports
+under ``if TYPE_CHECKING:`` are exempt (never run). Every Python file must be in some
+target's srcs. Unused: each dep of a Python target must own a module its srcs import (a
+package's __init__.py counts for every import below it; //third_party:<name> the package
+<name>), unless UNUSED_ALLOWED says why not. Bundled tests: each runs in its package's
+test_bundle() (:func:`unrun_tests`). Every package's files are in //:source_tree
+(:func:`packages_outside_the_tree`).
 
     python3 -m tools.deps_check      # prints one line per missing or unused dep
 """
@@ -20,9 +22,11 @@ import functools
 import os
 import sys
 
-from tools.build_graph import BuildGraph, workspace_packages
+from tools.build_graph import PACKAGE_FILES, BuildGraph
 
 FIRST_PARTY = ("mobius", "testing", "tools", "ep")
+#: every package's files (BUILD.bazel), the data of the tests that read the source tree
+SOURCE_TREE = "//:source_tree"
 #: import name -> //third_party target name, where the two differ
 _DISTRIBUTIONS = {"PIL": "pillow", "optimum": "optimum_onnx"}
 _PYTHON = ("py_library", "py_binary", "py_test")
@@ -128,7 +132,7 @@ def module_file(root: str, dotted: str) -> str | None:
 def unowned_files(root: str, graph: BuildGraph) -> list[str]:
     """Python files of the workspace's packages that no target lists in srcs."""
     owned = {src for t in graph.targets.values() for src in t.srcs}
-    packages = set(workspace_packages(root))
+    packages = set(graph.packages)
     found = []
     for package in sorted(packages):
         for dirpath, dirnames, filenames in os.walk(os.path.join(root, package)):
@@ -153,7 +157,7 @@ def file_label(path: str, packages: set[str]) -> str:
 def missing_deps(root: str, graph: BuildGraph | None = None) -> list[str]:
     """One line per import whose module has no owner among the importer's target and deps."""
     graph = graph or BuildGraph(root)
-    packages = set(workspace_packages(root))
+    packages = set(graph.packages)
     owners: dict[str, list[str]] = {}
     for target in graph.targets.values():
         for src in target.srcs:
@@ -167,6 +171,9 @@ def missing_deps(root: str, graph: BuildGraph | None = None) -> list[str]:
             path = src[2:].replace(":", "/").lstrip("/")
             for line, dotted in imported_modules(root, os.path.join(root, path)):
                 module = module_file(root, dotted)
+                if module is None and dotted.split(".")[0] in FIRST_PARTY:
+                    problems.append(f"{path}:{line}: {target.label} imports {dotted}, a module "
+                                    f"of no file in the tree ({SOURCE_TREE})")
                 if module is None or module == path:
                     continue
                 need = owners.get(file_label(module, packages), [])
@@ -179,7 +186,7 @@ def missing_deps(root: str, graph: BuildGraph | None = None) -> list[str]:
 def unused_deps(root: str, graph: BuildGraph | None = None) -> list[str]:
     """One line per dep of a Python target that owns no module its srcs import."""
     graph = graph or BuildGraph(root)
-    packages = set(workspace_packages(root))
+    packages = set(graph.packages)
     owners: dict[str, set[str]] = {}
     for target in graph.targets.values():
         for src in target.srcs:
@@ -209,6 +216,23 @@ def unrun_tests(graph: BuildGraph) -> list[str]:
         package = target.label.split(":")[0]
         if "bundled" in target.tags and not set(target.srcs) <= bundles.get(package, set()):
             problems.append(f"{target.label} is bundled but no test_bundle() of {package} runs it")
+    return problems
+
+
+def packages_outside_the_tree(graph: BuildGraph) -> list[str]:
+    """One line per package whose files //:source_tree leaves out: the tests that read the
+    source tree in their runfiles would not see them, nor rerun when one changes."""
+    tree = graph.targets.get(SOURCE_TREE)
+    listed = set(tree.srcs) if tree else set()
+    problems = []
+    for package in graph.packages:
+        label = f"//{package}:{PACKAGE_FILES}"
+        if label not in graph.targets:
+            problems.append(f"//{package} calls no package_files() (//rules:defs.bzl), so "
+                            f"{SOURCE_TREE} cannot list its files")
+        elif label not in listed:
+            problems.append(f"{label} is not in {SOURCE_TREE} (BUILD.bazel): the tests that "
+                            "read the source tree miss its files")
     return problems
 
 
@@ -247,7 +271,8 @@ def _is_python(graph: BuildGraph, label: str) -> bool:
 if __name__ == "__main__":
     root = os.environ.get("BUILD_WORKSPACE_DIRECTORY") or os.getcwd()
     graph = BuildGraph(root)
-    lines = missing_deps(root, graph) + unused_deps(root, graph) + unrun_tests(graph)
+    lines = (missing_deps(root, graph) + unused_deps(root, graph) + unrun_tests(graph)
+             + packages_outside_the_tree(graph))
     print("\n".join(lines) or "deps_check: every import has its Bazel dep, every dep an import, "
-          "every bundled test its bundle")
+          f"every bundled test its bundle, every package its place in {SOURCE_TREE}")
     sys.exit(1 if lines else 0)

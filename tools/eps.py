@@ -38,11 +38,14 @@ EP_DEPS: each EP module -> its py_library deps, from its imports (ep_capabilitie
 '''
 
 #: ep/<module>/BUILD.bazel of an EP with no targets of its own
-SUITE_BUILD = '''load("//rules:ep_suite.bzl", "ep_suite")
+SUITE_BUILD = '''load("//rules:defs.bzl", "package_files")
+load("//rules:ep_suite.bzl", "ep_suite")
 
 # The {name} EP's suites (fusion, parity, golden): rules/ep_suite.bzl. Written by
 # //tools:eps; an EP with targets of its own writes this file by hand.
 ep_suite()
+
+package_files()
 '''
 
 

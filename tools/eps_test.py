@@ -10,12 +10,13 @@ import sys
 from mobius.ep.capabilities import EpCapabilities
 from tools.eps import SUITE_BUILD, render, suite_problems
 
-ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the source tree
+#: the source tree; under Bazel, the runfiles: the files //:source_tree declares, no others
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_eps_bzl_and_the_suite_builds_are_current():
-    """Run on the source tree (not the runfiles, which hold only the EPs the committed file
-    already lists), so a new EP file makes this fail until the files are updated."""
+    """Run on the whole tree (//:source_tree, not only the EP files the deps' libraries
+    list), so a new EP file makes this fail until the files are updated."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])}
     env.pop("BUILD_WORKSPACE_DIRECTORY", None)

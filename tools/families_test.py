@@ -10,12 +10,13 @@ import sys
 from tools.build_graph import BuildGraph
 from tools.families import family_deps
 
-ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the source tree
+#: the source tree; under Bazel, the runfiles: the files //:source_tree declares, no others
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_families_bzl_is_current():
-    """Run on the source tree (not the runfiles, which hold only the families the committed
-    file already lists), so a new family file makes this fail until the file is updated."""
+    """Run on the whole tree (//:source_tree, not only the family files the deps' libraries
+    list), so a new family file makes this fail until the file is updated."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])}
     env.pop("BUILD_WORKSPACE_DIRECTORY", None)

@@ -3,15 +3,18 @@ the check-or-update of the committed file (//tools:families, //tools:rewrite_rul
 
 from __future__ import annotations
 
+import functools
 import os
 
-from tools.build_graph import BuildGraph, workspace_packages
+from tools.build_graph import BuildGraph
 from tools.deps_check import file_label, imported_modules, module_file, third_party
 
 
+@functools.lru_cache(maxsize=1)
 def _owners(graph: BuildGraph) -> dict[str, str]:
     """File label -> the target that owns it; of a package's __init__.py the target named after
-    the package (its public API, e.g. //mobius for `import mobius`) over :init."""
+    the package (its public API, e.g. //mobius for `import mobius`) over :init. Once a graph:
+    a generator asks for each of its modules."""
     owners: dict[str, str] = {}
     for target in graph.targets.values():
         for src in target.srcs:
@@ -34,7 +37,7 @@ def import_deps(root: str, path: str, package: str, generated: set[str], graph: 
     each first-party module it imports (":<name>" for a module of ``package`` that ``generated``
     names: its target comes from the .bzl being written) and //third_party:<name> for each
     third-party package with such a target; less ``implied`` and itself, buildifier-sorted."""
-    packages = set(workspace_packages(root))
+    packages = set(graph.packages)
     owners = _owners(graph)
     full = os.path.join(root, path)
     deps = set()

@@ -10,11 +10,13 @@ import sys
 from tools.build_graph import BuildGraph
 from tools.model_tests import module_deps
 
-ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the source tree
+#: the source tree; under Bazel, the runfiles: the files //:source_tree declares, no others
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_model_tests_bzl_is_current():
-    """Run on the source tree, so a new test file makes this fail until the file is updated."""
+    """Run on the whole tree (//:source_tree), so a new test file makes this fail until the
+    file is updated."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])}
     env.pop("BUILD_WORKSPACE_DIRECTORY", None)

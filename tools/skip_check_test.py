@@ -6,7 +6,8 @@ import os
 
 from tools.skip_check import silent_skips
 
-ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the source tree
+#: the source tree; under Bazel, the runfiles: the files //:source_tree declares, no others
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_no_silent_skips():
