@@ -73,8 +73,9 @@ def tests_for(ep: str) -> dict[str, Callable]:
             ops = {key.split("/")[-1] for key in golden.ops(builds.get(name, ep, dtype))}
             return ops | {f"task {fam.task.name}"} | {f"trait {t}" for t in fam.attention_traits}
 
-        shown = set().union(*(forms(f) for f in families if s.in_every_dtype(ep, f)))
-        missing = {f: sorted(new) for f in families if (new := forms(f) - shown)}
+        each = {f: forms(f) for f in families}
+        shown = set().union(*(each[f] for f in families if s.in_every_dtype(ep, f)))
+        missing = {f: sorted(new) for f in families if (new := each[f] - shown)}
         assert not missing, (f"{ep}: forms no family of the {s.EVERY_DTYPE!r} cohort shows (add "
                              f"it to one of these families' cohorts): {missing}")
 

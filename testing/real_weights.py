@@ -88,14 +88,7 @@ def _gguf_parsed_once():
     import gguf
 
     saved = gguf.GGUFReader, gguf.get_tensor_name_map
-    readers = {}
-
-    def reader(path, mode="r"):
-        if (path, mode) not in readers:
-            readers[path, mode] = saved[0](path, mode)
-        return readers[path, mode]
-
-    gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.lru_cache(saved[1])
+    gguf.GGUFReader, gguf.get_tensor_name_map = map(functools.lru_cache, saved)
     try:
         yield
     finally:
