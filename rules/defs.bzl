@@ -9,6 +9,7 @@ Python dependencies installed by pip are referenced as //third_party:<name>
 load("//rules:bytecode.bzl", "py_bytecode")
 
 _RUNNER = "//testing:run_pytest.py"
+_RUNNER_DEPS = ("//testing:garbage_budget", "//testing:session_threads", "//third_party:pytest")
 
 #: tags that keep a test in its own process: it needs a device (gpu) or the whole machine
 #: (exclusive)
@@ -45,8 +46,8 @@ def mobius_py_test(
         modules. Only the test files are handed to pytest; if none matches
         the naming pattern, every file in srcs is.
       deps: py_library deps, e.g. ["//mobius/ep", "//third_party:onnx"].
-        //third_party:pytest and the runner's //testing:garbage_budget are
-        added automatically.
+        //third_party:pytest and the runner's //testing:garbage_budget and
+        //testing:session_threads are added automatically.
       size: Bazel test size ("small" = 60 s timeout, "medium" = 300 s, ...).
       tags: Bazel tags; "gpu" keeps the test out of the default `bazel test`.
       shard_count: optional number of shards; shard i runs every N-th test.
@@ -71,7 +72,7 @@ def mobius_py_test(
     test_srcs = [s for s in srcs if _is_test_file(s)] or srcs
     extra_args = kwargs.pop("args", [])
     test_deps = list(deps) + [r for r in references if r not in deps]
-    for runner_dep in ("//testing:garbage_budget", "//third_party:pytest"):
+    for runner_dep in _RUNNER_DEPS:
         if runner_dep not in test_deps:
             test_deps.append(runner_dep)
     if bundle and not (shard_count or extra_args or [k for k in kwargs if k != "visibility"] or

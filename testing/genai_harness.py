@@ -86,14 +86,15 @@ def genai_generate(
     *,
     suppress_eos: bool = True,
     config_overlay: dict | None = None,
-    intra_op_num_threads: int | None = None,
+    intra_op_num_threads: int | None = 1,
 ) -> list[list[int]]:
     """Greedy-generates ``max_new_tokens`` per prompt with onnxruntime-genai.
 
     ``config_overlay`` is merged into genai_config.json at load time
     (``og.Config.overlay``), e.g. ``{"model": {"eos_token_id": 7}}``.
-    ``intra_op_num_threads`` overrides the session's thread count (1 is
-    several times faster for tiny models, and immune to busy machines).
+    ``intra_op_num_threads`` overrides the session's thread count: 1 by default, several
+    times faster for tiny models and immune to busy machines (testing/session_threads.py);
+    None keeps the package's own.
     """
     import onnxruntime_genai as og
 

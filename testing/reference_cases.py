@@ -3,12 +3,15 @@
 Under Bazel they are the ``reference_cases`` rule's build output in the test's runfiles:
 ``<cases module's folder>/<module name>_out/<case>/``; a test without that output in its
 data fails with the fix in the message. Outside Bazel (plain pytest) ``write_case``
-writes them into a temporary folder on first use, with torch, the same bytes.
+writes them into a temporary folder on first use, with torch, the same bytes (removed when
+the process exits).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from types import ModuleType
 
@@ -36,6 +39,7 @@ def case_dir(cases: ModuleType, case: str) -> str:
     key = (cases.__name__, case)
     if key not in _WRITTEN:
         folder = tempfile.mkdtemp(prefix=f"{module}-{case}-")
+        atexit.register(shutil.rmtree, folder, True)
         cases.write_case(case, folder)
         _WRITTEN[key] = folder
     return _WRITTEN[key]

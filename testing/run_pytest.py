@@ -14,8 +14,13 @@ It honours Bazel's test protocol:
 * ``TESTBRIDGE_TEST_ONLY`` (``bazel test --test_filter=EXPR``): passed to
   pytest as ``-k EXPR``.
 * ``TEST_TMPDIR``: pytest's ``--basetemp`` (``tmp_path`` lands in the sandbox),
-  and the root of every cache a test may fill (``MOBIUS_CACHE``,
-  ``XDG_CACHE_HOME``), so that no test reads or writes under ``$HOME``.
+  ``TMPDIR`` (``tempfile`` and every subprocess: a pytest or tool a test starts), and
+  the root of every cache a test may fill (``MOBIUS_CACHE``, ``XDG_CACHE_HOME``), so
+  that no test writes under ``$HOME`` or ``/tmp`` (Bazel 4 sets no ``TMPDIR``).
+
+Threads: onnxruntime sessions a test creates without a thread count get one intra-op
+thread (testing/session_threads.py), numpy's OpenBLAS and torch's OpenMP one each: Bazel
+runs two tests at a time on two cores.
 
 ``MOBIUS_GPU_SITE`` (``--config=gpu``): a folder with onnxruntime's GPU wheels, put
 ahead of the CPU ones on ``sys.path``.
@@ -76,7 +81,12 @@ def _hermetic_env() -> None:
     """
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     tmp = os.environ.get("TEST_TMPDIR")
+    # numpy's OpenBLAS and torch's OpenMP: one thread each, as onnxruntime's sessions
+    # (testing/session_threads.py says why)
+    for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")
     if tmp:
+        os.environ["TMPDIR"] = tmp
         os.environ.setdefault("MOBIUS_CACHE", os.path.join(tmp, "mobius-cache"))
         os.environ.setdefault("XDG_CACHE_HOME", os.path.join(tmp, "xdg-cache"))
     tiny = os.path.join(_ROOT, "testing", "tiny")
@@ -90,6 +100,7 @@ _gpu_site()
 import pytest  # noqa: E402  (after the sys.path fix-up on purpose)
 
 from testing.garbage_budget import GarbageBudget  # noqa: E402
+from testing.session_threads import default_to_one_thread  # noqa: E402
 
 NO_TESTS_COLLECTED = 5
 
@@ -104,14 +115,12 @@ class _ShardPlugin:
     instead: all tests of one key run in the same shard (the i-th distinct
     key goes to shard i % total), so expensive per-key setup -- e.g. a tiny
     checkpoint and its builds, cached per module -- is paid in one shard only.
-    ``MOBIUS_SHARD_BY=module`` (a sharded test_bundle of //rules:defs.bzl): each test
-    file's tests are one group.
+    A bundle sharded by module (``_own_files``) hands this shard only its own files.
     """
 
     def __init__(self, total: int, index: int) -> None:
         self.total = total
         self.index = index
-        self.by_module = os.environ.get("MOBIUS_SHARD_BY") == "module"
         self.collected = 0
         self.selected = 0
 
@@ -128,8 +137,7 @@ class _ShardPlugin:
         keep, drop, groups = [], [], {}
         for i, item in enumerate(items):
             marker = item.get_closest_marker(SHARD_GROUP)
-            module = str(item.path) if self.by_module else None
-            key = marker.args[0] if marker else module
+            key = marker.args[0] if marker else None
             slot = i if key is None else groups.setdefault(key, len(groups))
             (keep if slot % self.total == self.index else drop).append(item)
         if drop:
@@ -165,6 +173,27 @@ class _QuietCollector:
 COLLECTOR = _QuietCollector()
 
 
+class _OneThreadSessions:
+    """testing/session_threads.py, from when onnxruntime is imported: after collection (a
+    test module's import) or before the next test (a fixture's or a test's)."""
+
+    def pytest_collection_finish(self, session):
+        default_to_one_thread()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        default_to_one_thread()
+
+
+def _own_files(argv: list[str], total: int, index: int) -> list[str]:
+    """``MOBIUS_SHARD_BY=module`` (a sharded test_bundle of //rules:defs.bzl): the i-th test
+    file given goes to shard i % total, with all its tests (its module fixtures are built
+    once); the other shards' files are left out before pytest imports them (a bundle's test
+    modules import much of mobius and of its references)."""
+    files = [a for a in argv if a.endswith(".py")]
+    return [a for a in argv if a not in files or files.index(a) % total == index]
+
+
 def _shard_env() -> tuple[int, int]:
     total = int(os.environ.get("TEST_TOTAL_SHARDS", "1") or "1")
     index = int(os.environ.get("TEST_SHARD_INDEX", "0") or "0")
@@ -182,6 +211,12 @@ def main(argv: list[str]) -> int:
         print("usage: run_pytest.py TEST_FILE.py [...] [pytest args]", file=sys.stderr)
         return 2
     total, index = _shard_env()
+    if os.environ.get("MOBIUS_SHARD_BY") == "module" and total > 1:
+        argv = _own_files(argv, total, index)
+        if not any(a.endswith(".py") for a in argv):
+            print(f"run_pytest: shard {index}/{total} got no test file; OK")
+            return 0
+        total, index = 1, 0
     plugin = _ShardPlugin(total, index)
 
     args = ["-q", "-p", "no:cacheprovider", f"--rootdir={_ROOT}"]
@@ -196,13 +231,11 @@ def main(argv: list[str]) -> int:
         args += ["-k", test_filter]
     args += argv
 
-    code = int(pytest.main(args, plugins=[plugin, COLLECTOR]))
+    code = int(pytest.main(args, plugins=[plugin, COLLECTOR, _OneThreadSessions()]))
     if code == NO_TESTS_COLLECTED:
         if total > 1 and plugin.collected > 0 and plugin.selected == 0:
-            print(
-                f"run_pytest: shard {index}/{total} got no tests "
-                f"({plugin.collected} collected in all); OK",
-            )
+            print(f"run_pytest: shard {index}/{total} got no tests "
+                  f"({plugin.collected} collected in all); OK")
             return 0
         print("run_pytest: no tests collected; failing", file=sys.stderr)
         return 1

@@ -63,7 +63,8 @@ def test_garbage_is_collected_between_tests_past_the_budget(tmp_path):
 
 def test_a_bundle_shards_by_test_file(tmp_path):
     """MOBIUS_SHARD_BY=module: each file's tests land in one shard (its module fixtures are
-    built once); without it, items alternate between shards."""
+    built once) and the other shards do not import it; without it, items alternate between
+    shards."""
     files = ["a_test.py", "b_test.py", "c_test.py"]
     for name in files:
         (tmp_path / name).write_text(RECORDS_ITS_RUNS)
@@ -73,9 +74,19 @@ def test_a_bundle_shards_by_test_file(tmp_path):
         _run(tmp_path, files, 2, shard, RAN_LOG=str(log), **env_vars)
         return log.read_text().split()
 
-    assert ran(0, MOBIUS_SHARD_BY="module") == ["a_test:1", "a_test:2", "c_test:1", "c_test:2"]
-    assert ran(1, MOBIUS_SHARD_BY="module") == ["b_test:1", "b_test:2"]
-    assert ran(0) == ["a_test:1", "b_test:1", "c_test:1"]
+    assert ran(0, MOBIUS_SHARD_BY="module") == [
+        "a_test:import", "c_test:import", "a_test:1", "a_test:2", "c_test:1", "c_test:2"]
+    assert ran(1, MOBIUS_SHARD_BY="module") == ["b_test:import", "b_test:1", "b_test:2"]
+    assert ran(0) == ["a_test:import", "b_test:import", "c_test:import",
+                      "a_test:1", "b_test:1", "c_test:1"]
+
+
+def test_a_bundle_shard_with_no_test_file_passes(tmp_path):
+    """More shards than test files: the shards left without a file pass, and say so."""
+    (tmp_path / "a_test.py").write_text(RECORDS_ITS_RUNS)
+    log = tmp_path / "ran.txt"
+    out = _run(tmp_path, ["a_test.py"], 2, 1, RAN_LOG=str(log), MOBIUS_SHARD_BY="module")
+    assert "shard 1/2 got no test file" in out and not log.exists()
 
 
 RECORDS_ITS_RUNS = '''
@@ -85,6 +96,9 @@ import os
 def _ran(test):
     with open(os.environ["RAN_LOG"], "a") as log:
         log.write(f"{__name__}:{test}\\n")
+
+
+_ran("import")
 
 
 def test_1():

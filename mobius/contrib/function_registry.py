@@ -3,11 +3,14 @@
 A body depends on the node's attributes (head counts, rotary on/off ...), so
 each distinct attribute set becomes its own function *overload*
 (ONNX IR >= 10); nodes with identical attributes share one.
+
+Bodies are built once per process and cloned for each model (a clone costs a third of a
+build, and every model of a package, and every package of a batch, asks for the same few).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Hashable, Sequence
 
 import onnx_ir as ir
 
@@ -15,6 +18,10 @@ from mobius.graph_builder import build_function
 
 MS_DOMAIN = "com.microsoft"
 OPSET = 23
+
+#: (domain, op, overload, input types) -> the body built for them; never handed out, only
+#: its clones (a model's passes may edit its functions)
+_BUILT: dict[Hashable, ir.Function] = {}
 
 
 def attach_function(
@@ -32,10 +39,13 @@ def attach_function(
     if key in model.functions:
         return
     # Presence comes from the node (an input may be present with an unknown type).
-    inputs = [
-        ir.Value(name=f"input_{i}", type=t) if node.inputs[i] is not None else None
-        for i, t in enumerate(input_types)
-    ]
-    function = build_function(body, inputs, domain=node.domain, name=node.op_type, opset=OPSET)
-    function.overload = overload
-    model.functions[key] = function
+    present = [node.inputs[i] is not None for i in range(len(input_types))]
+    built_key = (*key, tuple(zip(present, input_types)))
+    if built_key not in _BUILT:
+        inputs = [ir.Value(name=f"input_{i}", type=t) if here else None
+                  for i, (here, t) in enumerate(zip(present, input_types))]
+        function = build_function(body, inputs, domain=node.domain, name=node.op_type,
+                                  opset=OPSET)
+        function.overload = overload
+        _BUILT[built_key] = function
+    model.functions[key] = _BUILT[built_key].clone()

@@ -14,11 +14,16 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 
 from testing.js.node import HERE, node_env
 
 CHROMIUM = "chromium"
+#: where Chromium's singleton socket goes: a socket path has at most 107 bytes, and Bazel's
+#: TEST_TMPDIR is longer (Chromium aborts), so a folder here, removed when the browser stops
+#: (a terminated Chromium leaves its own behind)
+_SHORT_TMP = "/tmp"
 
 
 def chromium_path() -> str | None:
@@ -40,10 +45,12 @@ def run_in_chromium(case_paths: list[str], profile_dir: str, *, ep: str = "webgp
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = (f"http://127.0.0.1:{server.server_address[1]}/harness/browser_runner.html"
            f"?ep={ep}&cases={len(case_paths)}")
+    socket_dir = tempfile.mkdtemp(prefix="chromium-", dir=_SHORT_TMP)
     browser = subprocess.Popen(
         [chromium_path() or CHROMIUM, "--headless=new", "--no-sandbox", "--enable-unsafe-webgpu",
          "--no-first-run", f"--user-data-dir={profile_dir}", url],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": socket_dir})
     try:
         if not done.wait(timeout):
             raise TimeoutError(f"chromium gave no result within {timeout} s")
@@ -51,6 +58,7 @@ def run_in_chromium(case_paths: list[str], profile_dir: str, *, ep: str = "webgp
         browser.terminate()
         browser.wait(30)
         server.shutdown()
+        shutil.rmtree(socket_dir, ignore_errors=True)
     return result
 
 
