@@ -19,8 +19,8 @@ It honours Bazel's test protocol:
   that no test writes under ``$HOME`` or ``/tmp`` (Bazel 4 sets no ``TMPDIR``).
 
 Threads: onnxruntime sessions a test creates without a thread count get one intra-op
-thread (testing/session_threads.py), numpy's OpenBLAS and torch's OpenMP one each: Bazel
-runs two tests at a time on two cores.
+thread (testing/session_threads.py; .bazelrc gives OpenMP and OpenBLAS one): Bazel runs
+two tests at a time on two cores.
 
 ``MOBIUS_GPU_SITE`` (``--config=gpu``): a folder with onnxruntime's GPU wheels, put
 ahead of the CPU ones on ``sys.path``.
@@ -81,10 +81,6 @@ def _hermetic_env() -> None:
     """
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     tmp = os.environ.get("TEST_TMPDIR")
-    # numpy's OpenBLAS and torch's OpenMP: one thread each, as onnxruntime's sessions
-    # (testing/session_threads.py says why)
-    for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(variable, "1")
     if tmp:
         os.environ["TMPDIR"] = tmp
         os.environ.setdefault("MOBIUS_CACHE", os.path.join(tmp, "mobius-cache"))

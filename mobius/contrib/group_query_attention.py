@@ -40,10 +40,11 @@ class GqaSpec:
 
     @property
     def overload(self) -> str:
-        cap = f"_c{self.softcap:.6g}" if self.softcap else ""
+        # exact floats: the body bakes them in, and bodies are shared by overload
+        cap = f"_c{self.softcap!r}" if self.softcap else ""
         interleaved = "_i1" if self.rotary_interleaved else ""
         sink = "_sink" if self.head_sink else ""
-        return (f"h{self.num_heads}_kv{self.kv_num_heads}_d{self.head_dim}_s{self.scale:.6g}"
+        return (f"h{self.num_heads}_kv{self.kv_num_heads}_d{self.head_dim}_s{self.scale!r}"
                 f"_r{int(self.do_rotary)}_p{int(self.packed_qkv)}{cap}{interleaved}{sink}")
 
     def attributes(self) -> dict:

@@ -52,7 +52,8 @@ class MoeSpec:
     @property
     def overload(self) -> str:
         act = self.act
-        extra = "" if act == SwiGlu() else f"_a{act.alpha:.6g}_b{act.beta:.6g}_l{act.limit}"
+        # exact floats: the body bakes them in, and bodies are shared by overload
+        extra = "" if act == SwiGlu() else f"_a{act.alpha!r}_b{act.beta!r}_l{act.limit!r}"
         return (f"e{self.num_experts}_h{self.hidden_size}_i{self.inter_size}_k{self.top_k}"
                 f"_n{int(self.normalize)}_{self.dtype.name.lower()}{extra}"
                 f"{'_bias' if self.bias else ''}")
