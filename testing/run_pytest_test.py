@@ -61,6 +61,27 @@ def test_garbage_is_collected_between_tests_past_the_budget(tmp_path):
     assert "3 passed" in _run(tmp_path, ["generated_test.py"])
 
 
+def test_temporary_files_and_subprocesses_stay_in_test_tmpdir(tmp_path):
+    (tmp_path / "tmp_test.py").write_text(USES_TEMP_FILES)
+    assert "1 passed" in _run(tmp_path, ["tmp_test.py"])
+
+
+USES_TEMP_FILES = '''
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def test_temporary_files_land_in_test_tmpdir():
+    root = os.environ["TEST_TMPDIR"]
+    assert tempfile.mkdtemp().startswith(root + os.sep)
+    child = subprocess.run([sys.executable, "-c", "import tempfile; print(tempfile.mkdtemp())"],
+                           capture_output=True, text=True, check=True)
+    assert child.stdout.startswith(root + os.sep), child.stdout
+'''
+
+
 def test_a_bundle_shards_by_test_file(tmp_path):
     """MOBIUS_SHARD_BY=module: each file's tests land in one shard (its module fixtures are
     built once) and the other shards do not import it; without it, items alternate between
