@@ -24,9 +24,6 @@ REWRITE_RULE_DEPS = {
         "//third_party:numpy",
         "//third_party:onnx_ir",
     ],
-    "demo_double_neg": [
-        "//third_party:onnx_ir",
-    ],
     "equal_rank_broadcast": [
         ":fusion_util",
         "//third_party:onnx_ir",
@@ -198,14 +195,6 @@ REWRITE_TESTS = {
         ],
         "tiny": [
             "tiny-llama",
-        ],
-    },
-    "demo_double_neg_test": {
-        "deps": [
-            ":demo_double_neg",
-            "//testing:fusion_checks",
-            "//third_party:numpy",
-            "//third_party:onnx",
         ],
     },
     "equal_rank_broadcast_test": {
