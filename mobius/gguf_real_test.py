@@ -46,5 +46,5 @@ def test_smollm2_gguf_matches_transformers(tmp_path):
     assert tokens[0].tolist() == [[reference["token"]]]
     decode = logits["decode"]
     np.testing.assert_allclose(steps[1].reshape(decode.shape), decode, atol=5e-4, rtol=0)
-    assert genai_generate(out, [plain], GGUF_NEW_TOKENS, intra_op_num_threads=1) == [
+    assert genai_generate(out, [plain], GGUF_NEW_TOKENS) == [
         reference["generated"]]

@@ -112,7 +112,7 @@ def _genai(request: dict) -> dict:
     prefix = os.path.join(request["out"], "genai")
     overlay = {"model": {"decoder": {"session_options": {"enable_profiling": prefix}}}}
     tokens = genai_generate(request["package"], request["prompts"], request["max_new_tokens"],
-                            config_overlay=overlay, intra_op_num_threads=1)
+                            config_overlay=overlay)
     (profile,) = glob.glob(prefix + "*.json")
     return {"tokens": tokens, "placement": _placement(profile)}
 

@@ -170,11 +170,8 @@ COLLECTOR = _QuietCollector()
 
 
 class _OneThreadSessions:
-    """testing/session_threads.py, from when onnxruntime is imported: after collection (a
-    test module's import) or before the next test (a fixture's or a test's)."""
-
-    def pytest_collection_finish(self, session):
-        default_to_one_thread()
+    """testing/session_threads.py, from when onnxruntime is imported: before each test's
+    setup (its fixtures), so once a test module, fixture or earlier test imported it."""
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):

@@ -5,7 +5,7 @@ The CI machine kind's speed moves within the day (the same cold suite took 664 s
 means little without it. .ci/run prints it before and after ``bazel test``; the cold
 figures in docs/testing.md name the gauge they were taken at.
 
-    python3 tools/speed_gauge.py    ->  speed gauge: 0.93 s (...)
+    python3 tools/speed_gauge.py    ->  speed gauge: 0.50 s (...)
 """
 
 from __future__ import annotations

@@ -29,8 +29,6 @@ from ep.cpu.genai_e2e_cases import NEW_TOKENS, PROMPTS
 from testing import ep_suite, genai_harness as harness
 from testing.reference_cases import case_dir
 
-THREADS = 1
-
 
 def _package(tmp_path_factory, family):
     import mobius
@@ -53,7 +51,7 @@ def test_cpu_package_generates_like_transformers(tmp_path_factory, family):
     assert config["search"]["past_present_share_buffer"] is uses_gqa
     assert config["model"]["decoder"]["session_options"]["provider_options"] == []
 
-    genai_rows = harness.genai_generate(path, PROMPTS, NEW_TOKENS, intra_op_num_threads=THREADS)
+    genai_rows = harness.genai_generate(path, PROMPTS, NEW_TOKENS)
     hf_rows, margins = harness.load_hf_generate(os.path.join(folder, "transformers.json"))
     mismatch = [
         f"row {i}: genai {g}\n        transformers {h} "

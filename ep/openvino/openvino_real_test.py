@@ -74,7 +74,7 @@ def test_genai_greedy_tokens_equal_the_cpu_ep(packages, tmp_path, name, dtype, q
     run = BACKEND.generate(package, prompts, max_new_tokens=8)
     assert run.elsewhere() == sorted(ELSEWHERE.get((name, dtype, quant), {})), run.summary()
     cpu = real_ep_checks.on_cpu(package, str(tmp_path / "cpu"))
-    assert run.tokens == genai_generate(cpu, prompts, 8, intra_op_num_threads=1)
+    assert run.tokens == genai_generate(cpu, prompts, 8)
 
 
 def test_packages_ask_openvino_for_the_build_precision(packages):

@@ -147,7 +147,7 @@ def test_genai_greedy_tokens_equal_the_cpu_ep(builds, tmp_path, name, dtype, qua
     model = os.path.join(cpu, "model.onnx")
     ir.save(exact_int4(ir.load(os.path.join(package, "model.onnx"))), model,
             external_data="model.onnx.data")
-    assert run.tokens == genai_generate(cpu, prompts, 8, intra_op_num_threads=1)
+    assert run.tokens == genai_generate(cpu, prompts, 8)
 
 
 def _saved(builds, name, dtype, quant, folder) -> str:

@@ -25,8 +25,6 @@ from mobius.package.genai_config import genai_model_type
 from testing import genai_harness as harness
 from testing.reference_cases import case_dir
 
-THREADS = 1
-
 
 @pytest.mark.parametrize("ep", ["default", "cpu"])
 @pytest.mark.parametrize("preset", cases.CASES)
@@ -36,7 +34,7 @@ def test_genai_generates_like_transformers(tmp_path, preset, ep):
     path = package.save(str(tmp_path / "pkg"))
     config = harness.genai_config(path)
     assert config["model"]["type"] == genai_model_type(package.config.model_type)
-    genai_rows = harness.genai_generate(path, PROMPTS, NEW_TOKENS, intra_op_num_threads=THREADS)
+    genai_rows = harness.genai_generate(path, PROMPTS, NEW_TOKENS)
     hf_rows, margins = harness.load_hf_generate(os.path.join(folder, "transformers.json"))
     mismatch = [f"row {i}: genai {g}\n        transformers {h} (top-1/top-2 gaps "
                 f"{[round(m, 4) for m in gaps]})"

@@ -128,7 +128,7 @@ def test_genai_generates_like_the_reference(tmp_path, case, genai_type):
     assert model["type"] == genai_type
     eos = model["eos_token_id"]
     assert (eos if isinstance(eos, list) else [eos]) == cases.eos_ids(case)
-    genai_rows = harness.genai_generate(path, PROMPTS, NEW_TOKENS, intra_op_num_threads=1)
+    genai_rows = harness.genai_generate(path, PROMPTS, NEW_TOKENS)
     hf_rows, margins = harness.load_hf_generate(os.path.join(folder, "transformers.json"))
     mismatch = [f"row {i}: genai {g} reference {h} (gaps {[round(m, 4) for m in gaps]})"
                 for i, (g, h, gaps) in enumerate(zip(genai_rows, hf_rows, margins)) if g != h]

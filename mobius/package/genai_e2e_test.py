@@ -41,11 +41,6 @@ from mobius.package.tokenizer_files import TOKENIZER_FILES
 from testing import genai_harness as harness
 from testing.reference_cases import case_dir
 
-# Tiny models run fastest single-threaded, and so do not slow to a crawl
-# when the machine is busy with other tests.
-THREADS = 1
-
-
 # "default": the portable graph (standard ONNX Attention, separate KV
 # buffers: past_present_share_buffer false). "cpu": GroupQueryAttention, for
 # which genai_config turns past_present_share_buffer on.
@@ -68,8 +63,7 @@ def built(request, ep, tmp_path_factory):
 
 
 def _genai(built, prompts, **kwargs):
-    return harness.genai_generate(built["package"], prompts, NEW_TOKENS,
-                                  intra_op_num_threads=THREADS, **kwargs)
+    return harness.genai_generate(built["package"], prompts, NEW_TOKENS, **kwargs)
 
 
 def _recorded(built, name: str):

@@ -59,7 +59,7 @@ def test_generation_past_the_window_matches_transformers(checkpoint, tmp_path):
     genai = harness.genai_config(package)
     assert genai["model"]["decoder"]["sliding_window"]["window_size"] == window
     assert genai["model"]["decoder"]["sliding_window"]["layers"] == sliding
-    got = harness.genai_generate(package, [PROMPT], NEW_TOKENS, intra_op_num_threads=1)
+    got = harness.genai_generate(package, [PROMPT], NEW_TOKENS)
     assert got == hf_tokens
     max_length = 200
     lengths = _present_lengths(package, max_length, layers)

@@ -76,7 +76,7 @@ def test_genai_greedy_equals_onnxruntime_steps(tmp_path):
     package = mobius.build(folder, execution_provider=EP, quant="int4")
     path = package.save(str(tmp_path / "int4"))
     assert any(n.op_type == "MatMulNBits" for n in package.model.graph)
-    genai = genai_harness.genai_generate(path, [PROMPT], NEW_TOKENS, intra_op_num_threads=1)[0]
+    genai = genai_harness.genai_generate(path, [PROMPT], NEW_TOKENS)[0]
     config = package.config
     ids = np.array([PROMPT], np.int64)
     _, chosen = ep_parity.run(_session(os.path.join(path, "model.onnx")), config, ids,

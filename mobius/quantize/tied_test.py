@@ -167,7 +167,7 @@ def test_genai_greedy_equals_onnxruntime_steps(folder, tmp_path):
     package = _build(folder)
     path = package.save(str(tmp_path / "int4"))
     assert len(_copies_of_table(_initializers(path))) == 1
-    genai = genai_harness.genai_generate(path, [PROMPT], 10, intra_op_num_threads=1)[0]
+    genai = genai_harness.genai_generate(path, [PROMPT], 10)[0]
     ids = np.array([PROMPT], np.int64)
     _, chosen = ep_parity.run(ep_parity.session(package.model), package.config, ids,
                               np.ones_like(ids), 10, np.float32)
